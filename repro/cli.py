@@ -1,0 +1,47 @@
+"""The ``repro`` command line.
+
+Each sub-command lives in its own module under ``repro.commands`` and exposes
+``register(subparsers)``; this file only discovers and dispatches them, so adding a
+command never means editing this file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+from collections.abc import Sequence
+
+import repro.commands
+from repro.errors import ReproError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="repro",
+        description='Reproduction harness for "Attention Is All You Need" (Vaswani et al., 2017).',
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for info in sorted(pkgutil.iter_modules(repro.commands.__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"repro.commands.{info.name}")
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except ReproError as err:
+        print(f"repro: error: {err}", file=sys.stderr)
+        return err.exit_code
+    except KeyboardInterrupt:
+        print("repro: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,39 @@
+"""Errors a user can act on. Each names the file, line, field or step at fault."""
+
+from __future__ import annotations
+
+
+class ReproError(Exception):
+    """An error caused by input the user controls; the CLI prints it and exits ``exit_code``."""
+
+    exit_code = 1
+
+
+class ConfigError(ReproError, ValueError):
+    """A model or training configuration that the paper's architecture cannot take."""
+
+    exit_code = 2
+
+
+class ClaimFileError(ReproError):
+    """A malformed claims file; the message names the file and the claim."""
+
+    exit_code = 2
+
+
+class DataError(ReproError):
+    """Malformed data: the message names the file and line."""
+
+    exit_code = 2
+
+
+class CheckpointError(ReproError):
+    """A truncated, foreign or incompatible checkpoint; the message names the file."""
+
+    exit_code = 2
+
+
+class ResultError(ReproError):
+    """A missing or malformed result record; the message names the file and field."""
+
+    exit_code = 2

@@ -1,0 +1,108 @@
+"""Section 3.2: scaled dot-product attention (Eq. 1) and multi-head attention."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+def scaled_dot_product_attention(
+    query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None
+) -> tuple[Tensor, Tensor]:
+    """Eq. 1: Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V.
+
+    ``mask`` is boolean, broadcastable to (..., n_queries, n_keys), ``True`` where attention
+    is allowed; masked scores are set to -inf *before* the softmax so they get weight 0.
+    Returns the output (..., n_queries, d_v) and the attention weights.
+    """
+    d_k = query.size(-1)
+    scores = query @ key.transpose(-2, -1) / math.sqrt(d_k)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = scores.softmax(dim=-1)
+    return weights @ value, weights
+
+
+def fused_attention(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None) -> Tensor:
+    """Eq. 1 through PyTorch's fused kernel (flash / memory-efficient where available)."""
+    return F.scaled_dot_product_attention(query, key, value, attn_mask=mask)
+
+
+@dataclass
+class KeyValueCache:
+    """Projected keys and values kept between incremental decoding steps, (batch, h, length, d)."""
+
+    key: Tensor | None = None
+    value: Tensor | None = None
+
+    def append(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
+        if self.key is None:
+            self.key, self.value = key, value
+        else:
+            self.key = torch.cat([self.key, key], dim=2)
+            self.value = torch.cat([self.value, value], dim=2)
+        return self.key, self.value
+
+    def reorder(self, index: Tensor) -> None:
+        """Select batch rows (beam search keeps the surviving hypotheses)."""
+        if self.key is not None:
+            self.key = self.key.index_select(0, index)
+            self.value = self.value.index_select(0, index)
+
+
+class MultiHeadAttention(nn.Module):
+    """Section 3.2.2: MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O,
+    head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V).
+
+    The h projections of each kind are held as one matrix of d_model x (h * d_k) (resp. d_v),
+    which is the same map as h separate matrices, laid side by side.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, d_k: int, d_v: int, impl: str = "reference") -> None:
+        super().__init__()
+        self.n_heads, self.d_k, self.d_v, self.impl = n_heads, d_k, d_v, impl
+        self.w_q = nn.Linear(d_model, n_heads * d_k)
+        self.w_k = nn.Linear(d_model, n_heads * d_k)
+        self.w_v = nn.Linear(d_model, n_heads * d_v)
+        self.w_o = nn.Linear(n_heads * d_v, d_model)
+        self.last_weights: Tensor | None = None  # kept when record_weights is set (attention maps)
+        self.record_weights = False
+
+    def _split(self, x: Tensor, d: int) -> Tensor:
+        batch, length, _ = x.shape
+        return x.view(batch, length, self.n_heads, d).transpose(1, 2)
+
+    def forward(
+        self,
+        query: Tensor,
+        key: Tensor,
+        value: Tensor,
+        mask: Tensor | None = None,
+        cache: KeyValueCache | None = None,
+        static_kv: bool = False,
+    ) -> Tensor:
+        """Attend from ``query`` (batch, n, d_model) to ``key``/``value`` (batch, m, d_model).
+
+        With a ``cache``: for self-attention the new keys/values are appended to it; with
+        ``static_kv`` (encoder-decoder attention) they are computed once and reused.
+        """
+        q = self._split(self.w_q(query), self.d_k)
+        if cache is not None and static_kv and cache.key is not None:
+            k, v = cache.key, cache.value
+        else:
+            k = self._split(self.w_k(key), self.d_k)
+            v = self._split(self.w_v(value), self.d_v)
+            if cache is not None:
+                k, v = cache.append(k, v)
+        if self.impl == "fused" and not self.record_weights:
+            out = fused_attention(q, k, v, mask)
+        else:
+            out, weights = scaled_dot_product_attention(q, k, v, mask)
+            if self.record_weights:
+                self.last_weights = weights.detach()
+        batch, _, length, _ = out.shape
+        return self.w_o(out.transpose(1, 2).reshape(batch, length, self.n_heads * self.d_v))

@@ -1,0 +1,99 @@
+"""The model's configuration: one dataclass whose fields are the symbols of Table 3.
+
+Every part of Section 3 that the paper (or Table 3) varies is a field here. Two fields
+exist only to express *departures* from the paper, so that variants can be built and the
+claims shown to catch them: ``norm_first`` (pre-norm, as in many later implementations)
+and ``attention="fused"`` (a fast path that must agree with the reference Eq. 1 path).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from repro.errors import ConfigError
+
+POSITIONAL_KINDS = ("sinusoidal", "learned")
+ATTENTION_IMPLS = ("reference", "fused")
+
+
+@dataclass(frozen=True)
+class TransformerConfig:
+    """Hyperparameters of the Transformer (defaults: the base model of Table 3).
+
+    Symbols follow the paper: ``n_layers`` is N, ``n_heads`` is h, ``dropout`` is P_drop.
+    ``d_k`` and ``d_v`` default to d_model / h (Section 3.2.2) but may be set apart from it,
+    as Table 3 rows (A) and (B) do.
+    """
+
+    src_vocab_size: int = 37000
+    tgt_vocab_size: int = 37000
+    n_layers: int = 6
+    d_model: int = 512
+    d_ff: int = 2048
+    n_heads: int = 8
+    d_k: int | None = None
+    d_v: int | None = None
+    dropout: float = 0.1
+    positional: str = "sinusoidal"
+    max_len: int = 1024
+    share_embeddings: bool = True
+    tie_output: bool = True
+    norm_first: bool = False
+    attention: str = "reference"
+    pad_id: int = 0
+
+    def __post_init__(self) -> None:
+        def positive(name: str) -> None:
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise ConfigError(f"config field '{name}' must be a positive integer, got {value!r}")
+
+        for name in ("src_vocab_size", "tgt_vocab_size", "n_layers", "d_model", "d_ff", "n_heads", "max_len"):
+            positive(name)
+        if self.d_model % self.n_heads:
+            raise ConfigError(
+                f"config field 'd_model' ({self.d_model}) must be divisible by 'n_heads' ({self.n_heads}): "
+                "Section 3.2.2 sets d_k = d_v = d_model / h"
+            )
+        if self.d_k is None:
+            object.__setattr__(self, "d_k", self.d_model // self.n_heads)
+        if self.d_v is None:
+            object.__setattr__(self, "d_v", self.d_model // self.n_heads)
+        positive("d_k")
+        positive("d_v")
+        if not isinstance(self.dropout, (int, float)) or not 0.0 <= self.dropout < 1.0:
+            raise ConfigError(f"config field 'dropout' must lie in [0, 1), got {self.dropout!r}")
+        if self.positional not in POSITIONAL_KINDS:
+            raise ConfigError(f"config field 'positional' must be one of {POSITIONAL_KINDS}, got {self.positional!r}")
+        if self.attention not in ATTENTION_IMPLS:
+            raise ConfigError(f"config field 'attention' must be one of {ATTENTION_IMPLS}, got {self.attention!r}")
+        if self.share_embeddings and self.src_vocab_size != self.tgt_vocab_size:
+            raise ConfigError(
+                "config field 'share_embeddings' needs one joint source-target vocabulary (Section 3.4), "
+                f"but src_vocab_size={self.src_vocab_size} and tgt_vocab_size={self.tgt_vocab_size}"
+            )
+        if not 0 <= self.pad_id < min(self.src_vocab_size, self.tgt_vocab_size):
+            raise ConfigError(f"config field 'pad_id' ({self.pad_id}) lies outside the vocabulary")
+
+    def replace(self, **changes: Any) -> "TransformerConfig":
+        """A copy with ``changes`` applied (and validated)."""
+        unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
+        if unknown:
+            raise ConfigError(f"unknown config field(s): {', '.join(sorted(unknown))}")
+        # d_k/d_v follow d_model/h unless given explicitly.
+        if ("d_model" in changes or "n_heads" in changes):
+            changes.setdefault("d_k", None)
+            changes.setdefault("d_v", None)
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "TransformerConfig":
+        unknown = set(data) - {f.name for f in dataclasses.fields(cls)}
+        if unknown:
+            raise ConfigError(f"unknown config field(s): {', '.join(sorted(unknown))}")
+        return cls(**data)

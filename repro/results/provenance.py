@@ -1,0 +1,100 @@
+"""Provenance of a measurement: which commit, config, hardware and data produced it.
+
+A result without provenance is refused by the store and by the reporter: a figure that
+cannot say where it came from cannot be cited.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import os
+import platform
+import subprocess
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+REQUIRED_FIELDS = ("commit", "config_hash", "hardware", "dataset", "date", "scale")
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where a measured value came from.
+
+    ``scale`` says in words how far the run is from the paper's (e.g. "local: 2-core CPU,
+    Multi30k, 1500 steps, d_model=256"); ``bleu_signature`` is set for BLEU results and names
+    the protocol (sacreBLEU signature or the paper's tokenized protocol).
+    """
+
+    commit: str
+    config_hash: str
+    hardware: str
+    dataset: str
+    date: str
+    scale: str
+    bleu_signature: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Provenance":
+        missing = [k for k in REQUIRED_FIELDS if not data.get(k)]
+        if missing:
+            raise ValueError(f"provenance lacks {', '.join(missing)}")
+        known = {k: data[k] for k in (*REQUIRED_FIELDS, "bleu_signature") if k in data}
+        return cls(**known, extra=dict(data.get("extra") or {}))
+
+
+def git_commit(repo: Path | None = None) -> str:
+    """The current commit, with ``-dirty`` when the working tree has changes; ``unknown`` outside git."""
+    cwd = repo or Path(__file__).resolve().parents[2]
+    try:
+        sha = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=cwd, capture_output=True, text=True, check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return os.environ.get("REPRO_COMMIT", "unknown")
+    return f"{sha}-dirty" if dirty else sha
+
+
+def hardware_description() -> str:
+    """A one-line description of the device a measurement ran on."""
+    import torch
+
+    if torch.cuda.is_available():
+        name = torch.cuda.get_device_name(0)
+        return f"{torch.cuda.device_count()}x {name} (CUDA {torch.version.cuda}), torch {torch.__version__}"
+    cpu = platform.processor() or platform.machine()
+    return f"CPU {cpu}, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads, torch {torch.__version__}"
+
+
+def config_hash(config: Any) -> str:
+    """A short stable hash of a JSON-serialisable config (dataclasses are converted first)."""
+    if hasattr(config, "__dataclass_fields__"):
+        config = asdict(config)
+    blob = json.dumps(config, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:12]
+
+
+def collect_provenance(
+    *, config: Any, dataset: str, scale: str, bleu_signature: str | None = None, **extra: Any
+) -> Provenance:
+    """Provenance for a measurement taken now, in this process, on this machine."""
+    return Provenance(
+        commit=git_commit(),
+        config_hash=config_hash(config),
+        hardware=hardware_description(),
+        dataset=dataset,
+        date=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        scale=scale,
+        bleu_signature=bleu_signature,
+        extra=extra,
+    )

@@ -1,0 +1,125 @@
+"""A directory of result records, safe for many concurrent writers.
+
+Layout: ``ROOT/<claim id>/<timestamp>-<random>.json``, one record per file. Each record is
+written to a temporary file in the same directory and moved into place with ``os.replace``,
+so a reader never sees half a record and concurrent writers (SLURM array tasks) never
+overwrite each other.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from repro.errors import ResultError
+from repro.results.provenance import Provenance
+
+
+@dataclass(frozen=True)
+class Result:
+    """One measurement of one claim.
+
+    ``measured`` is a number, a string, or a mapping for structured results (e.g. the
+    fitted exponents of Table 1). ``status`` is the checker's verdict when it made one
+    (``pass``/``fail``), else ``None`` and the reporter compares against the claim.
+    """
+
+    claim_id: str
+    measured: Any
+    provenance: Provenance
+    unit: str | None = None
+    status: str | None = None
+    detail: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "claim_id": self.claim_id,
+            "measured": self.measured,
+            "unit": self.unit,
+            "status": self.status,
+            "detail": self.detail,
+            "provenance": self.provenance.to_dict(),
+            "extra": self.extra,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], *, source: str = "<record>") -> "Result":
+        for key in ("claim_id", "measured", "provenance"):
+            if key not in data:
+                raise ResultError(f"{source}: result record lacks field '{key}'")
+        if not isinstance(data["provenance"], dict):
+            raise ResultError(f"{source}: field 'provenance' must be an object")
+        try:
+            prov = Provenance.from_dict(data["provenance"])
+        except (TypeError, ValueError) as err:
+            raise ResultError(f"{source}: field 'provenance': {err}") from None
+        return cls(
+            claim_id=str(data["claim_id"]),
+            measured=data["measured"],
+            provenance=prov,
+            unit=data.get("unit"),
+            status=data.get("status"),
+            detail=data.get("detail") or "",
+            extra=dict(data.get("extra") or {}),
+        )
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` so that readers see the old file or the whole new one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class ResultStore:
+    """Result records under one root directory."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root)
+
+    def write(self, result: Result) -> Path:
+        if not isinstance(result.provenance, Provenance):
+            raise ResultError(f"result for {result.claim_id} has no provenance; refusing to store it")
+        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+        path = self.root / result.claim_id / f"{stamp}-{uuid.uuid4().hex[:12]}.json"
+        atomic_write_text(path, json.dumps(result.to_dict(), indent=2, sort_keys=True, default=str) + "\n")
+        return path
+
+    def read_all(self) -> list[Result]:
+        """Every record under the root; a malformed one raises an error naming its file."""
+        if not self.root.exists():
+            raise ResultError(f"{self.root}: results directory does not exist")
+        results = []
+        for path in sorted(self.root.rglob("*.json")):
+            try:
+                data = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+                raise ResultError(f"{path}: not a readable JSON result record ({err})") from None
+            if not isinstance(data, dict):
+                raise ResultError(f"{path}: a result record must be a JSON object")
+            results.append(Result.from_dict(data, source=str(path)))
+        return results
+
+    def latest(self) -> dict[str, Result]:
+        """The newest record of each claim (by provenance date)."""
+        newest: dict[str, Result] = {}
+        for res in self.read_all():
+            cur = newest.get(res.claim_id)
+            if cur is None or res.provenance.date >= cur.provenance.date:
+                newest[res.claim_id] = res
+        return newest
