@@ -1,0 +1,1 @@
+"""Auditing any Transformer implementation against the paper's equation-level claims."""
