@@ -1,0 +1,55 @@
+"""``repro evalb GOLD TEST``: labelled bracket F1 like ``evalb -p COLLINS.prm`` (Table 4, Section 6.3)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from repro.eval.evalb import evalb_files, format_report
+from repro.eval.evalb_params import COLLINS, SAMPLE, EvalbParams, read_prm
+
+_BUILTIN = {"collins": COLLINS, "sample": SAMPLE}
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "evalb", help="score one-tree-per-line parses against gold trees (EVALB, COLLINS.prm)",
+        description="Score TEST against GOLD (one bracketed tree per line) exactly as evalb -p COLLINS.prm "
+                    "does. Prints EVALB's report, or with --json the 'All' summary.")
+    parser.add_argument("gold", type=Path, help="gold trees, one per line")
+    parser.add_argument("test", type=Path, help="parser output, one tree per line, same order")
+    parser.add_argument("--param", "-p", metavar="FILE",
+                        help="EVALB .prm file, or a built-in: COLLINS (default) or SAMPLE (EVALB's sample.prm)")
+    parser.add_argument("--max-error", "-e", type=int, metavar="N",
+                        help="stop after more than N error sentences (overrides MAX_ERROR)")
+    parser.add_argument("--cutoff", "-c", type=int, metavar="N",
+                        help="length cut-off of the second summary (overrides CUTOFF_LEN)")
+    parser.add_argument("--json", action="store_true", help="print the summaries as JSON")
+    parser.set_defaults(func=run)
+
+
+def _params(args: argparse.Namespace) -> EvalbParams:
+    if args.param is None:
+        params = COLLINS
+    elif not Path(args.param).exists() and args.param.lower() in _BUILTIN:
+        params = _BUILTIN[args.param.lower()]
+    else:
+        params = read_prm(args.param)
+    if args.max_error is not None:
+        params = params.replace(max_error=args.max_error)
+    if args.cutoff is not None:
+        params = params.replace(cutoff_len=args.cutoff)
+    return params
+
+
+def run(args: argparse.Namespace) -> int:
+    result = evalb_files(args.gold, args.test, _params(args))
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2))
+    else:
+        sys.stdout.write(format_report(result))
+        for message in result.messages:
+            print(message, file=sys.stderr)
+    return 0
