@@ -1,0 +1,188 @@
+"""Parallel source/target files for constituency parsing as sequence transduction (Section 6.3).
+
+For each split, :func:`prepare` writes into an output directory
+
+- ``{split}.src``   one sentence per line (PTB tokens, space separated),
+- ``{split}.tgt``   its linearised tree (:func:`repro.parsing.linearize.linearize`),
+- ``{split}.trees`` the pre-processed gold tree, one per line, for EVALB and for the POS tags
+  that put punctuation back into decoded trees,
+- ``manifest.json`` the split, the files each split came from, and the sentence counts.
+
+The directory is a dataset for :func:`repro.data.registry.get_dataset` by folder inference
+(``{split}.src`` / ``{split}.tgt``), and :func:`register_prepared` registers it under a name.
+
+Splits, always by file (whole documents), never by sentence:
+
+- WSJ (:func:`prepare_wsj`, for users who hold the treebank): the standard sections 02-21 train,
+  22 dev, 23 test, as in Table 4 (~40K training sentences).
+- The NLTK 10% sample of WSJ sections 00-01 in ``ptb-nltk-sample`` (:func:`prepare_ptb_sample`),
+  for the local run: ``wsj_0001``-``wsj_0159`` train (3396 trees), ``wsj_0160``-``wsj_0179`` dev
+  (273), ``wsj_0180``-``wsj_0199`` test (245). It contains none of the standard sections, so its
+  F1 is not comparable with Table 4.
+
+Run as ``python -m repro.parsing.prepare OUT_DIR [--wsj TREEBANK_DIR] [--data-dir DIR]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from repro.errors import DataError, ReproError
+from repro.parsing.linearize import linearize, source_sentence
+from repro.parsing.trees import preprocess, read_trees, tree_to_line
+from repro.results.store import atomic_write_text
+
+SPLITS = ("train", "dev", "test")
+SAMPLE_FOLDER = "ptb-nltk-sample/combined"
+#: File-number ranges (inclusive) of wsj_NNNN.mrg in the NLTK sample.
+SAMPLE_SPLIT = {"train": (1, 159), "dev": (160, 179), "test": (180, 199)}
+#: The standard WSJ sections (Table 4: results on section 23).
+WSJ_SPLIT = {"train": tuple(range(2, 22)), "dev": (22,), "test": (23,)}
+_WSJ_FILE = re.compile(r"^wsj_(\d\d)(\d\d)\.mrg$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class SplitInfo:
+    name: str
+    files: list[str]
+    sentences: int
+    dropped: int  # trees with nothing left after removing empty elements
+
+
+def _write_split(out_dir: Path, name: str, files: list[Path]) -> SplitInfo:
+    src, tgt, gold = [], [], []
+    dropped = 0
+    for path in files:
+        for item in read_trees(path):
+            tree = preprocess(item.tree)
+            if tree is None:
+                dropped += 1
+                continue
+            src.append(source_sentence(tree) + "\n")
+            tgt.append(linearize(tree) + "\n")
+            gold.append(tree_to_line(tree) + "\n")
+    if not src:
+        raise DataError(f"split '{name}': no trees in {len(files)} file(s)")
+    for suffix, lines in (("src", src), ("tgt", tgt), ("trees", gold)):
+        atomic_write_text(out_dir / f"{name}.{suffix}", "".join(lines))
+    return SplitInfo(name, [p.name for p in files], len(src), dropped)
+
+
+def prepare(groups: dict[str, list[Path]], out_dir: str | Path, source: str) -> dict[str, SplitInfo]:
+    """Write the three files of every split in ``groups`` and the manifest; returns the split summaries."""
+    out_dir = Path(out_dir)
+    infos = {name: _write_split(out_dir, name, files) for name, files in groups.items()}
+    manifest = {
+        "source": source,
+        "format": "src: words; tgt: linearised tree (Vinyals & Kaiser et al. 2014, POS tags as XX); "
+                  "trees: pre-processed gold tree per line",
+        "splits": {name: asdict(info) for name, info in infos.items()},
+    }
+    atomic_write_text(out_dir / "manifest.json", json.dumps(manifest, indent=2) + "\n")
+    return infos
+
+
+def _mrg_files(root: Path) -> dict[tuple[int, int], Path]:
+    found = {}
+    for path in sorted(root.rglob("*")):
+        m = _WSJ_FILE.match(path.name)
+        if m and path.is_file():
+            found[(int(m[1]), int(m[2]))] = path
+    return found
+
+
+def sample_groups(data_dir: str | Path) -> dict[str, list[Path]]:
+    """The by-file split of the NLTK PTB sample (see the module docstring)."""
+    root = Path(data_dir) / SAMPLE_FOLDER
+    if not root.is_dir():
+        raise DataError(f"PTB sample not found: no folder {root} (set --data-dir or REPRO_DATA_DIR)")
+    files = _mrg_files(root)
+    groups = {}
+    for name, (lo, hi) in SAMPLE_SPLIT.items():
+        groups[name] = [p for (sec, num), p in sorted(files.items()) if lo <= sec * 100 + num <= hi]
+        if not groups[name]:
+            raise DataError(f"PTB sample {root}: no wsj_{lo:04d}..wsj_{hi:04d}.mrg files for split '{name}'")
+    return groups
+
+
+def wsj_groups(treebank_dir: str | Path) -> dict[str, list[Path]]:
+    """Sections 02-21 / 22 / 23 of a Penn Treebank WSJ directory (any layout holding wsj_SSNN.mrg)."""
+    root = Path(treebank_dir)
+    if not root.is_dir():
+        raise DataError(f"treebank directory {root} not found")
+    files = _mrg_files(root)
+    groups = {}
+    for name, sections in WSJ_SPLIT.items():
+        groups[name] = [p for (sec, _), p in sorted(files.items()) if sec in sections]
+        missing = sorted(set(sections) - {sec for (sec, _) in files})
+        if missing:
+            raise DataError(f"treebank {root}: no wsj_SSNN.mrg files for section(s) "
+                            f"{', '.join(f'{s:02d}' for s in missing)} of split '{name}'")
+    return groups
+
+
+def prepare_ptb_sample(data_dir: str | Path, out_dir: str | Path) -> dict[str, SplitInfo]:
+    return prepare(sample_groups(data_dir), out_dir, f"NLTK PTB sample {Path(data_dir) / SAMPLE_FOLDER}")
+
+
+def prepare_wsj(treebank_dir: str | Path, out_dir: str | Path) -> dict[str, SplitInfo]:
+    return prepare(wsj_groups(treebank_dir), out_dir, f"Penn Treebank WSJ {treebank_dir}")
+
+
+def split_files(out_dir: str | Path, splits: Iterable[str] = SPLITS) -> dict[str, tuple[Path, Path]]:
+    """``{split: (src, tgt)}`` of a prepared directory; a missing file is a :class:`DataError`."""
+    out = {}
+    for name in splits:
+        pair = (Path(out_dir) / f"{name}.src", Path(out_dir) / f"{name}.tgt")
+        for path in pair:
+            if not path.is_file():
+                raise DataError(f"prepared parsing data: {path} not found; run `python -m repro.parsing.prepare`")
+        out[name] = pair
+    return out
+
+
+def gold_trees_file(out_dir: str | Path, split: str) -> Path:
+    path = Path(out_dir) / f"{split}.trees"
+    if not path.is_file():
+        raise DataError(f"prepared parsing data: {path} not found; run `python -m repro.parsing.prepare`")
+    return path
+
+
+def register_prepared(out_dir: str | Path, name: str, description: str = "") -> None:
+    """Register a prepared directory with :mod:`repro.data.registry` (absolute paths)."""
+    from repro.data.registry import Dataset, register
+
+    splits = {s: (a.resolve(), b.resolve()) for s, (a, b) in split_files(out_dir).items()}
+    register(Dataset(name=name, splits=splits, src_lang="words", tgt_lang="tree", tokenized=True,
+                     description=description or f"constituency parsing data prepared in {out_dir}"),
+             overwrite=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m repro.parsing.prepare", description=__doc__.split("\n")[0])
+    parser.add_argument("out_dir", type=Path)
+    parser.add_argument("--wsj", type=Path, metavar="DIR", help="Penn Treebank WSJ .mrg directory (sections 02-23)")
+    parser.add_argument("--data-dir", type=Path, help="shared data directory holding ptb-nltk-sample/")
+    args = parser.parse_args(argv)
+    try:
+        if args.wsj:
+            infos = prepare_wsj(args.wsj, args.out_dir)
+        else:
+            from repro.data.registry import resolve_data_dir
+            infos = prepare_ptb_sample(resolve_data_dir(args.data_dir), args.out_dir)
+    except ReproError as err:
+        print(f"repro: error: {err}", file=sys.stderr)
+        return err.exit_code
+    for info in infos.values():
+        print(f"{info.name}: {info.sentences} sentences from {len(info.files)} files ({info.dropped} dropped)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
