@@ -1,0 +1,105 @@
+"""Checkers for Sections 3.1, 3.3, 3.4: post-norm sub-layers, Eq. 2, embeddings, base dimensions."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from repro.checks.registry import CheckContext, Measurement, NotApplicable, checker
+from repro.claims.claim import Claim
+
+
+@checker("layers.feed_forward")
+def feed_forward(claim: Claim, ctx: CheckContext) -> Measurement:
+    """Eq. 2 applied at each position: max |FFN(x) - (max(0, x W1 + b1) W2 + b2)|."""
+    d_model, d_ff = claim.params.get("d_model", 64), claim.params.get("d_ff", 256)
+    parts = ctx.target.feed_forward(d_model, d_ff)
+    gen = torch.Generator().manual_seed(ctx.seed)
+    x = torch.randn(3, 11, d_model, generator=gen)
+    with torch.no_grad():
+        got = parts.module(x).double()
+        w_1, b_1, w_2, b_2 = (t.detach().double() for t in (parts.w_1, parts.b_1, parts.w_2, parts.b_2))
+        want = torch.clamp(x.double() @ w_1 + b_1, min=0) @ w_2 + b_2
+    err = (got - want).abs().max().item()
+    tol = claim.params.get("atol", 1e-4)
+    return Measurement(err, err <= tol, f"max abs error {err:.2e} (atol {tol:g})")
+
+
+@checker("layers.post_norm")
+def post_norm(claim: Claim, ctx: CheckContext) -> Measurement:
+    """Section 3.1: each sub-layer's output is LayerNorm(x + Sublayer(x)).
+
+    The layer's own sub-layer functions and norms are composed as the paper writes them and
+    compared with the layer's output; a pre-norm layer (x + Sublayer(LayerNorm(x))) or one
+    that normalises before the residual sum does not match."""
+    parts = ctx.target.encoder_layer(claim.params.get("d_model", 64), claim.params.get("heads", 4), 128)
+    gen = torch.Generator().manual_seed(ctx.seed)
+    x = torch.randn(2, 9, claim.params.get("d_model", 64), generator=gen) * 2 + 0.5
+    norm_1, norm_2 = parts.norms
+    with torch.no_grad():
+        h = norm_1(x + parts.self_attention(x))
+        want = norm_2(h + parts.feed_forward(h))
+        got = parts.layer(x)
+    err = (got - want).abs().max().item()
+    tol = claim.params.get("atol", 1e-4)
+    return Measurement(err, err <= tol, f"max |layer(x) - LN(h + FFN(h))|, h = LN(x + SelfAttn(x)): {err:.2e}")
+
+
+@checker("embedding.scale")
+def embedding_scale(claim: Claim, ctx: CheckContext) -> Measurement:
+    """Section 3.4: embedding(tokens) / weight[tokens], measured; the paper's factor is sqrt(d_model)."""
+    d_model = claim.params.get("d_model", 64)
+    parts = ctx.target.model(vocab_size=50, d_model=d_model, n_heads=4, d_ff=128, n_layers=1)
+    if parts.embed_source is None or parts.source_embedding is None:
+        raise NotApplicable(f"{ctx.target.name} exposes no source embedding (ModelParts.embed_source)")
+    tokens = torch.arange(1, 50)
+    with torch.no_grad():
+        emb = parts.embed_source(tokens[None])[0].double()
+        raw = parts.source_embedding[tokens].double()
+    factor = ((emb * raw).sum() / (raw * raw).sum()).item()
+    residual = (emb - factor * raw).abs().max().item()
+    ok = residual < 1e-5 and math.isclose(factor, math.sqrt(d_model), rel_tol=1e-5)
+    return Measurement(
+        factor, ok, f"embedding = {factor:.4f} x weight (residual {residual:.1e}); sqrt(d_model) = {math.sqrt(d_model):.4f}"
+    )
+
+
+@checker("embedding.shared")
+def embedding_shared(claim: Claim, ctx: CheckContext) -> Measurement:
+    """Section 3.4: one weight matrix for both embeddings and the pre-softmax projection."""
+    parts = ctx.target.model(vocab_size=50, d_model=32, n_heads=4, d_ff=64, n_layers=1)
+    tensors = {
+        "source embedding": parts.source_embedding,
+        "target embedding": parts.target_embedding,
+        "output projection": parts.output_projection,
+    }
+    missing = [k for k, t in tensors.items() if t is None]
+    if missing:
+        return Measurement(False, False, f"{', '.join(missing)} missing: nothing to share")
+    ptrs = {k: t.data_ptr() for k, t in tensors.items()}
+    shared = len(set(ptrs.values())) == 1 and len({tuple(t.shape) for t in tensors.values()}) == 1
+    groups = "one matrix" if shared else f"{len(set(ptrs.values()))} distinct matrices"
+    return Measurement(shared, detail=f"{groups} among {', '.join(tensors)}")
+
+
+@checker("model.base_dimensions")
+def base_dimensions(claim: Claim, ctx: CheckContext) -> Measurement:
+    """Section 3: the base model's dimensions, read off the parameter shapes of the built model."""
+    from repro.model import Transformer, get_preset
+
+    if not ctx.target.has_repro_presets:
+        raise NotApplicable(f"{ctx.target.name}: the base preset is repro's own")
+    model = Transformer(get_preset("base").model)
+    layer = model.encoder_layers[0]
+    attn = layer.self_attn
+    measured = {
+        "N_encoder": len(model.encoder_layers),
+        "N_decoder": len(model.decoder_layers),
+        "d_model": model.src_embed.weight.shape[1],
+        "d_ff": layer.feed_forward.w_1.weight.shape[0],
+        "h": attn.n_heads,
+        "d_k": attn.w_q.weight.shape[0] // attn.n_heads,
+        "d_v": attn.w_v.weight.shape[0] // attn.n_heads,
+    }
+    return Measurement(measured, detail=", ".join(f"{k}={v}" for k, v in measured.items()))

@@ -1,0 +1,93 @@
+"""Checkers for Section 3.5: the sinusoidal positional encodings."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from repro.checks.registry import CheckContext, Measurement, checker
+from repro.claims.claim import Claim
+
+
+def reference_encoding(length: int, d_model: int) -> torch.Tensor:
+    """PE(pos, 2i) = sin(pos/10000^(2i/d)), PE(pos, 2i+1) = cos(pos/10000^(2i/d)), in float64."""
+    pe = torch.empty(length, d_model, dtype=torch.float64)
+    for i in range(0, d_model, 2):
+        angle = torch.arange(length, dtype=torch.float64) / 10000 ** (i / d_model)
+        pe[:, i] = torch.sin(angle)
+        if i + 1 < d_model:
+            pe[:, i + 1] = torch.cos(angle)
+    return pe
+
+
+def _table(ctx: CheckContext, claim: Claim) -> torch.Tensor:
+    length, d_model = claim.params.get("length", 200), claim.params.get("d_model", 512)
+    table = ctx.target.positional_encoding(length, d_model)
+    if tuple(table.shape) != (length, d_model):
+        raise ValueError(f"positional_encoding returned shape {tuple(table.shape)}, expected {(length, d_model)}")
+    return table.detach().double()
+
+
+@checker("positional.equations")
+def equations(claim: Claim, ctx: CheckContext) -> Measurement:
+    """Max |PE - the paper's sin/cos formula| over several model widths."""
+    worst = 0.0
+    for d_model in claim.params.get("d_models", [16, 64, 512]):
+        length = claim.params.get("length", 200)
+        table = ctx.target.positional_encoding(length, d_model).detach().double()
+        if tuple(table.shape) != (length, d_model):
+            return Measurement(float("inf"), False, f"shape {tuple(table.shape)} for d_model={d_model}")
+        worst = max(worst, (table - reference_encoding(length, d_model)).abs().max().item())
+    tol = claim.params.get("atol", 1e-4)
+    return Measurement(worst, worst <= tol, f"max abs error {worst:.2e} (atol {tol:g})")
+
+
+@checker("positional.wavelengths")
+def wavelengths(claim: Claim, ctx: CheckContext) -> Measurement:
+    """The wavelength of dimension pair i, read off the table as 2*pi / angle(PE(1)_{2i}, PE(1)_{2i+1}),
+    must form a geometric progression from 2*pi towards 10000 * 2*pi.
+
+    Measured: [first wavelength / 2pi, last wavelength / 2pi]; passes when the first is 1, the
+    ratios between neighbours are constant, and the last equals 10000^((d-2)/d) (the progression's
+    last term below 10000 * 2pi)."""
+    table = _table(ctx, claim)
+    d_model = table.shape[1]
+    omega = torch.atan2(table[1, 0::2], table[1, 1::2])  # PE(1) = (sin w, cos w) per pair
+    lam = 1 / omega  # wavelength 2*pi/w, in units of 2*pi
+    ratios = torch.log(lam[1:] / lam[:-1])
+    spread = (ratios.max() - ratios.min()).item()
+    first, last = lam[0].item(), lam[-1].item()
+    last_expected = 10000 ** ((d_model - 2) / d_model)
+    ok = abs(first - 1) < 1e-3 and spread < 1e-3 and abs(last / last_expected - 1) < 1e-2
+    return Measurement(
+        [round(first, 4), round(last, 1)], ok,
+        f"lambda/2pi from {first:.4f} to {last:.1f} (progression's last term {last_expected:.1f}); "
+        f"spread of log-ratios {spread:.1e}",
+    )
+
+
+@checker("positional.relative_linear")
+def relative_linear(claim: Claim, ctx: CheckContext) -> Measurement:
+    """Section 3.5: for any fixed offset k, PE(pos+k) is a linear function of PE(pos).
+
+    For each k, a linear map M_k is fitted by least squares on two disjoint ranges of
+    positions; passes when each fit is exact (residual ~0) and the two maps agree, i.e. M_k
+    does not depend on pos. Measured: the worst of residual and disagreement."""
+    table = _table(ctx, claim)
+    length, d_model = table.shape
+    half = length // 2
+    worst = 0.0
+    for k in claim.params.get("offsets", [1, 5, 17]):
+        fits = []
+        for lo, hi in ((0, half - k), (half, length - k)):
+            src, dst = table[lo:hi], table[lo + k : hi + k]
+            blocks = []
+            for i in range(0, d_model, 2):  # each sin/cos pair rotates on its own: fit 2x2 maps
+                sol = torch.linalg.lstsq(src[:, i : i + 2], dst[:, i : i + 2]).solution
+                worst = max(worst, (src[:, i : i + 2] @ sol - dst[:, i : i + 2]).abs().max().item())
+                blocks.append(sol)
+            fits.append(torch.stack(blocks))
+        worst = max(worst, (fits[0] - fits[1]).abs().max().item())
+    tol = claim.params.get("atol", 1e-4)
+    return Measurement(worst, worst <= tol, f"worst residual or disagreement between ranges {worst:.2e}")

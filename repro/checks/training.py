@@ -1,0 +1,84 @@
+"""Checkers for Section 5: the optimizer, Eq. 3, label smoothing, and the recipe's settings."""
+
+from __future__ import annotations
+
+import torch
+
+from repro.checks.registry import CheckContext, Measurement, NotApplicable, checker
+from repro.claims.claim import Claim
+
+
+@checker("training.adam")
+def adam(claim: Claim, ctx: CheckContext) -> Measurement:
+    """Section 5.3: the optimizer's class and [beta1, beta2, epsilon], read off the optimizer built."""
+    opt = ctx.target.optimizer([torch.nn.Parameter(torch.zeros(3))])
+    group = opt.param_groups[0]
+    betas = group.get("betas")
+    if betas is None or "eps" not in group:
+        return Measurement(None, False, f"{type(opt).__name__} has no Adam moments")
+    decay = group.get("weight_decay", 0.0)
+    kind = type(opt).__name__
+    measured = [float(betas[0]), float(betas[1]), float(group["eps"])]
+    ok = claim.within(measured) and kind in ("Adam", "AdamW") and decay == 0
+    return Measurement(measured, ok, f"{kind}, betas={tuple(betas)}, eps={group['eps']:g}, weight_decay={decay:g}")
+
+
+def eq3(step: int, d_model: int, warmup: int) -> float:
+    """Eq. 3, written out for the comparison."""
+    return d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
+
+
+@checker("training.eq3")
+def schedule(claim: Claim, ctx: CheckContext) -> Measurement:
+    """Eq. 3 at every step of a grid: worst relative error of the implementation's learning rate."""
+    d_model, warmup = claim.params.get("d_model", 512), claim.params.get("warmup", 4000)
+    steps = sorted({1, 2, 10, 100, 1000, 3999, 4000, 4001, 8000, 50_000, 100_000, 300_000})
+    worst = max(
+        abs(ctx.target.learning_rate(s, d_model, warmup) / eq3(s, d_model, warmup) - 1) for s in steps
+    )
+    return Measurement(worst, worst <= claim.params.get("rtol", 1e-6), f"worst relative error {worst:.1e} over {len(steps)} steps")
+
+
+@checker("training.lr_peak")
+def lr_peak(claim: Claim, ctx: CheckContext) -> Measurement:
+    """Eq. 3: the step at which the learning rate peaks, and its value, found by scanning the schedule."""
+    d_model, warmup = claim.params.get("d_model", 512), claim.params.get("warmup", 4000)
+    rates = [ctx.target.learning_rate(s, d_model, warmup) for s in range(1, 3 * warmup)]
+    best = max(range(len(rates)), key=rates.__getitem__)
+    what = claim.params.get("measure", "value")
+    value = best + 1 if what == "step" else rates[best]
+    return Measurement(value, detail=f"peak {rates[best]:.3e} at step {best + 1}")
+
+
+@checker("training.label_smoothing")
+def label_smoothing(claim: Claim, ctx: CheckContext) -> Measurement:
+    """Section 5.4: the probability mass the loss's target distribution puts off the true label.
+
+    For a cross-entropy against a target distribution q, d loss / d logits = softmax(logits) - q,
+    so q is recovered from the gradient. Measured: the mass of q off the true label (eps_ls, up
+    to the convention of spreading over V-1 or V classes). Padding positions must get no gradient."""
+    vocab, pad = 1000, 0
+    smoothing = claim.params.get("smoothing", 0.1)
+    gen = torch.Generator().manual_seed(ctx.seed)
+    logits = torch.randn(6, vocab, generator=gen, requires_grad=True)
+    target = torch.randint(1, vocab, (6,), generator=gen)
+    target[-1] = pad
+    loss = ctx.target.loss(logits, target, pad, smoothing)
+    loss.backward()
+    grad = logits.grad
+    pad_grad = grad[-1].abs().max().item()
+    q = torch.softmax(logits.detach(), -1)[:-1] - grad[:-1]
+    off_target = (1 - q.gather(1, target[:-1, None])).mean().item()
+    ok = pad_grad == 0 and claim.within(off_target)
+    return Measurement(off_target, ok, f"mass off the label {off_target:.4f}; gradient at padding {pad_grad:.1e}")
+
+
+@checker("recipe.value")
+def recipe_value(claim: Claim, ctx: CheckContext) -> Measurement:
+    """A setting of the training or decoding recipe as the implementation's defaults have it."""
+    key = claim.params["key"]
+    settings = ctx.target.hyperparameters()
+    if key not in settings:
+        raise NotApplicable(f"{ctx.target.name} reports no setting '{key}'")
+    value, where = settings[key] if isinstance(settings[key], tuple) else (settings[key], "")
+    return Measurement(value, detail=f"{key} = {value!r}" + (f" (from {where})" if where else ""))

@@ -1,0 +1,67 @@
+"""One claim of the paper, as written in ``claims/*.toml``."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+KINDS = ("equation", "hyperparameter", "count", "complexity", "cost", "metric")
+SCALES = ("local", "cluster")
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A machine-checkable statement of the paper.
+
+    ``expected`` is the paper's value (number, string, boolean, list or table). A numeric
+    claim passes when the measurement lies within ``tolerance`` (``abs`` and/or ``rel``) of it,
+    or, with ``rounding``, when the measurement rounded to that step equals the paper's figure
+    (the paper prints e.g. "65" parameters ×10^6: rounding = 1). ``bound`` = ``at_least`` or
+    ``at_most`` turns the value into a one-sided target (used for the project's own local targets).
+    """
+
+    id: str
+    source: str
+    statement: str
+    kind: str
+    scale: str
+    checker: str
+    file: str
+    expected: Any = None
+    tolerance: dict[str, float] = field(default_factory=dict)
+    rounding: float | None = None
+    unit: str | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+    bound: str | None = None
+    notes: str = ""
+    inconsistency: str = ""
+
+    def within(self, measured: Any) -> bool:
+        """Whether ``measured`` agrees with the paper's value under this claim's tolerance."""
+        expected = self.expected
+        if isinstance(expected, bool) or isinstance(measured, bool):
+            return bool(measured) == bool(expected)
+        if isinstance(expected, (int, float)) and isinstance(measured, (int, float)):
+            if math.isnan(float(measured)):
+                return False
+            if self.bound == "at_least":
+                return measured >= expected
+            if self.bound == "at_most":
+                return measured <= expected
+            if self.rounding is not None:
+                step = self.rounding
+                return math.isclose(round(measured / step) * step, expected, rel_tol=1e-9, abs_tol=1e-12)
+            abs_tol = self.tolerance.get("abs", 0.0)
+            rel_tol = self.tolerance.get("rel", 0.0)
+            return abs(measured - expected) <= max(abs_tol, rel_tol * abs(expected))
+        if isinstance(expected, list) and isinstance(measured, list):
+            return len(expected) == len(measured) and all(
+                _scalar_within(self, e, m) for e, m in zip(expected, measured)
+            )
+        return measured == expected
+
+
+def _scalar_within(claim: Claim, expected: Any, measured: Any) -> bool:
+    return dataclasses.replace(claim, expected=expected).within(measured)

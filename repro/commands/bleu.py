@@ -1,0 +1,50 @@
+"""``repro bleu HYP REF --protocol {sacrebleu,paper} [--json]``: corpus BLEU of two line-aligned files."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from repro.eval.bleu import PROTOCOLS, nltk_bleu, paper_tokens, read_lines, score_files
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "bleu", help="score a translation file against a reference file",
+        description="sacrebleu: sacreBLEU on detokenized text (report this with its signature). "
+        "paper: the tokenized, ##AT##-compound-split multi-bleu of tensor2tensor's get_ende_bleu.sh, "
+        "the protocol behind the paper's Table 2.",
+    )
+    parser.add_argument("hyp", help="hypotheses, one sentence per line (detokenized)")
+    parser.add_argument("ref", help="references, line-aligned with HYP")
+    parser.add_argument("--protocol", choices=PROTOCOLS, default="sacrebleu")
+    parser.add_argument("--lang", default="de", help="target language for Moses tokenization (paper protocol)")
+    parser.add_argument("--ref-tokenized", action="store_true",
+                        help="REF is already Moses-tokenized (paper protocol: do not tokenize it again)")
+    parser.add_argument("--hyp-tokenized", action="store_true", help="HYP is already Moses-tokenized (paper protocol)")
+    parser.add_argument("--normalize-punct", action="store_true",
+                        help="paper protocol: run Moses replace-unicode-punctuation on HYP first (later t2t versions)")
+    parser.add_argument("--nltk", action="store_true", help="also report NLTK's corpus BLEU on the paper's tokens")
+    parser.add_argument("--json", action="store_true", help="print one JSON object (score, signature, ...)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    kwargs = {}
+    if args.protocol == "paper":
+        kwargs = dict(lang=args.lang, refs_tokenized=args.ref_tokenized, hyps_tokenized=args.hyp_tokenized,
+                      normalize_punct=args.normalize_punct)
+    result = score_files(args.hyp, args.ref, args.protocol, **kwargs)
+    out = result.to_dict()
+    if args.nltk:
+        hyps = paper_tokens(read_lines(args.hyp), lang=args.lang, tokenized=args.hyp_tokenized)
+        refs = paper_tokens(read_lines(args.ref), lang=args.lang, tokenized=args.ref_tokenized)
+        out["nltk_score"] = nltk_bleu(hyps, refs)
+    if args.json:
+        print(json.dumps(out, indent=2))
+    else:
+        print(result.format())
+        print(result.signature)
+        if args.nltk:
+            print(f"nltk corpus_bleu (same tokens) = {out['nltk_score']:.2f}")
+    return 0

@@ -1,0 +1,52 @@
+"""``repro claims list [--json]`` and ``repro claims show ID``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from repro.claims import load_claims
+from repro.claims.table import format_value
+from repro.errors import ReproError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("claims", help="list or show the paper's claims (claims/*.toml)")
+    parser.add_argument("--claims-dir", default=None, help="directory of claims files (default: claims/)")
+    actions = parser.add_subparsers(dest="action", metavar="ACTION")
+    actions.required = True
+    ls = actions.add_parser("list", help="one line per claim")
+    ls.add_argument("--json", action="store_true", help="print a JSON array of claims")
+    ls.set_defaults(func=list_claims)
+    show = actions.add_parser("show", help="everything about one claim")
+    show.add_argument("id")
+    show.set_defaults(func=show_claim)
+
+
+def _as_dict(claim) -> dict:
+    return {
+        "id": claim.id, "source": claim.source, "kind": claim.kind, "scale": claim.scale,
+        "statement": claim.statement, "expected": claim.expected, "tolerance": claim.tolerance or None,
+        "rounding": claim.rounding, "bound": claim.bound, "unit": claim.unit, "checker": claim.checker, "params": claim.params,
+        "notes": claim.notes, "inconsistency": claim.inconsistency, "file": claim.file,
+    }
+
+
+def list_claims(args: argparse.Namespace) -> int:
+    claims = load_claims(args.claims_dir)
+    if args.json:
+        print(json.dumps([_as_dict(c) for c in claims], indent=2))
+        return 0
+    for c in claims:
+        print(f"{c.id:42s} {c.kind:14s} {c.scale:7s} {c.source:34s} paper: {format_value(c.expected, 40)}")
+    return 0
+
+
+def show_claim(args: argparse.Namespace) -> int:
+    claims = {c.id: c for c in load_claims(args.claims_dir)}
+    if args.id not in claims:
+        raise ReproError(f"no claim with id '{args.id}' (see 'repro claims list')")
+    for key, value in _as_dict(claims[args.id]).items():
+        if value not in (None, "", {}):
+            print(f"{key:14s} {value}")
+    return 0

@@ -1,0 +1,77 @@
+"""``repro data list``, ``repro data show NAME``, ``repro data fetch NAME``: the datasets of Section 5.1."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from repro.data.corpus import read_parallel
+from repro.data.fetch import fetch
+from repro.data.recipes import RECIPES
+from repro.data.registry import get_dataset, registered_names, resolve_data_dir
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("data", help="list, inspect or download datasets")
+    parser.add_argument("--data-dir", default=None,
+                        help="data directory (default: $REPRO_DATA_DIR, else ../shared/data beside the repository)")
+    actions = parser.add_subparsers(dest="action", metavar="ACTION")
+    actions.required = True
+    ls = actions.add_parser("list", help="registered datasets and which splits are present")
+    ls.add_argument("--json", action="store_true")
+    ls.set_defaults(func=list_datasets)
+    show = actions.add_parser("show", help="read every split of one dataset and count its pairs (validates it)")
+    show.add_argument("name")
+    show.add_argument("--max-len", type=int, default=None, help="also count pairs longer than this (words)")
+    show.add_argument("--json", action="store_true")
+    show.set_defaults(func=show_dataset)
+    get = actions.add_parser("fetch", help="download a dataset from its official sources (needs a network)")
+    get.add_argument("name", choices=sorted(RECIPES))
+    get.add_argument("--cache-dir", default=None, help="where archives are kept (default: DATA_DIR/.downloads)")
+    get.set_defaults(func=fetch_dataset)
+
+
+def list_datasets(args: argparse.Namespace) -> int:
+    root = resolve_data_dir(args.data_dir)
+    rows = []
+    for name in registered_names():
+        ds = get_dataset(name, root)
+        rows.append({"name": name, "src_lang": ds.src_lang, "tgt_lang": ds.tgt_lang, "tokenized": ds.tokenized,
+                     "splits": sorted(ds.splits), "present": ds.available_splits(), "fetchable": ds.fetchable,
+                     "description": ds.description})
+    if args.json:
+        print(json.dumps({"data_dir": str(root), "datasets": rows}, indent=2))
+        return 0
+    print(f"data directory: {root}")
+    for r in rows:
+        missing = [s for s in r["splits"] if s not in r["present"]]
+        note = f"  missing: {', '.join(missing)}" + (" (repro data fetch)" if r["fetchable"] else "") if missing else ""
+        print(f"{r['name']:26s} {r['src_lang']}-{r['tgt_lang']}  present: {', '.join(r['present']) or '-'}{note}")
+    return 0
+
+
+def show_dataset(args: argparse.Namespace) -> int:
+    ds = get_dataset(args.name, resolve_data_dir(args.data_dir))
+    info = {"name": ds.name, "description": ds.description, "tokenized": ds.tokenized, "splits": {}}
+    present = ds.available_splits()
+    info["missing"] = [s for s in ds.splits if s not in present]
+    for split in present:
+        src, tgt = ds.split(split)
+        corpus = read_parallel(src, tgt, max_len=args.max_len)
+        info["splits"][split] = {"src": str(src), "tgt": str(tgt), "pairs": len(corpus), "over_long": corpus.filtered}
+    if args.json:
+        print(json.dumps(info, indent=2))
+        return 0
+    print(f"{ds.name}: {ds.description}")
+    for split, s in info["splits"].items():
+        extra = f" ({s['over_long']} longer than {args.max_len} words)" if args.max_len else ""
+        print(f"  {split:18s} {s['pairs']:8d} pairs{extra}  {s['src']}")
+    for split in info["missing"]:
+        print(f"  {split:18s}  not present" + (f" (repro data fetch {ds.name})" if ds.fetchable else ""))
+    return 0
+
+
+def fetch_dataset(args: argparse.Namespace) -> int:
+    root = resolve_data_dir(args.data_dir)
+    fetch(args.name, root, cache_dir=None if args.cache_dir is None else resolve_data_dir(args.cache_dir))
+    return 0

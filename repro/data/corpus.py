@@ -1,0 +1,103 @@
+"""Reading line-aligned parallel text, refusing malformed input loudly (nothing is dropped silently).
+
+Unequal line counts and empty lines are errors that name the file and line. Over-long pairs
+(either side longer than ``max_len``) are filtered, as is usual for WMT training data, and
+counted: ``ParallelCorpus.filtered`` and ``.filtered_lines`` say exactly what was left out.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from itertools import zip_longest
+from pathlib import Path
+
+from repro.errors import DataError
+
+
+@dataclass
+class ParallelCorpus:
+    pairs: list[tuple[str, str]]
+    filtered: int = 0
+    filtered_lines: list[int] = field(default_factory=list)  # 1-based line numbers of the over-long pairs
+
+    def __len__(self) -> int:
+        return len(self.pairs)
+
+
+def _lines(path: Path) -> Iterator[str]:
+    try:
+        fh = open(path, encoding="utf-8", newline="")
+    except FileNotFoundError:
+        raise DataError(f"{path}: file not found") from None
+    except OSError as err:
+        raise DataError(f"{path}: cannot read ({err.strerror})") from None
+    with fh:
+        lineno = 0
+        while True:
+            try:
+                line = fh.readline()
+            except UnicodeDecodeError as err:
+                raise DataError(f"{path}:{lineno + 1}: not valid UTF-8 ({err.reason})") from None
+            if not line:
+                return
+            lineno += 1
+            yield line.rstrip("\r\n")
+
+
+def whitespace_length(text: str) -> int:
+    return len(text.split())
+
+
+def read_parallel(
+    src_path: str | os.PathLike[str],
+    tgt_path: str | os.PathLike[str],
+    max_len: int | None = None,
+    *,
+    length: Callable[[str], int] = whitespace_length,
+) -> ParallelCorpus:
+    """Read a line-aligned pair of files.
+
+    ``max_len`` bounds each side's ``length`` (whitespace tokens by default; pass e.g.
+    ``lambda s: len(vocab.encode(s))`` to bound subword tokens). Raises DataError naming the
+    file and line on an empty (or whitespace-only) line and on unequal line counts.
+    """
+    src_path, tgt_path = Path(src_path), Path(tgt_path)
+    pairs: list[tuple[str, str]] = []
+    filtered_lines: list[int] = []
+    empty: list[tuple[Path, int]] = []
+    lineno = 0
+    for lineno, (src, tgt) in enumerate(zip_longest(_lines(src_path), _lines(tgt_path)), start=1):
+        if src is None or tgt is None:
+            short, long_ = (src_path, tgt_path) if src is None else (tgt_path, src_path)
+            n_short = lineno - 1
+            n_long = n_short + 1 + sum(1 for _ in _lines_from(long_, lineno))
+            raise DataError(
+                f"{long_}:{lineno}: line has no partner: {short} has {n_short} lines but {long_} has {n_long}"
+            )
+        for path, text in ((src_path, src), (tgt_path, tgt)):
+            if not text.strip():
+                empty.append((path, lineno))
+        if empty:
+            continue  # keep scanning so the error can say how many empty lines there are
+        if max_len is not None and (length(src) > max_len or length(tgt) > max_len):
+            filtered_lines.append(lineno)
+            continue
+        pairs.append((src, tgt))
+    if empty:
+        path, line = empty[0]
+        more = f" ({len(empty) - 1} more empty lines after it)" if len(empty) > 1 else ""
+        raise DataError(f"{path}:{line}: empty line{more}; parallel files must have text on every line")
+    return ParallelCorpus(pairs=pairs, filtered=len(filtered_lines), filtered_lines=filtered_lines)
+
+
+def _lines_from(path: Path, start: int) -> Iterator[str]:
+    """Lines of ``path`` after line ``start`` (1-based), for counting the rest of the longer file."""
+    for i, line in enumerate(_lines(path), start=1):
+        if i > start:
+            yield line
+
+
+def count_lines(path: str | os.PathLike[str]) -> int:
+    return sum(1 for _ in _lines(Path(path)))

@@ -1,0 +1,102 @@
+"""The shared source-target subword vocabulary of Section 5.1.
+
+"Sentences were encoded using byte-pair encoding [3], which has a shared source-target
+vocabulary of about 37000 tokens" (EN-DE; 32000 word-pieces for EN-FR). One BPE model is
+trained on source and target text together, as Section 3.4's shared embedding matrix requires.
+
+Built on Hugging Face ``tokenizers`` with a byte-level pre-tokenizer: every byte is in the base
+alphabet, so no text maps to UNK, and ``decode(encode(s)) == s`` for any string (spacing and
+punctuation are restored exactly, which detokenized BLEU needs).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+from repro.errors import DataError
+from repro.results.store import atomic_write_text
+
+PAD, BOS, EOS, UNK = 0, 1, 2, 3
+SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<unk>")  # in id order: PAD=0, BOS=1, EOS=2, UNK=3
+
+
+class SharedVocab:
+    """A joint BPE vocabulary; ``encode`` gives ids without BOS/EOS, ``decode`` stops at the first EOS."""
+
+    def __init__(self, tokenizer: Tokenizer) -> None:
+        for expected, token in enumerate(SPECIAL_TOKENS):
+            if tokenizer.token_to_id(token) != expected:
+                raise DataError(f"tokenizer has {token!r} at id {tokenizer.token_to_id(token)}, expected {expected}")
+        self.tokenizer = tokenizer
+
+    @classmethod
+    def train(cls, texts: Iterable[str], vocab_size: int, *, min_frequency: int = 2) -> "SharedVocab":
+        """Learn BPE merges on ``texts`` (give it source and target sentences together)."""
+        if vocab_size < len(SPECIAL_TOKENS) + 256:
+            raise DataError(f"vocab_size {vocab_size} is too small: the byte alphabet alone needs 260 entries")
+        tok = Tokenizer(models.BPE(unk_token="<unk>"))
+        # The space that starts each word is part of its tokens; encode() prepends one so that the
+        # first word looks like the others, and decode() removes exactly that one.
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tok.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(
+            vocab_size=vocab_size,
+            min_frequency=min_frequency,
+            special_tokens=list(SPECIAL_TOKENS),
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+            show_progress=False,
+        )
+        tok.train_from_iterator((" " + t for t in texts), trainer=trainer)
+        return cls(tok)
+
+    def encode(self, text: str) -> list[int]:
+        if not text:
+            return []
+        return self.tokenizer.encode(" " + text, add_special_tokens=False).ids
+
+    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
+        encoded = self.tokenizer.encode_batch([" " + t for t in texts], add_special_tokens=False)
+        return [e.ids if t else [] for e, t in zip(encoded, texts)]
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """Text of ``ids``: BOS/PAD are skipped, everything from the first EOS on is dropped."""
+        kept: list[int] = []
+        for i in ids:
+            i = int(i)
+            if i == EOS:
+                break
+            if i not in (PAD, BOS):
+                kept.append(i)
+        text = self.tokenizer.decode(kept, skip_special_tokens=False)
+        return text[1:] if text.startswith(" ") else text  # the space encode() prepended
+
+    def tokens(self, text: str) -> list[str]:
+        return self.tokenizer.encode(" " + text, add_special_tokens=False).tokens
+
+    def __len__(self) -> int:
+        return self.tokenizer.get_vocab_size(with_added_tokens=True)
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write the whole tokenizer (merges, vocabulary, pre-tokenizer) as one JSON file, atomically."""
+        atomic_write_text(Path(path), self.tokenizer.to_str(pretty=True))
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> "SharedVocab":
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+            json.loads(text)
+            tok = Tokenizer.from_str(text)
+        except FileNotFoundError:
+            raise DataError(f"{path}: vocabulary file not found") from None
+        except (ValueError, Exception) as err:  # tokenizers raises its own Exception type on bad JSON
+            raise DataError(f"{path}: not a tokenizer JSON file ({err})") from None
+        try:
+            return cls(tok)
+        except DataError as err:
+            raise DataError(f"{path}: {err}") from None

@@ -1,0 +1,63 @@
+"""Score decoded parses with EVALB (COLLINS.prm), as Table 4 reports them (Section 6.3).
+
+Every decoder output is repaired into a tree over its source words
+(:mod:`repro.parsing.repair`), its pre-terminals take the gold POS tags (EVALB uses them only
+to delete punctuation; see :mod:`repro.parsing.linearize`), and the trees are scored against the
+gold trees of the split. Because repaired trees always have the gold words, no sentence is an
+EVALB error and the F1 covers the whole test set. How many outputs needed repair is reported
+alongside, since a high count says the model has not learned the bracket grammar.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from repro.errors import DataError
+from repro.eval.evalb import EvalbResult, evalb_lines
+from repro.eval.evalb_params import COLLINS, EvalbParams
+from repro.parsing.prepare import gold_trees_file
+from repro.parsing.repair import repair
+from repro.parsing.trees import read_tree_lines, tags, tree_to_line, words
+from repro.results.store import atomic_write_text
+
+
+@dataclass(frozen=True)
+class ParseScore:
+    evalb: EvalbResult
+    repaired: int      # outputs that were not a well-formed tree over the source words
+    sentences: int
+
+    @property
+    def f1(self) -> float:
+        return self.evalb.all.f1
+
+    def to_dict(self) -> dict:
+        return {"f1": self.evalb.all.to_dict()["f1"], "repaired": self.repaired, "sentences": self.sentences,
+                "evalb": self.evalb.to_dict()}
+
+
+def score_outputs(outputs: Sequence[str], gold_path: str | Path, params: EvalbParams = COLLINS,
+                  write_trees: str | Path | None = None) -> ParseScore:
+    """Repair ``outputs`` (linearised trees, one per gold tree), score them, optionally write the trees."""
+    gold = read_tree_lines(gold_path)
+    if len(outputs) != len(gold):
+        raise DataError(f"{len(outputs)} parser outputs for {len(gold)} gold trees in {gold_path}")
+    test_lines, repaired = [], 0
+    for output, tree in zip(outputs, gold):
+        fixed = repair(output, words(tree), tags(tree))
+        repaired += fixed.was_malformed
+        test_lines.append(tree_to_line(fixed.tree))
+    if write_trees is not None:
+        atomic_write_text(Path(write_trees), "".join(line + "\n" for line in test_lines))
+    # Repaired trees always carry the gold words, so no EVALB error can occur: no MAX_ERROR stop.
+    result = evalb_lines([tree_to_line(t) for t in gold], test_lines, params.replace(max_error=len(gold) + 1),
+                         str(gold_path), "parser output")
+    return ParseScore(result, repaired, len(gold))
+
+
+def score_split(outputs: Sequence[str], prepared_dir: str | Path, split: str = "test",
+                write_trees: str | Path | None = None) -> ParseScore:
+    """:func:`score_outputs` against ``{split}.trees`` of a directory made by :mod:`repro.parsing.prepare`."""
+    return score_outputs(outputs, gold_trees_file(prepared_dir, split), write_trees=write_trees)

@@ -1,0 +1,66 @@
+"""Section 6.1: a model obtained by averaging the last checkpoints (5 for base, 20 for big).
+
+Each floating-point parameter and buffer of the averaged model is the arithmetic mean of the
+same tensor over the checkpoints; the checkpoints must share one model configuration.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from repro.errors import CheckpointError
+from repro.train.checkpoint import list_checkpoints, load_checkpoint, save_checkpoint
+
+
+def average_state_dicts(states: list[dict[str, torch.Tensor]], names: list[str]) -> dict[str, torch.Tensor]:
+    """Mean of each floating-point tensor (accumulated in float64); other tensors must agree."""
+    first, first_name = states[0], names[0]
+    total = {k: v.double() if v.is_floating_point() else v for k, v in first.items()}
+    for state, name in zip(states[1:], names[1:]):
+        if state.keys() != first.keys():
+            diff = sorted(set(state) ^ set(first))[:3]
+            raise CheckpointError(f"{name}: parameters differ from {first_name} ({', '.join(diff)} ...)")
+        for key, value in state.items():
+            if value.shape != first[key].shape:
+                raise CheckpointError(
+                    f"{name}: parameter '{key}' has shape {tuple(value.shape)}, {first_name} has {tuple(first[key].shape)}"
+                )
+            if value.is_floating_point():
+                total[key] = total[key] + value.double()
+            elif not torch.equal(value, first[key]):
+                raise CheckpointError(f"{name}: non-float tensor '{key}' differs from {first_name}")
+    return {k: (v / len(states)).to(first[k].dtype) if first[k].is_floating_point() else v for k, v in total.items()}
+
+
+def average_checkpoints(paths: list[str | os.PathLike[str]]) -> dict[str, Any]:
+    """A checkpoint (model weights and configs only) holding the average of ``paths``."""
+    if not paths:
+        raise CheckpointError("no checkpoints to average")
+    states = [load_checkpoint(p) for p in paths]
+    names = [str(p) for p in paths]
+    for state, name in zip(states[1:], names[1:]):
+        if state["model_config"] != states[0]["model_config"]:
+            raise CheckpointError(f"{name}: model configuration differs from {names[0]}")
+    averaged = average_state_dicts([s["model"] for s in states], names)
+    return {
+        "model": averaged,
+        "model_config": states[0]["model_config"],
+        "train_config": states[-1].get("train_config", {}),
+        "step": states[-1].get("step", 0),
+        "averaged_from": [str(Path(p).name) for p in paths],
+    }
+
+
+def average_last(out_dir: str | os.PathLike[str], k: int, output: str | os.PathLike[str] | None = None) -> Path:
+    """Average the newest ``k`` checkpoints of a run into ``output`` (default OUT_DIR/average_last{k}.pt)."""
+    paths = list_checkpoints(out_dir)
+    if not paths:
+        raise CheckpointError(f"{Path(out_dir) / 'checkpoints'}: no training checkpoints to average")
+    if len(paths) < k:
+        raise CheckpointError(f"{Path(out_dir) / 'checkpoints'}: asked to average the last {k} checkpoints, found {len(paths)}")
+    output = Path(output) if output else Path(out_dir) / f"average_last{k}.pt"
+    return save_checkpoint(output, average_checkpoints(paths[-k:]))

@@ -1,0 +1,94 @@
+"""Checkpoints: written atomically, read with ``torch.load(weights_only=True)``.
+
+A checkpoint is a dict of tensors and plain Python values with a ``format`` marker, so that
+a file written by anything else is refused by name. Training checkpoints live at
+``OUT_DIR/checkpoints/step_{step:08d}.pt`` and hold everything an exact resume needs: the
+model, Adam's moments, the step (the schedule of Eq. 3 is a function of it), the torch and
+Python RNG states, and the data position of the batcher.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import re
+import tempfile
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from repro.errors import CheckpointError
+
+FORMAT = "repro-checkpoint"
+VERSION = 1
+_STEP_FILE = re.compile(r"^step_(\d{8})\.pt$")
+
+
+def checkpoint_path(out_dir: str | os.PathLike[str], step: int) -> Path:
+    return Path(out_dir) / "checkpoints" / f"step_{step:08d}.pt"
+
+
+def save_checkpoint(path: str | os.PathLike[str], state: dict[str, Any]) -> Path:
+    """Write ``state`` to ``path`` so that a reader (or a crash) sees the old file or the whole new one."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    state = {"format": FORMAT, "version": VERSION, **state}
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            torch.save(state, fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def load_checkpoint(path: str | os.PathLike[str], map_location: str | torch.device = "cpu") -> dict[str, Any]:
+    """Read a checkpoint written by :func:`save_checkpoint`; anything else raises CheckpointError naming the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"{path}: checkpoint file not found")
+    try:
+        state = torch.load(path, map_location=map_location, weights_only=True)
+    except (RuntimeError, EOFError, pickle.UnpicklingError, zipfile.BadZipFile, ValueError, OSError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise CheckpointError(
+            f"{path}: not a readable checkpoint (truncated, corrupt or not a torch file: {first[:200]})"
+        ) from None
+    if not isinstance(state, dict) or state.get("format") != FORMAT:
+        raise CheckpointError(f"{path}: foreign checkpoint (not written by repro: no '{FORMAT}' marker)")
+    if state.get("version") != VERSION:
+        raise CheckpointError(f"{path}: checkpoint version {state.get('version')!r}, this repro reads {VERSION}")
+    if "model" not in state or "model_config" not in state:
+        raise CheckpointError(f"{path}: checkpoint lacks the model weights or the model configuration")
+    return state
+
+
+def list_checkpoints(out_dir: str | os.PathLike[str]) -> list[Path]:
+    """Training checkpoints under ``out_dir/checkpoints``, oldest step first."""
+    folder = Path(out_dir) / "checkpoints"
+    if not folder.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in folder.iterdir() if (m := _STEP_FILE.match(p.name))]
+    return [p for _, p in sorted(found)]
+
+
+def step_of(path: str | os.PathLike[str]) -> int:
+    match = _STEP_FILE.match(Path(path).name)
+    if not match:
+        raise CheckpointError(f"{path}: not named like a training checkpoint (step_NNNNNNNN.pt)")
+    return int(match.group(1))
+
+
+def prune_checkpoints(out_dir: str | os.PathLike[str], keep: int) -> list[Path]:
+    """Delete all but the newest ``keep`` training checkpoints; returns the deleted paths."""
+    paths = list_checkpoints(out_dir)
+    doomed = paths[:-keep] if keep > 0 else []
+    for path in doomed:
+        path.unlink(missing_ok=True)
+    return doomed

@@ -1,0 +1,81 @@
+"""The training data of Section 5.1: a parallel corpus encoded with one shared BPE vocabulary.
+
+The vocabulary is learned on the training source and target text together and saved as
+``OUT_DIR/vocab.json``; a resumed run (and decoding) reloads it. Pairs longer than
+``max_len`` wordpieces on either side are filtered and counted, never dropped silently.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from repro.data.corpus import read_parallel
+from repro.data.registry import Dataset, get_dataset, resolve_data_dir, with_splits
+from repro.data.vocab import SharedVocab
+from repro.errors import ConfigError
+from repro.train.config import TrainConfig
+
+Examples = list[tuple[list[int], list[int]]]
+
+
+@dataclass
+class TrainingData:
+    vocab: SharedVocab
+    examples: Examples
+    filtered: int = 0
+    filtered_lines: list[int] = field(default_factory=list)
+    source: tuple[Path, Path] | None = None
+
+
+def dataset_for(cfg: TrainConfig) -> Dataset:
+    """``cfg.dataset`` under the data directory, with explicit file overrides applied."""
+    dataset = get_dataset(cfg.dataset, resolve_data_dir(cfg.data_dir))
+    overrides = {}
+    for split, (src, tgt) in (("train", (cfg.train_src, cfg.train_tgt)), ("dev", (cfg.dev_src, cfg.dev_tgt))):
+        if (src is None) != (tgt is None):
+            raise ConfigError(f"training config: give both {split}_src and {split}_tgt, or neither")
+        if src is not None:
+            overrides[split] = (Path(src), Path(tgt))
+    return with_splits(dataset, **overrides) if overrides else dataset
+
+
+def load_or_train_vocab(path: Path, texts: list[str], vocab_size: int) -> SharedVocab:
+    if path.exists():
+        return SharedVocab.load(path)
+    vocab = SharedVocab.train(texts, vocab_size)
+    vocab.save(path)
+    return vocab
+
+
+def encode_pairs(vocab: SharedVocab, pairs: list[tuple[str, str]], max_len: int | None = None
+                 ) -> tuple[Examples, list[int]]:
+    """Encode pairs; with ``max_len``, pairs longer on either side are left out and their
+    (0-based) positions returned."""
+    src = vocab.encode_batch([s for s, _ in pairs])
+    tgt = vocab.encode_batch([t for _, t in pairs])
+    examples, dropped = [], []
+    for i, (s, t) in enumerate(zip(src, tgt)):
+        if max_len is not None and (len(s) > max_len or len(t) > max_len):
+            dropped.append(i)
+        else:
+            examples.append((s, t))
+    return examples, dropped
+
+
+def prepare_training_data(cfg: TrainConfig) -> TrainingData:
+    dataset = dataset_for(cfg)
+    src_path, tgt_path = dataset.split("train")
+    corpus = read_parallel(src_path, tgt_path)
+    out_dir = Path(cfg.out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    texts = [s for s, _ in corpus.pairs] + [t for _, t in corpus.pairs]
+    vocab = load_or_train_vocab(out_dir / "vocab.json", texts, cfg.vocab_size)
+    examples, dropped = encode_pairs(vocab, corpus.pairs, cfg.max_len)
+    lines = [i + 1 for i in dropped]
+    if dropped:
+        shown = ", ".join(map(str, lines[:10])) + (" ..." if len(lines) > 10 else "")
+        print(f"repro train: filtered {len(dropped)} of {len(corpus.pairs)} pairs of {src_path} longer than "
+              f"{cfg.max_len} wordpieces (lines {shown})", file=sys.stderr)
+    return TrainingData(vocab, examples, len(dropped), lines, (src_path, tgt_path))

@@ -1,0 +1,140 @@
+"""Section 5.4: label-smoothed cross-entropy (epsilon_ls = 0.1), padding ignored.
+
+Convention (OpenNMT-py / the Annotated Transformer): the target distribution ``q`` puts
+``1 - eps`` on the reference token, nothing on PAD, and spreads ``eps`` evenly over the other
+``V - 2`` tokens. The loss of one position is the cross-entropy ``H(q, p) = -sum_k q_k log p_k``;
+in closed form, with ``lse = logsumexp(z)``,
+
+    H(q, p) = (1 - eps) * (lse - z_y) + eps / (V - 2) * sum_{k not in {y, PAD}} (lse - z_k)
+
+(fairseq spreads eps over all V tokens, tensor2tensor over V - 1; both give PAD some mass).
+Positions whose target is PAD contribute nothing.
+
+Speed: a Transformer spends much of its time on the pre-softmax projection and its softmax
+over a large vocabulary. :class:`FusedProjectionLoss` projects only the non-padding positions
+and walks over them in row chunks; for each chunk it computes the logits, the loss and, when
+a gradient is wanted, the gradient ``softmax(z) - q`` in place, folding it at once into the
+gradients of the hidden states and the projection weight. No (tokens x V) tensor outlives its
+chunk, so there are no large allocations and no extra copies of the logits (log-softmax, its
+gradient) as with ``nn.CrossEntropyLoss`` on full logits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+DEFAULT_CHUNK_ROWS = 1024
+
+
+def smoothed_target(target: Tensor, vocab_size: int, epsilon: float, pad_id: int) -> Tensor:
+    """The dense target distribution q (n, V) of the convention above (for tests and reference)."""
+    q = torch.full((target.numel(), vocab_size), epsilon / (vocab_size - 2))
+    q[:, pad_id] = 0.0
+    q.scatter_(1, target.view(-1, 1), 1.0 - epsilon)
+    return q
+
+
+def label_smoothed_nll(logits: Tensor, target: Tensor, epsilon: float, pad_id: int) -> tuple[Tensor, Tensor]:
+    """Reference loss on full logits (n, V): returns (sum of H(q, p), sum of -log p_y) over non-PAD targets."""
+    logits, target = logits.reshape(-1, logits.size(-1)), target.reshape(-1)
+    keep = target != pad_id
+    logits, target = logits[keep], target[keep]
+    if logits.dtype in (torch.float16, torch.bfloat16):
+        logits = logits.float()
+    vocab = logits.size(-1)
+    lse = logits.logsumexp(-1)
+    z_y = logits.gather(1, target[:, None]).squeeze(1)
+    nll = lse - z_y
+    others = (vocab - 1) * lse - (logits.sum(-1) - logits[:, pad_id]) - nll  # sum over k not in {y, PAD}
+    loss = (1.0 - epsilon) * nll + epsilon / (vocab - 2) * others
+    return loss.sum(), nll.sum()
+
+
+class _FusedProjectionLoss(torch.autograd.Function):
+    """sum_i H(q_i, softmax(h_i W^T)) * scale, with the gradient formed chunk by chunk in forward."""
+
+    @staticmethod
+    def forward(ctx, hidden: Tensor, weight: Tensor, target: Tensor, epsilon: float, pad_id: int,
+                scale: float, chunk_rows: int, nll_out: Tensor):  # type: ignore[override]
+        need_grad = ctx.needs_input_grad[0] or ctx.needs_input_grad[1]
+        n, vocab = hidden.size(0), weight.size(0)
+        off = epsilon / (vocab - 2)
+        loss_sum = hidden.new_zeros((), dtype=torch.float32)
+        nll_sum = hidden.new_zeros((), dtype=torch.float32)
+        grad_hidden = torch.empty_like(hidden) if need_grad else None
+        grad_weight = torch.zeros_like(weight) if need_grad else None
+        for start in range(0, n, chunk_rows):
+            h = hidden[start:start + chunk_rows]
+            y = target[start:start + chunk_rows]
+            z = h @ weight.t()                                    # (rows, V), the only large tensor
+            lse = z.logsumexp(-1)
+            z_y = z.gather(1, y[:, None]).squeeze(1)
+            nll = lse - z_y
+            others = (vocab - 1) * lse - (z.sum(-1) - z[:, pad_id]) - nll
+            loss_sum += ((1.0 - epsilon) * nll + off * others).sum()
+            nll_sum += nll.sum()
+            if need_grad:
+                # dH/dz = softmax(z) - q, computed in place in the logits buffer
+                z.sub_(lse[:, None]).exp_()
+                z.sub_(off)
+                z[:, pad_id] += off
+                z.scatter_add_(1, y[:, None], z.new_full((y.numel(), 1), -(1.0 - epsilon - off)))
+                z.mul_(scale)
+                torch.mm(z, weight, out=grad_hidden[start:start + chunk_rows])
+                grad_weight.addmm_(z.t(), h)
+        ctx.save_for_backward(grad_hidden, grad_weight) if need_grad else None
+        nll_out.copy_(nll_sum)
+        return loss_sum * scale
+
+    @staticmethod
+    def backward(ctx, grad_output: Tensor):  # type: ignore[override]
+        grad_hidden, grad_weight = ctx.saved_tensors
+        return grad_hidden * grad_output, grad_weight * grad_output, None, None, None, None, None, None
+
+
+@dataclass
+class LossOutput:
+    """``loss``: sum of H(q, p) over target tokens times ``scale`` (what is back-propagated);
+    ``nll``: sum of -log p(y) (unscaled, for perplexity); ``tokens``: non-PAD targets."""
+
+    loss: Tensor
+    nll: float
+    tokens: int
+
+
+def projection_loss(
+    hidden: Tensor, weight: Tensor, target: Tensor, *, epsilon: float, pad_id: int,
+    scale: float = 1.0, chunk_rows: int = DEFAULT_CHUNK_ROWS,
+) -> LossOutput:
+    """Label-smoothed loss of the projection ``hidden @ weight.T`` against ``target``, PAD ignored."""
+    if weight.size(0) <= 2:
+        raise ValueError("label smoothing needs a vocabulary of more than 2 tokens")
+    hidden, target = hidden.reshape(-1, hidden.size(-1)), target.reshape(-1)
+    keep = target != pad_id
+    hidden, target = hidden[keep], target[keep]
+    nll = torch.zeros((), dtype=torch.float32, device=hidden.device)
+    loss = _FusedProjectionLoss.apply(hidden, weight, target, float(epsilon), int(pad_id),
+                                      float(scale), int(chunk_rows), nll)
+    return LossOutput(loss, float(nll), int(target.numel()))
+
+
+class TranslationLoss(nn.Module):
+    """The training objective as one module, so that DDP can wrap it: encode, decode, then the
+    fused projection and label-smoothed loss over the non-padding target positions."""
+
+    def __init__(self, model: nn.Module, epsilon: float, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> None:
+        super().__init__()
+        self.model, self.epsilon, self.chunk_rows = model, epsilon, chunk_rows
+        if getattr(model.output_projection, "bias", None) is not None:
+            raise ValueError("the fused loss expects a bias-free output projection (Section 3.4)")
+
+    def forward(self, src: Tensor, tgt_in: Tensor, tgt_out: Tensor, scale: float = 1.0) -> tuple[Tensor, Tensor, Tensor]:
+        memory, src_mask = self.model.encode(src)
+        hidden = self.model.decode(tgt_in, memory, src_mask)
+        out = projection_loss(hidden, self.model.output_projection.weight, tgt_out, epsilon=self.epsilon,
+                              pad_id=self.model.cfg.pad_id, scale=scale, chunk_rows=self.chunk_rows)
+        # tensors, so that DDP's forward sees only tensors
+        return out.loss, torch.tensor(out.nll), torch.tensor(out.tokens)

@@ -1,0 +1,61 @@
+"""The metrics log: one CSV row per logged step (pandas.read_csv reads it), TensorBoard optional."""
+
+from __future__ import annotations
+
+import csv
+import os
+from pathlib import Path
+from typing import Any
+
+COLUMNS = ("step", "loss", "nll", "lr", "tokens_per_s", "src_tokens", "tgt_tokens", "elapsed_s", "epoch")
+
+
+class MetricsLog:
+    """Appends rows to ``OUT_DIR/metrics.csv``. On resume from step s, rows after s are dropped
+    first, so that the log of a resumed run reads like the log of an uninterrupted one."""
+
+    def __init__(self, path: str | os.PathLike[str], resume_step: int = 0, tensorboard: bool = False) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._truncate_after(resume_step)
+        new = not self.path.exists() or self.path.stat().st_size == 0
+        self._fh = self.path.open("a", newline="", encoding="utf-8")
+        self._writer = csv.DictWriter(self._fh, fieldnames=COLUMNS, extrasaction="ignore")
+        if new:
+            self._writer.writeheader()
+            self._fh.flush()
+        self._tb = None
+        if tensorboard:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+                self._tb = SummaryWriter(str(self.path.parent / "tensorboard"))
+            except ImportError:  # tensorboard is optional
+                self._tb = None
+
+    def _truncate_after(self, step: int) -> None:
+        if not self.path.exists():
+            return
+        with self.path.open(newline="", encoding="utf-8") as fh:
+            rows = list(csv.DictReader(fh))
+        kept = [r for r in rows if r.get("step", "").isdigit() and int(r["step"]) <= step]
+        if len(kept) == len(rows):
+            return
+        tmp = self.path.with_suffix(".csv.tmp")
+        with tmp.open("w", newline="", encoding="utf-8") as fh:
+            writer = csv.DictWriter(fh, fieldnames=COLUMNS, extrasaction="ignore")
+            writer.writeheader()
+            writer.writerows(kept)
+        os.replace(tmp, self.path)
+
+    def log(self, row: dict[str, Any]) -> None:
+        self._writer.writerow(row)
+        self._fh.flush()
+        if self._tb is not None:
+            for key in ("loss", "nll", "lr", "tokens_per_s"):
+                if key in row:
+                    self._tb.add_scalar(f"train/{key}", row[key], row["step"])
+
+    def close(self) -> None:
+        self._fh.close()
+        if self._tb is not None:
+            self._tb.close()

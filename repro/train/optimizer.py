@@ -1,0 +1,19 @@
+"""Section 5.3: the Adam optimizer with beta_1 = 0.9, beta_2 = 0.98 and epsilon = 1e-9."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+def build_optimizer(
+    model: nn.Module, betas: tuple[float, float] = (0.9, 0.98), eps: float = 1e-9
+) -> torch.optim.Adam:
+    """Adam over every trainable parameter (each shared tensor once); the rate is set per step
+    by :func:`repro.train.schedule.set_learning_rate`."""
+    params, seen = [], set()
+    for param in model.parameters():
+        if param.requires_grad and id(param) not in seen:
+            seen.add(id(param))
+            params.append(param)
+    return torch.optim.Adam(params, lr=0.0, betas=betas, eps=eps)

@@ -1,0 +1,91 @@
+"""Section 5.4: label-smoothed cross-entropy against its closed form and a dense reference."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from repro.train.loss import label_smoothed_nll, projection_loss, smoothed_target
+
+PAD = 0
+
+
+def closed_form(a: float, b: float, vocab: int, eps: float) -> float:
+    """Logits: a on the target, b on PAD, 0 elsewhere. H(q,p) = L - (1-eps)*a with L = log(e^a + e^b + V-2);
+    PAD gets no smoothing mass, so b enters only through L."""
+    big_l = math.log(math.exp(a) + math.exp(b) + vocab - 2)
+    return big_l - (1 - eps) * a
+
+
+def _wrong_spread_over_all(logits, target, eps):  # fairseq-style: eps over all V tokens incl. PAD
+    logp = logits.log_softmax(-1)
+    return (-(1 - eps) * logp.gather(1, target[:, None]).squeeze(1) - eps / logits.size(1) * logp.sum(-1)).sum()
+
+
+@pytest.mark.parametrize("a, b", [(2.0, 3.0), (-1.0, 5.0), (4.0, -2.0)])
+def test_matches_closed_form(a, b):
+    vocab, eps, y = 11, 0.1, 5
+    logits = torch.zeros(1, vocab, dtype=torch.float64)
+    logits[0, y], logits[0, PAD] = a, b
+    loss, nll = label_smoothed_nll(logits, torch.tensor([y]), eps, PAD)
+    assert loss.item() == pytest.approx(closed_form(a, b, vocab, eps), rel=1e-10)
+    assert nll.item() == pytest.approx(math.log(math.exp(a) + math.exp(b) + vocab - 2) - a, rel=1e-10)
+    # fused path (float32)
+    hidden = torch.ones(1, 1)  # d = 1: z_k = W[k, 0]
+    weight = logits.float().t().contiguous()
+    out = projection_loss(hidden, weight, torch.tensor([y]), epsilon=eps, pad_id=PAD)
+    assert out.loss.item() == pytest.approx(closed_form(a, b, vocab, eps), rel=1e-5)
+    # a plausible wrong convention does not pass this check
+    wrong = _wrong_spread_over_all(logits, torch.tensor([y]), eps).item()
+    assert abs(wrong - closed_form(a, b, vocab, eps)) > 1e-3
+
+
+def test_dense_reference_and_uniform_logits():
+    vocab, eps = 9, 0.2
+    target = torch.tensor([3, 4, 8])
+    q = smoothed_target(target, vocab, eps, PAD)
+    assert torch.allclose(q.sum(1), torch.ones(3)) and (q[:, PAD] == 0).all()
+    logits = torch.randn(3, vocab, dtype=torch.float64)
+    dense = -(q.double() * logits.log_softmax(-1)).sum()
+    assert label_smoothed_nll(logits, target, eps, PAD)[0].item() == pytest.approx(dense.item(), rel=1e-10)
+    uniform = label_smoothed_nll(torch.zeros(3, vocab), target, eps, PAD)[0].item()
+    assert uniform == pytest.approx(3 * math.log(vocab), rel=1e-6)  # H(q, uniform) = log V whatever q
+
+
+def test_no_smoothing_is_cross_entropy_and_padding_is_ignored():
+    torch.manual_seed(0)
+    logits = torch.randn(12, 20)
+    target = torch.randint(1, 20, (12,))
+    target[[2, 7]] = PAD
+    loss, nll = label_smoothed_nll(logits, target, 0.0, PAD)
+    ref = F.cross_entropy(logits, target, ignore_index=PAD, reduction="sum")
+    assert loss.item() == pytest.approx(ref.item(), rel=1e-5) and nll.item() == pytest.approx(ref.item(), rel=1e-5)
+
+
+@pytest.mark.parametrize("chunk", [1, 5, 1024])
+def test_fused_loss_and_gradients_match_the_reference(chunk):
+    torch.manual_seed(1)
+    n, d, vocab, eps, scale = 23, 6, 31, 0.1, 0.37
+    hidden = torch.randn(2, n, d, requires_grad=True)
+    weight = torch.randn(vocab, d, requires_grad=True)
+    target = torch.randint(1, vocab, (2, n))
+    target[0, -4:] = PAD
+    out = projection_loss(hidden, weight, target, epsilon=eps, pad_id=PAD, scale=scale, chunk_rows=chunk)
+    out.loss.backward()
+    g_h, g_w = hidden.grad.clone(), weight.grad.clone()
+    hidden.grad = weight.grad = None
+    ref, ref_nll = label_smoothed_nll(hidden @ weight.t(), target, eps, PAD)
+    (ref * scale).backward()
+    assert out.tokens == 2 * n - 4
+    assert out.loss.item() == pytest.approx(ref.item() * scale, rel=1e-5)
+    assert out.nll == pytest.approx(ref_nll.item(), rel=1e-5)
+    assert torch.allclose(g_h, hidden.grad, atol=1e-5) and torch.allclose(g_w, weight.grad, atol=1e-5)
+    assert (g_h[0, -4:] == 0).all()  # padding positions get no gradient
+
+
+def test_fused_loss_without_grad():
+    weight = torch.randn(10, 4)
+    with torch.no_grad():
+        out = projection_loss(torch.randn(5, 4), weight, torch.tensor([1, 2, 3, 0, 4]), epsilon=0.1, pad_id=PAD)
+    assert out.tokens == 4 and math.isfinite(out.loss.item())
