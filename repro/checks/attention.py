@@ -50,7 +50,7 @@ def eq1(claim: Claim, ctx: CheckContext) -> Measurement:
     return Measurement(worst, worst <= tol, f"max abs error {worst:.2e} over {trials} random cases (atol {tol:g})")
 
 
-@checker("attention.footnote4")
+@checker("attention.footnote4", audits=False)
 def footnote4(claim: Claim, ctx: CheckContext) -> Measurement:
     """Footnote 4: for q, k with independent N(0, 1) components, q.k has mean 0 and variance d_k.
     Measured by sampling; reports the worst |var/d_k - 1| and |mean|/sqrt(d_k)."""

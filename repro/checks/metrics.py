@@ -6,7 +6,7 @@ from repro.checks.registry import CheckContext, Measurement, NotRun, checker
 from repro.claims.claim import Claim
 
 
-@checker("metric.result")
+@checker("metric.result", audits=False)
 def result(claim: Claim, ctx: CheckContext) -> Measurement:
     """The newest stored result for this claim; "not run" when no run has produced one."""
     stored = ctx.results.get(claim.id)

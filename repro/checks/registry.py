@@ -49,18 +49,30 @@ class CheckContext:
 
 CheckerFn = Callable[["Claim", CheckContext], Measurement]
 CHECKERS: dict[str, CheckerFn] = {}
+#: Checkers that measure the implementation under audit (the others measure the paper's own
+#: arithmetic or mathematics, or read stored runs, whatever the implementation).
+AUDITING: set[str] = set()
 
 
-def checker(name: str) -> Callable[[CheckerFn], CheckerFn]:
-    """Register ``fn`` as the checker that claims name ``name``."""
+def checker(name: str, *, audits: bool = True) -> Callable[[CheckerFn], CheckerFn]:
+    """Register ``fn`` as the checker that claims name ``name``; ``audits=False`` for checkers
+    that do not look at the implementation (they are left out of ``repro audit``)."""
 
     def register(fn: CheckerFn) -> CheckerFn:
         if name in CHECKERS:
             raise RuntimeError(f"checker '{name}' registered twice")
         CHECKERS[name] = fn
+        if audits:
+            AUDITING.add(name)
         return fn
 
     return register
+
+
+def audits_implementation(name: str) -> bool:
+    """Whether the checker ``name`` measures the implementation under test."""
+    get_checker(name)
+    return name in AUDITING
 
 
 def get_checker(name: str) -> CheckerFn:

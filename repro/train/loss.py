@@ -29,9 +29,10 @@ from torch import Tensor, nn
 DEFAULT_CHUNK_ROWS = 1024
 
 
-def smoothed_target(target: Tensor, vocab_size: int, epsilon: float, pad_id: int) -> Tensor:
+def smoothed_target(target: Tensor, vocab_size: int, epsilon: float, pad_id: int,
+                    dtype: torch.dtype = torch.float32) -> Tensor:
     """The dense target distribution q (n, V) of the convention above (for tests and reference)."""
-    q = torch.full((target.numel(), vocab_size), epsilon / (vocab_size - 2))
+    q = torch.full((target.numel(), vocab_size), epsilon / (vocab_size - 2), dtype=dtype)
     q[:, pad_id] = 0.0
     q.scatter_(1, target.view(-1, 1), 1.0 - epsilon)
     return q

@@ -44,7 +44,7 @@ def test_matches_closed_form(a, b):
 def test_dense_reference_and_uniform_logits():
     vocab, eps = 9, 0.2
     target = torch.tensor([3, 4, 8])
-    q = smoothed_target(target, vocab, eps, PAD)
+    q = smoothed_target(target, vocab, eps, PAD, torch.float64)
     assert torch.allclose(q.sum(1), torch.ones(3)) and (q[:, PAD] == 0).all()
     logits = torch.randn(3, vocab, dtype=torch.float64)
     dense = -(q.double() * logits.log_softmax(-1)).sum()
