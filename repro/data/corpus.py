@@ -27,23 +27,19 @@ class ParallelCorpus:
 
 
 def _lines(path: Path) -> Iterator[str]:
+    """Lines without their line ending; read as bytes and decoded line by line so errors name the line."""
     try:
-        fh = open(path, encoding="utf-8", newline="")
+        fh = open(path, "rb")
     except FileNotFoundError:
         raise DataError(f"{path}: file not found") from None
     except OSError as err:
         raise DataError(f"{path}: cannot read ({err.strerror})") from None
     with fh:
-        lineno = 0
-        while True:
+        for lineno, raw in enumerate(fh, start=1):
             try:
-                line = fh.readline()
+                yield raw.decode("utf-8").rstrip("\r\n")
             except UnicodeDecodeError as err:
-                raise DataError(f"{path}:{lineno + 1}: not valid UTF-8 ({err.reason})") from None
-            if not line:
-                return
-            lineno += 1
-            yield line.rstrip("\r\n")
+                raise DataError(f"{path}:{lineno}: not valid UTF-8 ({err.reason} at byte {err.start})") from None
 
 
 def whitespace_length(text: str) -> int:

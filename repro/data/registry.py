@@ -119,6 +119,8 @@ def get_dataset(name: str, data_dir: str | os.PathLike[str] | None = None, *, sr
 
 _LANG_FILE = re.compile(r"^(?P<split>.+)\.(?P<lang>[a-z]{2,3})$")
 _ONMT_FILE = re.compile(r"^(?P<side>src|tgt)-(?P<split>.+)\.txt$")
+_NOT_LANGS = {"md", "txt", "gz", "tgz", "bz2", "xz", "zip", "sgm", "xml", "json", "csv", "tsv", "py", "sh", "log",
+              "tok", "bpe", "mrg", "gld", "tst", "rsl", "prm"}
 _SPLIT_ALIASES = {"val": "dev", "valid": "dev", "validation": "dev", "dev": "dev", "test": "test", "train": "train"}
 
 
@@ -134,7 +136,7 @@ def infer_dataset(folder: Path, *, src_lang: str | None = None) -> Dataset:
     for fname in files:
         if m := _ONMT_FILE.match(fname):
             onmt.setdefault(m["split"], {})[m["side"]] = folder / fname
-        elif m := _LANG_FILE.match(fname):
+        elif (m := _LANG_FILE.match(fname)) and m["lang"] not in _NOT_LANGS:
             by_split.setdefault(m["split"], {})[m["lang"]] = folder / fname
     splits: dict[str, tuple[Path, Path]] = {}
     if onmt:
@@ -143,7 +145,7 @@ def infer_dataset(folder: Path, *, src_lang: str | None = None) -> Dataset:
                 splits[_SPLIT_ALIASES.get(split, split)] = (sides["src"], sides["tgt"])
         langs = (src_lang or "src", "tgt")
     else:
-        langs_seen = sorted({lang for sides in by_split.values() for lang in sides})
+        langs_seen = sorted({lang for sides in by_split.values() if len(sides) > 1 for lang in sides})
         if len(langs_seen) != 2:
             raise DataError(
                 f"{folder}: cannot infer a language pair from file names (languages found: {langs_seen or 'none'}); "

@@ -1,0 +1,138 @@
+"""TokenBatcher (Section 5.1): token budgets, coverage, exact resume, sharding; gradient accumulation."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections import Counter
+
+import pytest
+import torch
+
+from repro.data.batching import TokenBatcher, accumulation_steps, collate
+from repro.data.vocab import BOS, EOS, PAD
+from repro.errors import ConfigError, DataError
+
+
+def _examples(n=3000, seed=0):
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        s = rng.randint(1, 50)
+        t = max(1, s + rng.randint(-5, 8))  # lengths correlate, as in translation
+        out.append(([rng.randint(4, 99) for _ in range(s)], [rng.randint(4, 99) for _ in range(t)]))
+    return out
+
+
+def test_collate_layout():
+    b = collate([([5, 6, 7], [8, 9]), ([5], [8, 9, 10])], indices=[3, 4])
+    assert b.src.tolist() == [[5, 6, 7], [5, PAD, PAD]]
+    assert b.tgt_in.tolist() == [[BOS, 8, 9, PAD], [BOS, 8, 9, 10]]
+    assert b.tgt_out.tolist() == [[8, 9, EOS, PAD], [8, 9, 10, EOS]]
+    assert (b.src_tokens, b.tgt_tokens, b.indices, len(b)) == (4, 7, [3, 4], 2)
+    assert b.src.dtype == torch.long
+
+
+def test_every_batch_within_budget_and_epoch_covers_each_example_once():
+    ex = _examples()
+    batcher = TokenBatcher(ex, max_tokens=600, shuffle=True, seed=1)
+    n_batches = len(batcher)
+    batches = list(itertools.islice(iter(batcher), n_batches))
+    seen = Counter(i for b in batches for i in b.indices)
+    assert sorted(seen) == list(range(len(ex))) and set(seen.values()) == {1}
+    for b in batches:
+        assert b.src.numel() <= 600 and b.tgt_in.numel() <= 600  # padded size, both sides
+        assert b.src_tokens == int((b.src != PAD).sum()) and b.tgt_tokens == int((b.tgt_out != PAD).sum())
+    fill = sum(b.src_tokens for b in batches) / (600 * len(batches))
+    assert fill > 0.75  # grouped by length: batches come close to the budget
+    assert batcher.epoch == 0 and batcher.offset == n_batches
+
+
+def test_length_grouping_beats_random_batches():
+    ex = _examples()
+    batches = TokenBatcher(ex, max_tokens=600, seed=0).epoch_batches(0)
+    padded = sum(len(b) * max(len(ex[i][0]) for i in b) for b in batches)
+    real = sum(len(s) for s, _ in ex)
+    assert padded / real < 1.15
+
+
+def test_epochs_differ_and_are_reproducible():
+    ex = _examples(500)
+    a, b = TokenBatcher(ex, 400, seed=3), TokenBatcher(ex, 400, seed=3)
+    e0 = [x.tolist() for x in a.epoch_batches(0)]
+    assert e0 == [x.tolist() for x in b.epoch_batches(0)]
+    assert e0 != [x.tolist() for x in a.epoch_batches(1)]
+    assert e0 != [x.tolist() for x in TokenBatcher(ex, 400, seed=4).epoch_batches(0)]
+
+
+def test_resume_mid_epoch_yields_identical_remaining_sequence():
+    ex = _examples(800)
+    full = TokenBatcher(ex, 500, seed=7)
+    per_epoch = len(full)
+    total = per_epoch + per_epoch // 2 + 5  # runs into the second epoch
+    reference = [b.indices for b in itertools.islice(iter(full), total)]
+
+    first = TokenBatcher(ex, 500, seed=7)
+    it = iter(first)
+    cut = per_epoch // 2 + 3
+    head = [next(it).indices for _ in range(cut)]
+    state = first.state_dict()
+    assert state["epoch"] == 0 and state["offset"] == cut
+
+    resumed = TokenBatcher(ex, 500, seed=7)
+    resumed.load_state_dict(state)
+    tail = [b.indices for b in itertools.islice(iter(resumed), total - cut)]
+    assert head + tail == reference
+    # A state taken exactly at an epoch boundary resumes too.
+    boundary = TokenBatcher(ex, 500, seed=7)
+    boundary.load_state_dict({**state, "epoch": 1, "offset": 0})
+    assert [b.indices for b in itertools.islice(iter(boundary), 3)] == reference[per_epoch : per_epoch + 3]
+
+
+def test_resume_refuses_other_data_or_settings():
+    ex = _examples(200)
+    state = TokenBatcher(ex, 500, seed=7).state_dict()
+    with pytest.raises(ConfigError, match="'seed'"):
+        TokenBatcher(ex, 500, seed=8).load_state_dict(state)
+    with pytest.raises(ConfigError, match="'fingerprint'"):
+        TokenBatcher(_examples(200, seed=1), 500, seed=7).load_state_dict(state)
+    with pytest.raises(ConfigError, match="'num_shards'"):
+        TokenBatcher(ex, 500, seed=7, num_shards=2).load_state_dict(state)
+
+
+def test_shards_partition_an_epoch_with_equal_step_counts():
+    ex = _examples(1000)
+    shards = [TokenBatcher(ex, 500, seed=2, num_shards=3, shard=k) for k in range(3)]
+    lengths = {len(s) for s in shards}
+    assert len(lengths) == 1  # every DDP rank takes the same number of steps
+    single = TokenBatcher(ex, 500, seed=2).epoch_batches(0)
+    got = [b.tolist() for s in shards for b in s.epoch_batches(0)]
+    assert {tuple(b) for b in got} == {tuple(b.tolist()) for b in single}  # nothing dropped
+    assert len(got) - len(single) < 3  # at most num_shards - 1 repeated batches pad the shards
+
+
+def test_unshuffled_is_one_finite_pass_in_length_order():
+    ex = _examples(300)
+    batcher = TokenBatcher(ex, 400, shuffle=False)
+    first = [b.indices for b in batcher]
+    assert sorted(i for b in first for i in b) == list(range(300))
+    assert [b.indices for b in batcher] == first  # iterating again gives the same pass
+    lens = [len(ex[b[0]][0]) for b in first]
+    assert lens == sorted(lens)
+
+
+def test_example_longer_than_budget_is_an_error():
+    with pytest.raises(DataError, match="example 1 has 30 source"):
+        TokenBatcher([([5], [5]), ([5] * 30, [5])], max_tokens=20)
+
+
+def test_accumulation_keeps_paper_tokens_per_update():
+    # Paper: ~25000 tokens per side per update on 8 GPUs.
+    assert accumulation_steps(25000, 3125, world_size=8) == 1
+    assert accumulation_steps(25000, 3125, world_size=1) == 8
+    assert accumulation_steps(25000, 4096, world_size=2) == 4  # 4*2*4096 = 32768 >= 25000 > 3*2*4096
+    for world in (1, 2, 3, 8):
+        steps = accumulation_steps(25000, 2000, world_size=world)
+        assert steps * world * 2000 >= 25000 > (steps - 1) * world * 2000
+    with pytest.raises(ConfigError):
+        accumulation_steps(25000, 0)

@@ -1,0 +1,74 @@
+"""The shared BPE vocabulary (Section 5.1): special ids, joint training, exact round trip, save/load."""
+
+from __future__ import annotations
+
+import pytest
+
+from repro.data.vocab import BOS, EOS, PAD, UNK, SharedVocab
+from repro.errors import DataError
+
+
+@pytest.fixture(scope="module")
+def multi30k(data_dir):
+    en = (data_dir / "multi30k/train.en").read_text(encoding="utf-8").splitlines()[:6000]
+    de = (data_dir / "multi30k/train.de").read_text(encoding="utf-8").splitlines()[:6000]
+    test_en = (data_dir / "multi30k/test_2016_flickr.en").read_text(encoding="utf-8").splitlines()
+    test_de = (data_dir / "multi30k/test_2016_flickr.de").read_text(encoding="utf-8").splitlines()
+    return en, de, test_en, test_de
+
+
+@pytest.fixture(scope="module")
+def vocab(multi30k):
+    en, de, _, _ = multi30k
+    return SharedVocab.train(en + de, vocab_size=2000)
+
+
+def test_special_ids(vocab):
+    assert (PAD, BOS, EOS, UNK) == (0, 1, 2, 3)
+    assert [vocab.tokenizer.id_to_token(i) for i in range(4)] == ["<pad>", "<s>", "</s>", "<unk>"]
+    assert len(vocab) == 2000
+
+
+def test_round_trip_on_held_out_multi30k(vocab, multi30k):
+    _, _, test_en, test_de = multi30k
+    for line in test_en[:300] + test_de[:300]:
+        ids = vocab.encode(line)
+        assert UNK not in ids and min(ids) > UNK
+        assert vocab.decode(ids) == line
+    for odd in ["  two  spaces ", "Straße «Ölfeld» — 3½ €", "日本語", ""]:
+        assert vocab.decode(vocab.encode(odd)) == odd
+
+
+def test_vocabulary_is_shared_and_compresses_both_languages(vocab, multi30k):
+    _, _, test_en, test_de = multi30k
+    for lines in (test_en[:200], test_de[:200]):
+        words = sum(len(line.split()) for line in lines)
+        pieces = sum(len(vocab.encode(line)) for line in lines)
+        assert pieces < 2.0 * words  # a byte-level model without merges would need ~6 per word
+    assert len(vocab.encode("Männer")) <= 2 and len(vocab.encode("people")) <= 2  # one table, both languages
+
+
+def test_decode_stops_at_eos_and_skips_bos_pad(vocab):
+    ids = vocab.encode("A dog runs.")
+    assert vocab.decode([BOS, *ids, EOS, *vocab.encode("junk"), PAD]) == "A dog runs."
+    assert vocab.encode_batch(["A dog runs.", ""]) == [ids, []]
+
+
+def test_save_load_identical(vocab, tmp_path, multi30k):
+    path = tmp_path / "run" / "vocab.json"
+    vocab.save(path)
+    loaded = SharedVocab.load(path)
+    line = multi30k[3][0]
+    assert loaded.encode(line) == vocab.encode(line) and loaded.decode(loaded.encode(line)) == line
+    assert not list(path.parent.glob("*.tmp"))
+
+
+def test_load_errors_name_the_file(tmp_path):
+    with pytest.raises(DataError, match="vocab.json: vocabulary file not found"):
+        SharedVocab.load(tmp_path / "vocab.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(DataError, match="bad.json: not a tokenizer JSON"):
+        SharedVocab.load(bad)
+    with pytest.raises(DataError, match="too small"):
+        SharedVocab.train(["a b"], vocab_size=100)
