@@ -176,7 +176,7 @@ def run(
                             f"{(list_checkpoints(out_dir) or ['none'])[-1]}"
                         )
                     loss.backward()
-                loss_sum += float(loss) / scale / world_size
+                loss_sum += float(loss.detach()) / scale / world_size
                 nll_sum += float(nll)
             optimizer.step()
             loss_per_token = _all_reduce_sum(loss_sum, device) / max(tgt_tokens, 1.0)

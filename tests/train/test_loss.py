@@ -45,7 +45,7 @@ def test_dense_reference_and_uniform_logits():
     vocab, eps = 9, 0.2
     target = torch.tensor([3, 4, 8])
     q = smoothed_target(target, vocab, eps, PAD, torch.float64)
-    assert torch.allclose(q.sum(1), torch.ones(3)) and (q[:, PAD] == 0).all()
+    assert torch.allclose(q.sum(1), torch.ones(3, dtype=torch.float64)) and (q[:, PAD] == 0).all()
     logits = torch.randn(3, vocab, dtype=torch.float64)
     dense = -(q.double() * logits.log_softmax(-1)).sum()
     assert label_smoothed_nll(logits, target, eps, PAD)[0].item() == pytest.approx(dense.item(), rel=1e-10)
