@@ -59,6 +59,7 @@ class ClusterProfile:
         data = asdict(self)
         data.pop("path")
         data.pop("description")
+        data["profile"] = data.pop("name")
         data["world_size"] = self.world_size
         return data
 

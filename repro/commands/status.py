@@ -1,0 +1,45 @@
+"""``repro status``: submitted experiments and the states of their jobs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from repro.cluster.status import Ledger, default_state_dir, job_states
+from repro.errors import ConfigError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("status", help="list submitted experiments and their jobs' states",
+                              description=__doc__)
+    p.add_argument("submissions", nargs="*", metavar="SUBMISSION", help="submission ids (default: all)")
+    p.add_argument("--state-dir", type=Path, default=None, help="ledger directory (default runs/cluster)")
+    p.add_argument("--experiment", default=None, help="only this experiment's submissions")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    ledger = Ledger(args.state_dir or default_state_dir())
+    records = ledger.read_all()
+    if args.submissions:
+        known = {r.id for r in records}
+        unknown = [s for s in args.submissions if s not in known]
+        if unknown:
+            raise ConfigError(f"{ledger.directory}: no submission {', '.join(unknown)}")
+        records = [r for r in records if r.id in args.submissions]
+    if args.experiment:
+        records = [r for r in records if r.experiment == args.experiment]
+    out = [{**r.to_dict(), "jobs": job_states(r)} for r in records]
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return 0
+    if not out:
+        print(f"no submissions under {ledger.directory}")
+    for sub in out:
+        print(f"{sub['id']}  {sub['experiment']}  profile={sub['profile']}  executor={sub['executor']}  "
+              f"{sub['created']}")
+        for job in sub["jobs"]:
+            print(f"  {job['job_id']:>12}  {job['state']:<12} {job['name']}")
+    return 0

@@ -1,0 +1,104 @@
+"""``repro submit EXPERIMENT --cluster PROFILE``: an experiment of the paper as SLURM jobs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from repro.cluster.executor import executor_parameters, new_submission_id, resolve_executor, submit_jobs
+from repro.cluster.experiments import EXPERIMENTS, Plan, plan_jobs
+from repro.cluster.profiles import load_profile
+from repro.cluster.status import Ledger, default_state_dir
+from repro.cluster.update import plan_update
+from repro.errors import ConfigError
+
+DEFAULT_RESULTS = Path("reports/local/results")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("submit", help="submit one of the paper's experiments to SLURM (submitit)",
+                              description=__doc__)
+    p.add_argument("experiment", choices=sorted(EXPERIMENTS), metavar="EXPERIMENT",
+                   help=f"one of: {', '.join(EXPERIMENTS)}")
+    p.add_argument("--cluster", required=True, metavar="PROFILE",
+                   help="cluster profile: a name in slurm/ (paper-p100, h100, local) or a .toml path")
+    p.add_argument("--dry-run", action="store_true", help="print the jobs it would submit; submit nothing")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--executor", choices=("auto", "slurm", "local"), default=None,
+                   help="override the profile's executor (local: submitit's LocalExecutor, no SLURM)")
+    p.add_argument("--state-dir", type=Path, default=None, help="ledger and job folders (default runs/cluster)")
+    p.add_argument("--results-dir", type=Path, default=DEFAULT_RESULTS, help="results store the jobs write to")
+    p.add_argument("--data-dir", default=None, help="data directory the jobs read (default: REPRO_DATA_DIR)")
+    p.add_argument("--job-name", default=None, help="SLURM job name (default repro-EXPERIMENT)")
+    p.add_argument("--timeout-min", type=int, default=None, help="override the profile's time limit")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",
+                   help="override a training config field for every job (VALUE as JSON), e.g. max_steps=10")
+    p.set_defaults(func=run)
+
+
+def parse_overrides(items: list[str]) -> dict[str, Any]:
+    overrides: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--set {item!r}: expected FIELD=VALUE")
+        try:
+            overrides[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            overrides[key] = raw
+    return overrides
+
+
+def run(args: argparse.Namespace) -> int:
+    profile = load_profile(args.cluster)
+    state_dir = (args.state_dir or default_state_dir()).resolve()
+    results_dir = args.results_dir.resolve()
+    job_name = args.job_name or f"repro-{args.experiment}"
+    ledger = Ledger(state_dir)
+    submission_id = new_submission_id()
+    runs_dir = state_dir / "jobs" / submission_id  # each job's out_dir: checkpoints, metrics
+    specs = plan_jobs(args.experiment, Plan(profile, runs_dir, args.data_dir, parse_overrides(args.overrides)))
+    if args.dry_run:
+        sbatch = executor_parameters(profile, job_name, args.timeout_min)
+        jobs = []
+        for spec in specs:
+            update = plan_update(int(spec.train["tokens_per_batch"]), profile.world_size,
+                                 int(spec.train["max_tokens_per_device"]))
+            config = {**spec.train, **({"synthetic": spec.synthetic} if spec.synthetic else {})}
+            jobs.append({"name": spec.name, "claims": list(spec.claims), "config": config,
+                         "resources": {**profile.resources(), "update": update.to_dict(), "submitit": sbatch}})
+        plan = {"experiment": args.experiment, "profile": profile.name, "profile_path": str(profile.path),
+                "executor": args.executor or profile.executor, "submission": submission_id, "array": len(jobs) > 1,
+                "results_dir": str(results_dir), "jobs": jobs}
+        if args.json:
+            print(json.dumps(plan, indent=2))
+        else:
+            _print_plan(plan)
+        return 0
+
+    kind = resolve_executor(args.executor, profile)
+    submitted = submit_jobs(specs, profile, kind=kind, ledger=ledger, results_dir=results_dir,
+                            job_name=job_name, submission_id=submission_id, timeout_min=args.timeout_min)
+    record = submitted.record
+    if args.json:
+        print(json.dumps(record.to_dict(), indent=2))
+    else:
+        print(f"submitted {args.experiment} ({len(record.jobs)} job(s)) to {kind} with profile {profile.name}: "
+              f"submission {record.id}")
+        for job in record.jobs:
+            print(f"  {job['job_id']:>12}  {job['name']}")
+        print(f"follow with: repro status {record.id} --state-dir {state_dir}")
+    return 0
+
+
+def _print_plan(plan: dict[str, Any]) -> None:
+    print(f"dry run: {plan['experiment']} on {plan['profile']} ({plan['executor']}), {len(plan['jobs'])} job(s)"
+          + (" as one array" if plan["array"] else ""))
+    for job in plan["jobs"]:
+        r, c = job["resources"], job["config"]
+        print(f"  {job['name']:<22} preset={c['preset']:<10} steps={c['max_steps']:<7} "
+              f"{r['nodes']}x{r['tasks_per_node']} task(s), gpus/node={r['gpus_per_node']}, "
+              f"{r['time_limit_min']} min; {r['update']['accumulation']} accumulated pass(es), "
+              f"{r['update']['tokens_per_update']} tokens/update")
