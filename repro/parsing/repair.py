@@ -11,7 +11,7 @@ The repair, in one left-to-right pass:
   kept; a mismatched closing label is counted as a fix); a ``)`` with nothing open is dropped;
 - ``XX`` becomes the next word; ``XX`` beyond the last word is dropped; other tokens are dropped;
 - at the end, open constituents are closed, missing words are appended to the last top-level
-  constituent (so the root still spans the sentence), constituents without words are removed;
+  item holding words if it is a constituent (so a single root still spans the sentence), constituents without words are removed;
 - several top-level constituents, or words outside any, are put under one ``TOP`` node, a label
   that COLLINS.prm deletes, so the wrapper itself is never scored. An empty output becomes the
   flat tree ``(TOP (XX w1) ... (XX wn))``.
@@ -93,7 +93,9 @@ def repair(target: str | Sequence[str], words: Sequence[str], tags: Sequence[str
         fixes.append(f"closed {len(stack) - 1} open constituent(s)")
     if n < len(words):
         fixes.append(f"appended {len(words) - n} missing word(s)")
-        home = next((c for c in reversed(top.children) if isinstance(c, _Node) and c.has_words()), top)
+        # The last top-level item holding words ends the sentence; appending there keeps word order.
+        last = next((c for c in reversed(top.children) if isinstance(c, int) or c.has_words()), None)
+        home = last if isinstance(last, _Node) else top
         home.children.extend(range(n, len(words)))
     empty = _count_empty(top)
     if empty:

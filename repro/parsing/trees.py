@@ -33,9 +33,9 @@ class SourcedTree:
     line: int
 
 
-def _split_trees(text: str, name: str) -> Iterator[tuple[str, int]]:
+def _split_trees(text: str, name: str, first_line: int = 1) -> Iterator[tuple[str, int]]:
     """Yield each top-level bracketed expression of ``text`` with its starting line."""
-    depth, start, start_line, line = 0, -1, 0, 1
+    depth, start, start_line, line = 0, -1, 0, first_line
     for pos, ch in enumerate(text):
         if ch == "\n":
             line += 1
@@ -69,7 +69,7 @@ def _check_shape(tree: Tree, name: str, line: int) -> None:
 
 def parse_tree(text: str, name: str = "<string>", line: int = 1) -> Tree:
     """Parse one bracketed tree; a malformed one is a :class:`DataError` naming ``name`` and ``line``."""
-    chunks = list(_split_trees(text, name))
+    chunks = list(_split_trees(text, name, line))
     if len(chunks) != 1:
         raise DataError(f"{name} line {line}: expected one tree, found {len(chunks)}")
     try:
