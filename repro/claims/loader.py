@@ -25,6 +25,8 @@ def _describe(error: jsonschema.ValidationError) -> str:
         return error.message
     if error.validator == "minimum" and where.startswith("tolerance."):
         return f"field '{where}' must not be negative (got {error.instance})"
+    if error.validator == "anyOf" and not where:
+        return "a numeric 'expected' needs a 'tolerance', a 'rounding' or a 'bound'"
     if error.validator == "type":
         return f"field '{where}' must be of type {error.validator_value} (got {error.instance!r})"
     return f"field '{where or '<claim>'}': {error.message}"
