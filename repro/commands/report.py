@@ -1,0 +1,44 @@
+"""``repro report [--results DIR]... [--out DIR]``: claims beside every measured result, as
+``report.md``, ``report.html``, ``report.json`` and ``report.csv`` (plus ``figures/``)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+DEFAULT_RESULTS = Path("reports/local/results")
+DEFAULT_OUT = Path("reports")
+#: The input sentence of the paper's Figure 3.
+FIGURE3_SENTENCE = ("It is in this spirit that a majority of American governments have passed new laws since 2009 "
+                    "making the registration or voting process more difficult .")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("report", help="write the reproduction report (Markdown, HTML, JSON, CSV)")
+    parser.add_argument("--results", metavar="DIR", action="append", default=[],
+                        help=f"results store to read (repeatable; default {DEFAULT_RESULTS})")
+    parser.add_argument("--out", metavar="DIR", default=str(DEFAULT_OUT), help=f"output folder (default {DEFAULT_OUT}/)")
+    parser.add_argument("--claims-dir", default=None, help="directory of claims files (default: claims/)")
+    parser.add_argument("--runs", metavar="DIR", action="append", default=[],
+                        help="training run directory (metrics.csv, checkpoints/) to draw; repeatable")
+    parser.add_argument("--attention-sentence", default=FIGURE3_SENTENCE,
+                        help="source sentence for the attention maps (default: the input of Figure 3)")
+    parser.add_argument("--no-attention", action="store_true", help="skip the attention maps")
+    parser.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    from repro.report import generate
+
+    result_dirs = [Path(d) for d in args.results] or [DEFAULT_RESULTS]
+    doc = generate(
+        result_dirs, Path(args.out), claims_dir=args.claims_dir, run_dirs=[Path(r) for r in args.runs],
+        attention_sentence=None if args.no_attention else args.attention_sentence,
+    )
+    counts = ", ".join(f"{n} {s}" for s, n in doc.data.counts().items() if n)
+    print(f"wrote {args.out}/report.md, report.html, report.json, report.csv "
+          f"({len(doc.figures.figures)} figures): {counts}")
+    for note in doc.notes:
+        print(f"  note: {note}", file=sys.stderr)
+    return 0

@@ -1,0 +1,55 @@
+"""The reproduction report: claims beside measured results, as Markdown, HTML, JSON and CSV.
+
+:func:`generate` is what ``repro report`` runs: read claims and results, build every table and
+figure in memory, then write ``report.md``, ``report.html``, ``report.json``, ``report.csv`` and
+``figures/*.png`` all or nothing (:mod:`repro.report.publish`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from repro.claims import load_claims
+from repro.report import render_html, render_json, render_md
+from repro.report.build import ReportData, build_report, load_results
+from repro.report.document import Document, make_document
+from repro.report.publish import publish
+from repro.report.runs import find_runs
+
+OUTPUTS = ("report.md", "report.html", "report.json", "report.csv")
+
+
+def render_files(doc: Document) -> dict[str, bytes]:
+    """Every output file of the report, rendered in memory."""
+    files = {
+        "report.md": render_md.render(doc).encode("utf-8"),
+        "report.html": render_html.render(doc).encode("utf-8"),
+        "report.json": render_json.render(doc).encode("utf-8"),
+        "report.csv": render_json.render_csv(doc).encode("utf-8"),
+    }
+    files.update({f"figures/{f.name}.png": f.png for f in doc.figures.figures})
+    return files
+
+
+def generate(
+    result_dirs: Sequence[Path],
+    out_dir: Path,
+    *,
+    claims_dir: Path | None = None,
+    run_dirs: Sequence[Path] = (),
+    attention_sentence: str | None = None,
+) -> Document:
+    """Build the report from ``result_dirs`` and write it to ``out_dir``; returns the document."""
+    claims = load_claims(claims_dir)
+    results = load_results([Path(d) for d in result_dirs])
+    data = build_report(claims, results, result_dirs)
+    base = Path(result_dirs[0]).parent if result_dirs else None
+    runs = find_runs(results, [Path(r) for r in run_dirs], base)
+    doc = make_document(data, claims, runs, attention_sentence)
+    publish(Path(out_dir), render_files(doc))
+    return doc
+
+
+__all__ = ["OUTPUTS", "Document", "ReportData", "build_report", "generate", "load_results", "make_document",
+           "render_files"]

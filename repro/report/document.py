@@ -1,0 +1,83 @@
+"""The report as one in-memory document: the sections every renderer prints, in order."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from repro.claims.claim import Claim
+from repro.report import steptime, tables
+from repro.report.build import ReportData
+from repro.report.figures import Figures, draw
+from repro.report.runs import Run
+from repro.report.status import MEANINGS
+from repro.report.values import show
+
+CLAIM_COLUMNS = ("id", "source", "paper", "measured", "unit", "tolerance", "status", "run scale", "note")
+PROVENANCE_COLUMNS = ("id", "commit", "config hash", "hardware", "dataset", "bleu signature", "date")
+
+
+@dataclass(frozen=True)
+class Section:
+    title: str
+    table: pd.DataFrame
+    note: str = ""
+
+
+@dataclass
+class Document:
+    data: ReportData
+    sections: list[Section]
+    figures: Figures
+    notes: list[str] = field(default_factory=list)
+    legend: dict[str, str] = field(default_factory=lambda: dict(MEANINGS))
+
+
+def claims_frame(data: ReportData) -> pd.DataFrame:
+    return pd.DataFrame([{k: show(v) for k, v in r.to_dict().items() if k in CLAIM_COLUMNS} for r in data.rows],
+                        columns=list(CLAIM_COLUMNS))
+
+
+def provenance_frame(data: ReportData) -> pd.DataFrame:
+    return pd.DataFrame([{k: show(v) for k, v in r.to_dict().items() if k in PROVENANCE_COLUMNS}
+                         for r in data.rows if r.result is not None], columns=list(PROVENANCE_COLUMNS))
+
+
+def make_document(data: ReportData, claims: list[Claim], runs: list[Run],
+                  attention_sentence: str | None = None) -> Document:
+    """Every table and figure of the report, built in memory."""
+    by_id = {c.id: c for c in claims}
+    step_times = steptime.collect(data.results, runs)
+    step_table = steptime.table(step_times, by_id)
+    cost: dict[str, float | None] = {}
+    for st in step_times:  # Table 2 takes the step-time results only; runs' logs are listed below it
+        steps_claim = steptime.PAPER_CLAIMS.get(st.configuration, ("", "", ""))[1]
+        if st.source.startswith("result") and steps_claim in by_id:
+            cost[st.configuration] = st.cost(int(by_id[steps_claim].expected))
+    sections = [
+        Section("Claims", claims_frame(data),
+                "One row per claim of claims/*.toml; 'run scale' is the scale of the run that measured it."),
+        Section("Provenance of each measured claim", provenance_frame(data)),
+        Section("Table 1: complexity per layer type", tables.table1(data),
+                "Fitted exponents of measured cost against n (and d) beside the paper's O(·)."),
+        Section("Table 2: newstest2014 BLEU and training cost (FLOPs)", tables.table2(data, cost),
+                "Other systems' rows are the paper's figures, not reproduced here. 'Section 5.2 × footnote 5' "
+                "recomputes the paper's cost from its own time and hardware; the last column uses our measured step time."),
+        Section("Table 3: variations on the base model (EN-DE newstest2013)", tables.table3(data)),
+        Section("Table 4: English constituency parsing (WSJ 23 F1)", tables.table4(data),
+                "Other parsers' rows are the paper's figures, not reproduced here."),
+        Section("Step time and training cost, normalised to 8×P100", step_table,
+                steptime.ASSUMPTION + ("" if step_times else " No step time has been measured yet.")),
+    ]
+    figures = draw(data.results, runs, attention_sentence)
+    notes = list(figures.missing)
+    if data.unmatched:
+        notes.append("results for ids no claim names (shown in the tables where they fit): " + ", ".join(data.unmatched))
+    return Document(data, sections, figures, notes)
+
+
+def inputs_line(data: ReportData) -> str:
+    dirs = ", ".join(str(Path(d)) for d in data.result_dirs) or "(none)"
+    return f"generated {data.generated} from the results in {dirs}"

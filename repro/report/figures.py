@@ -1,0 +1,224 @@
+"""The report's pictures, drawn with matplotlib's Agg canvas (no display, no global backend).
+
+Each :class:`Figure` carries a caption naming the scale, data, hardware and commit behind it.
+What cannot be drawn (no run, no logged lr, no dev column) becomes a line in ``missing``.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure as MplFigure
+
+from repro.report.runs import Run
+from repro.results.provenance import Provenance
+from repro.results.store import Result
+
+
+@dataclass(frozen=True)
+class Figure:
+    name: str  # file stem under figures/
+    title: str
+    caption: str
+    png: bytes
+
+
+@dataclass
+class Figures:
+    figures: list[Figure] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+
+
+def provenance_line(prov: Provenance | None) -> str:
+    if prov is None:
+        return "provenance unknown (a run given with --runs and named by no result)"
+    return f"scale: {prov.scale}; data: {prov.dataset}; hardware: {prov.hardware}; commit: {prov.commit}; date: {prov.date}"
+
+
+def _png(fig: MplFigure) -> bytes:
+    FigureCanvasAgg(fig)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
+    return buffer.getvalue()
+
+
+def _d_model(run: Run) -> int | None:
+    if run.model_config.get("d_model"):
+        return int(run.model_config["d_model"])
+    cfg = run.train_config
+    if (cfg.get("model_overrides") or {}).get("d_model"):
+        return int(cfg["model_overrides"]["d_model"])
+    if cfg.get("preset"):
+        from repro.model import get_preset
+
+        try:
+            return get_preset(cfg["preset"]).model.d_model
+        except Exception:  # noqa: BLE001 - an unknown preset only means no Eq. 3 curve
+            return None
+    return None
+
+
+def schedule_figure(run: Run) -> Figure | str:
+    """Section 5.3, Eq. 3 against the learning rate the run logged."""
+    from repro.train.schedule import learning_rate
+
+    df = run.metrics
+    if df is None or "lr" not in df.columns or df["lr"].isna().all():
+        return f"{run.path}: no logged lr; Eq. 3 schedule figure not drawn"
+    d_model, warmup = _d_model(run), run.train_config.get("warmup_steps")
+    if d_model is None or not warmup:
+        return f"{run.path}: d_model or warmup_steps unknown; Eq. 3 schedule figure not drawn"
+    scale = float(run.train_config.get("lr_scale", 1.0) or 1.0)
+    steps = np.unique(np.linspace(1, max(int(df["step"].max()), 2 * int(warmup)), 400).astype(int))
+    fig = MplFigure(figsize=(6.4, 3.6))
+    ax = fig.add_subplot()
+    ax.plot(steps, [learning_rate(int(s), d_model, int(warmup), scale) for s in steps],
+            label=f"Eq. 3 (d_model={d_model}, warmup={warmup}" + (f", ×{scale:g})" if scale != 1 else ")"))
+    ax.plot(df["step"], df["lr"], "o", markersize=3, label="logged lr")
+    ax.axvline(int(warmup), color="grey", linewidth=0.8, linestyle=":")
+    ax.set_xlabel("training step")
+    ax.set_ylabel("learning rate")
+    ax.legend()
+    return Figure(f"schedule-{_slug(run.label)}", f"Eq. 3 learning-rate schedule against the logged lr ({run.label})",
+                  provenance_line(run.provenance), _png(fig))
+
+
+def curves_figure(run: Run) -> Figure | str:
+    """Training loss (and dev perplexity / BLEU where the log has them) against the step."""
+    df = run.metrics
+    if df is None or "loss" not in df.columns:
+        return f"{run.path}: no training loss logged; curves not drawn"
+    fig = MplFigure(figsize=(6.4, 3.6))
+    ax = fig.add_subplot()
+    ax.plot(df["step"], df["loss"], label="training loss (label-smoothed)")
+    if "nll" in df.columns and df["nll"].notna().any():
+        ax.plot(df["step"], df["nll"], label="training NLL per token")
+    ax.set_xlabel("training step")
+    ax.set_ylabel("loss per target token")
+    dev = [c for c in ("dev_ppl", "dev_bleu") if c in df.columns and df[c].notna().any()]
+    if dev:
+        twin = ax.twinx()
+        for column in dev:
+            points = df.dropna(subset=[column])
+            twin.plot(points["step"], points[column], "s--", markersize=4, label=column.replace("_", " "), color="C3")
+        twin.set_ylabel(", ".join(c.replace("_", " ") for c in dev))
+        twin.legend(loc="upper center")
+    ax.legend(loc="upper right")
+    caption = provenance_line(run.provenance) + ("" if dev else "; the log has no dev column (dev_ppl, dev_bleu)")
+    return Figure(f"curves-{_slug(run.label)}", f"Training and dev curves ({run.label})", caption, _png(fig))
+
+
+def complexity_figure(results: dict[str, Result]) -> Figure | str:
+    """Table 1's complexity fits on log-log axes: ``extra["points"] = {"n": [...], "cost": [...]}``."""
+    fits = {k: r for k, r in sorted(results.items())
+            if k.startswith("table1.") and isinstance(r.extra.get("points"), dict)}
+    if not fits:
+        return "no Table 1 measurement with data points (result.extra['points']); complexity fits not drawn"
+    fig = MplFigure(figsize=(6.4, 4.2))
+    ax = fig.add_subplot()
+    provs = []
+    for claim_id, res in fits.items():
+        points = res.extra["points"]
+        x, y = np.asarray(points.get("n", []), float), np.asarray(points.get("cost", []), float)
+        keep = (x > 0) & (y > 0)
+        if keep.sum() < 2:
+            continue
+        slope, intercept = np.polyfit(np.log(x[keep]), np.log(y[keep]), 1)
+        line = ax.loglog(x[keep], y[keep], "o", label=f"{claim_id}: slope {slope:.2f}")[0]
+        ax.loglog(x[keep], np.exp(intercept) * x[keep] ** slope, "-", color=line.get_color(), linewidth=0.8)
+        provs.append(f"{claim_id}: {provenance_line(res.provenance)}")
+    if not provs:
+        return "Table 1 measurements have fewer than two positive data points; complexity fits not drawn"
+    ax.set_xlabel(str(next(iter(fits.values())).extra.get("x_label", "sequence length n")))
+    ax.set_ylabel(str(next(iter(fits.values())).extra.get("y_label", "measured cost")))
+    ax.legend(fontsize="small")
+    return Figure("table1-fits", "Table 1: measured cost against n, log-log, with fitted slopes", " | ".join(provs), _png(fig))
+
+
+def attention_figure(model: Any, src_ids: Sequence[int], tokens: Sequence[str], *, layer: int = -1,
+                     caption: str = "", name: str = "attention") -> Figure:
+    """Encoder self-attention of every head of one layer, in the manner of Figures 3-5.
+
+    ``model`` is a :class:`repro.model.Transformer`; ``src_ids`` the encoded sentence,
+    ``tokens`` its wordpieces (labels of both axes)."""
+    import torch
+
+    attn = model.encoder_layers[layer].self_attn
+    was_training, attn.record_weights = model.training, True
+    try:
+        model.eval()
+        with torch.no_grad():
+            model.encode(torch.tensor([list(src_ids)], dtype=torch.long))
+        weights = attn.last_weights[0].cpu().numpy()  # (heads, n, n)
+    finally:
+        attn.record_weights, attn.last_weights = False, None
+        model.train(was_training)
+    heads = weights.shape[0]
+    cols = min(4, heads)
+    rows = math.ceil(heads / cols)
+    size = max(2.2, 0.18 * len(tokens))
+    fig = MplFigure(figsize=(cols * size, rows * size))
+    for h in range(heads):
+        ax = fig.add_subplot(rows, cols, h + 1)
+        ax.imshow(weights[h], cmap="Blues", vmin=0.0, vmax=1.0)
+        ax.set_title(f"head {h + 1}", fontsize=8)
+        ax.set_xticks(range(len(tokens)), list(tokens), rotation=90, fontsize=5)
+        ax.set_yticks(range(len(tokens)), list(tokens), fontsize=5)
+    layer_no = layer if layer >= 0 else len(model.encoder_layers) + layer
+    return Figure(name, f"Encoder self-attention, layer {layer_no + 1}, all {heads} heads", caption, _png(fig))
+
+
+def run_attention_figure(run: Run, sentence: str) -> Figure | str:
+    """Attention maps of the newest checkpoint of ``run`` (needs ``vocab.json`` beside it)."""
+    ckpt, vocab_path = run.newest_checkpoint(), run.path / "vocab.json"
+    if ckpt is None or not vocab_path.is_file():
+        return f"{run.path}: no checkpoint or vocab.json; attention maps not drawn"
+    from repro.data.vocab import SharedVocab
+    from repro.model import Transformer, TransformerConfig
+    from repro.train.checkpoint import load_checkpoint
+
+    state = load_checkpoint(ckpt)
+    model = Transformer(TransformerConfig.from_dict(state["model_config"]))
+    model.load_state_dict(state["model"])
+    vocab = SharedVocab.load(vocab_path)
+    ids = vocab.encode(sentence)
+    tokens = vocab.tokens(sentence)
+    if len(tokens) != len(ids):
+        tokens = [vocab.decode([i]) or "·" for i in ids]
+    caption = f"{ckpt.name}; sentence: {sentence!r}; " + provenance_line(run.provenance)
+    return attention_figure(model, ids, tokens, caption=caption, name=f"attention-{_slug(run.label)}")
+
+
+def _slug(text: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in text)[:60] or "run"
+
+
+def draw(results: dict[str, Result], runs: list[Run], attention_sentence: str | None = None) -> Figures:
+    out = Figures()
+
+    def add(item: Figure | str) -> None:
+        (out.figures if isinstance(item, Figure) else out.missing).append(item)
+
+    add(complexity_figure(results))
+    if not runs:
+        out.missing.append("no training run found (no result names a run_dir; none given with --runs): "
+                           "no Eq. 3, training-curve or attention figures")
+    for run in runs:
+        out.missing.extend(run.notes)
+        if run.metrics is not None:
+            add(schedule_figure(run))
+            add(curves_figure(run))
+        if attention_sentence:
+            add(run_attention_figure(run, attention_sentence))
+    seen: dict[str, int] = {}
+    for i, fig in enumerate(out.figures):  # two runs with one label must not share a file
+        seen[fig.name] = seen.get(fig.name, 0) + 1
+        if seen[fig.name] > 1:
+            out.figures[i] = Figure(f"{fig.name}-{seen[fig.name]}", fig.title, fig.caption, fig.png)
+    return out

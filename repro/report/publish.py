@@ -1,0 +1,55 @@
+"""Writing the report's files all or nothing.
+
+Every file is rendered in memory first; then each is written to a temporary file beside its
+destination, and only when all are written are they moved into place with ``os.replace``.
+An error before that point leaves the previous report untouched and no temporary file behind.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _stage(path: Path, content: bytes) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a report is for reading
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(content)
+            fh.flush()
+            os.fsync(fh.fileno())
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return Path(tmp)
+
+
+def publish(out_dir: Path, files: dict[str, bytes], *, prune: str | None = "figures") -> list[Path]:
+    """Write ``files`` (relative path -> bytes) under ``out_dir``; remove stale files of ``prune``."""
+    out_dir = Path(out_dir)
+    staged: list[tuple[Path, Path]] = []
+    try:
+        for name, content in files.items():
+            target = out_dir / name
+            staged.append((_stage(target, content), target))
+    except BaseException:
+        for tmp, _ in staged:
+            tmp.unlink(missing_ok=True)
+        raise
+    for tmp, target in staged:
+        os.replace(tmp, target)
+    if prune:
+        written = {out_dir / n for n in files}
+        for old in (out_dir / prune).glob("*.png"):
+            if old not in written:
+                old.unlink(missing_ok=True)
+    return [target for _, target in staged]

@@ -1,0 +1,80 @@
+"""``report.html``: one self-contained page (inline CSS, figures as base64 PNG, no script).
+
+Every value from claims and results passes through :func:`html.escape`, so a value such as
+``<script>`` is shown, never run.
+"""
+
+from __future__ import annotations
+
+import base64
+from html import escape
+
+import pandas as pd
+
+from repro.report.document import Document, inputs_line
+
+CSS = """
+body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1400px; padding: 0 1em; color: #222; }
+h1 { font-size: 1.6em; } h2 { margin-top: 2em; border-bottom: 1px solid #ccc; }
+table { border-collapse: collapse; margin: 0.6em 0; font-size: 12px; }
+th, td { border: 1px solid #ddd; padding: 3px 6px; text-align: left; vertical-align: top; }
+th { background: #f3f3f3; position: sticky; top: 0; }
+.note { color: #555; max-width: 70em; }
+.status { white-space: nowrap; font-weight: 600; }
+.s-reproduced { background: #d6f5d6; } .s-within-tolerance { background: #eaf7d0; }
+.s-deviates { background: #f9d2d2; } .s-paper-inconsistent { background: #f8e3c4; }
+.s-needs-cluster { background: #dde7f7; } .s-not-run { background: #eee; }
+.s-error { background: #f5b5b5; } .s-not-applicable { background: #eee; }
+figure { margin: 1.5em 0; } figure img { max-width: 100%; border: 1px solid #ddd; }
+figcaption { color: #555; font-size: 12px; }
+"""
+
+
+def _cls(status: str) -> str:
+    return "status s-" + "".join(ch if ch.isalnum() else "-" for ch in status)
+
+
+def table(frame: pd.DataFrame) -> str:
+    if frame.empty:
+        return "<p class='note'>(nothing to show)</p>"
+    head = "".join(f"<th>{escape(str(c))}</th>" for c in frame.columns)
+    body = []
+    for _, row in frame.iterrows():
+        cells = []
+        for column, value in row.items():
+            text = escape(str(value))
+            cells.append(f"<td class='{_cls(str(value))}'>{text}</td>" if column == "status" else f"<td>{text}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def render(doc: Document) -> str:
+    counts = ", ".join(f"{n} {s}" for s, n in doc.data.counts().items() if n)
+    legend = "".join(f"<tr><td class='{_cls(s)}'>{escape(s)}</td><td>{escape(m)}</td></tr>" for s, m in doc.legend.items())
+    parts = [
+        "<!DOCTYPE html>",
+        "<html lang='en'><head><meta charset='utf-8'>",
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>",
+        "<title>Reproduction report: Attention Is All You Need</title>",
+        f"<style>{CSS}</style></head><body>",
+        "<h1>Reproduction report: “Attention Is All You Need”</h1>",
+        f"<p class='note'>{escape(inputs_line(doc.data))}. Written by <code>repro report</code>; do not edit by hand.</p>",
+        f"<p id='summary'><strong>Summary:</strong> {escape(counts)}.</p>",
+        f"<table><thead><tr><th>status</th><th>meaning</th></tr></thead><tbody>{legend}</tbody></table>",
+    ]
+    for section in doc.sections:
+        parts.append(f"<h2>{escape(section.title)}</h2>")
+        if section.note:
+            parts.append(f"<p class='note'>{escape(section.note)}</p>")
+        parts.append(table(section.table))
+    parts.append("<h2>Figures</h2>")
+    for fig in doc.figures.figures:
+        data = base64.b64encode(fig.png).decode("ascii")
+        parts.append(f"<figure><img alt='{escape(fig.title)}' src='data:image/png;base64,{data}'>"
+                     f"<figcaption><strong>{escape(fig.title)}</strong><br>{escape(fig.caption)}</figcaption></figure>")
+    if not doc.figures.figures:
+        parts.append("<p class='note'>(no figure could be drawn; see below)</p>")
+    if doc.notes:
+        parts.append("<h2>Missing or not drawn</h2><ul>" + "".join(f"<li>{escape(n)}</li>" for n in doc.notes) + "</ul>")
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"

@@ -1,0 +1,112 @@
+"""Training runs behind the results: their metrics log (``metrics.csv``) and configuration.
+
+A run directory is found from a result (``provenance.extra["run_dir"]`` or
+``result.extra["run_dir"]``) or given on the command line (``repro report --runs DIR``).
+What a run lacks is recorded as a note, so the report says what is missing instead of
+drawing an empty picture.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from repro.errors import ResultError
+from repro.results.provenance import Provenance
+from repro.results.store import Result
+
+
+@dataclass
+class Run:
+    """One training run's directory and what the report can draw from it."""
+
+    path: Path
+    provenance: Provenance | None = None
+    claim_ids: list[str] = field(default_factory=list)
+    metrics: pd.DataFrame | None = None
+    train_config: dict[str, Any] = field(default_factory=dict)
+    model_config: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return self.train_config.get("preset") or self.path.name
+
+    def newest_checkpoint(self) -> Path | None:
+        found = sorted((self.path / "checkpoints").glob("step_*.pt"))
+        return found[-1] if found else None
+
+
+def read_metrics(path: Path) -> pd.DataFrame:
+    """``metrics.csv`` as a DataFrame sorted by step; a file without ``step`` raises ResultError naming it."""
+    try:
+        df = pd.read_csv(path)
+    except (OSError, ValueError, pd.errors.ParserError) as err:
+        raise ResultError(f"{path}: not a readable metrics log ({err})") from None
+    if "step" not in df.columns:
+        raise ResultError(f"{path}: metrics log has no 'step' column (columns: {', '.join(map(str, df.columns))})")
+    for column in df.columns:
+        df[column] = pd.to_numeric(df[column], errors="coerce")
+    return df.dropna(subset=["step"]).sort_values("step").reset_index(drop=True)
+
+
+def _config_from_checkpoint(run: Run) -> None:
+    ckpt = run.newest_checkpoint()
+    if ckpt is None:
+        return
+    from repro.train.checkpoint import load_checkpoint
+
+    state = load_checkpoint(ckpt)
+    run.train_config = dict(state.get("train_config") or {})
+    run.model_config = dict(state.get("model_config") or {})
+
+
+def load_run(path: Path, provenance: Provenance | None = None, claim_ids: list[str] | None = None) -> Run:
+    """Read what exists under ``path``; notes say what does not."""
+    run = Run(Path(path), provenance, list(claim_ids or []))
+    if not run.path.is_dir():
+        run.notes.append(f"run directory {run.path} not found")
+        return run
+    metrics = run.path / "metrics.csv"
+    if metrics.is_file():
+        run.metrics = read_metrics(metrics)
+    else:
+        run.notes.append(f"{metrics} missing: no training curves for this run")
+    config = run.path / "config.json"
+    if config.is_file():
+        try:
+            run.train_config = json.loads(config.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as err:
+            raise ResultError(f"{config}: not valid JSON ({err})") from None
+    else:
+        _config_from_checkpoint(run)
+    if not run.train_config:
+        run.notes.append(f"{run.path}: no config.json or checkpoint; Eq. 3 cannot be drawn for this run")
+    return run
+
+
+def run_dir_of(result: Result) -> str | None:
+    return result.provenance.extra.get("run_dir") or result.extra.get("run_dir")
+
+
+def find_runs(results: dict[str, Result], extra_dirs: list[Path], base: Path | None = None) -> list[Run]:
+    """Runs named by results (relative paths resolve against ``base``) and those given explicitly."""
+    named: dict[Path, tuple[Provenance, list[str]]] = {}
+    for claim_id, res in sorted(results.items()):
+        where = run_dir_of(res)
+        if not where:
+            continue
+        path = Path(where)
+        if not path.is_absolute() and base is not None and not path.exists():
+            path = base / path
+        prov, ids = named.setdefault(path.resolve(), (res.provenance, []))
+        ids.append(claim_id)
+    runs = [load_run(p, prov, ids) for p, (prov, ids) in named.items()]
+    for path in extra_dirs:
+        if Path(path).resolve() not in named:
+            runs.append(load_run(Path(path)))
+    return runs

@@ -1,0 +1,137 @@
+"""The report's verdict on each claim: the one place where a measurement becomes a status.
+
+=====================  ==================================================================
+status                 when
+=====================  ==================================================================
+reproduced             the measurement equals the paper's value at the paper's precision:
+                       rounded to the claim's ``rounding`` (or to the last digit the paper
+                       prints) it is the paper's figure; for equations and hyperparameters,
+                       the check holds to its tolerance; strings, booleans, tables equal.
+within tolerance       inside the claim's tolerance (or meets a one-sided ``bound``), but not
+                       equal at the paper's precision.
+deviates               outside the tolerance, or the checker that produced it said ``fail``.
+paper inconsistent     outside the tolerance where the claim records that the paper
+                       contradicts itself (``inconsistency``), so no run can match every figure.
+needs cluster          a cluster-scale claim with no cluster-scale result. A local-scale
+                       result is shown beside it, marked with its scale, but never upgrades
+                       the claim: a laptop run says nothing about the paper's numbers.
+not run                a local claim with no result.
+error                  the stored result records that its checker broke.
+not applicable         the stored result records that the implementation lacks the part.
+=====================  ==================================================================
+
+A result's scale is read from ``provenance.scale``: it counts as cluster scale only when
+that text starts with ``cluster``; anything else is treated as local (the cautious reading).
+
+A checker's own verdict (``Result.status``) can only make a status worse, never better: a
+``fail`` is ``deviates`` even if the number happens to lie in the claim's tolerance, and a
+``pass`` whose number lies outside the tolerance is reported as ``deviates`` with a note,
+because the report must not certify what its own comparison contradicts.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from repro.claims.claim import Claim
+from repro.results.store import Result
+
+REPRODUCED = "reproduced"
+WITHIN = "within tolerance"
+DEVIATES = "deviates"
+INCONSISTENT = "paper inconsistent"
+NEEDS_CLUSTER = "needs cluster"
+NOT_RUN = "not run"
+ERROR = "error"
+NOT_APPLICABLE = "not applicable"
+
+#: Every status the report prints, best first (also the order of the summary).
+STATUSES = (REPRODUCED, WITHIN, DEVIATES, INCONSISTENT, NEEDS_CLUSTER, NOT_RUN, ERROR, NOT_APPLICABLE)
+
+#: One line per status, printed as the report's legend.
+MEANINGS = {
+    REPRODUCED: "equals the paper's value at the paper's precision (equations and hyperparameters: holds to tolerance)",
+    WITHIN: "inside the claim's tolerance (or meets its one-sided bound), not equal at the paper's precision",
+    DEVIATES: "outside the tolerance, or the checker that measured it reported fail",
+    INCONSISTENT: "outside the tolerance where the paper contradicts itself (see the note)",
+    NEEDS_CLUSTER: "a cluster-scale claim without a cluster-scale result (a local result is shown for its scale only)",
+    NOT_RUN: "a local claim without a result",
+    ERROR: "the stored result records that its checker broke",
+    NOT_APPLICABLE: "the stored result records that the implementation lacks the part",
+}
+
+#: Kinds whose check either holds to its tolerance or not: holding is "reproduced".
+_EXACT_KINDS = ("equation", "hyperparameter")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    status: str
+    note: str = ""
+
+
+def result_scale(result: Result) -> str:
+    """``cluster`` when the result's provenance says so, else ``local``."""
+    return "cluster" if result.provenance.scale.strip().lower().startswith("cluster") else "local"
+
+
+def paper_precision(value: float) -> float:
+    """The step of the last digit the paper prints: 27.3 -> 0.1, 4.92 -> 0.01, 3.3e18 -> 1e17."""
+    try:
+        exponent = Decimal(repr(value)).normalize().as_tuple().exponent
+    except InvalidOperation:
+        return 0.0
+    return 10.0 ** int(exponent) if isinstance(exponent, int) else 0.0
+
+
+def _equal_at_precision(claim: Claim, expected: Any, measured: Any) -> bool:
+    if isinstance(expected, bool) or isinstance(measured, bool):
+        return bool(expected) == bool(measured)
+    if isinstance(expected, (int, float)) and isinstance(measured, (int, float)):
+        if math.isnan(float(measured)):
+            return False
+        step = claim.rounding or paper_precision(float(expected))
+        if step == 0:
+            return measured == expected
+        return math.isclose(round(measured / step) * step, expected, rel_tol=1e-9, abs_tol=step * 1e-6)
+    if isinstance(expected, list) and isinstance(measured, list):
+        return len(expected) == len(measured) and all(
+            _equal_at_precision(claim, e, m) for e, m in zip(expected, measured)
+        )
+    return expected == measured
+
+
+def compare(claim: Claim, measured: Any) -> str:
+    """The status of ``measured`` against the paper's value, ignoring scale and checker verdicts."""
+    if not claim.within(measured):
+        return INCONSISTENT if claim.inconsistency else DEVIATES
+    if claim.bound is not None:
+        return WITHIN  # a one-sided target met: there is no exact figure to reproduce
+    if claim.kind in _EXACT_KINDS:
+        return REPRODUCED
+    return REPRODUCED if _equal_at_precision(claim, claim.expected, measured) else WITHIN
+
+
+def verdict(claim: Claim, result: Result | None) -> Verdict:
+    """The report's status of ``claim`` given its newest ``result`` (or none)."""
+    missing = NEEDS_CLUSTER if claim.scale == "cluster" else NOT_RUN
+    if result is None or result.status == "not run":
+        return Verdict(missing)
+    if result.status == "error":
+        return Verdict(ERROR, result.detail)
+    if result.status == "not applicable":
+        return Verdict(NOT_APPLICABLE, result.detail)
+    if claim.scale == "cluster" and result_scale(result) != "cluster":
+        return Verdict(NEEDS_CLUSTER, "the measured value is from a local-scale run and is shown for its scale only")
+    status = compare(claim, result.measured)
+    if result.status == "fail" and status in (REPRODUCED, WITHIN):
+        return Verdict(INCONSISTENT if claim.inconsistency else DEVIATES,
+                       "the checker that produced this result reported fail")
+    if result.status == "pass" and status in (DEVIATES, INCONSISTENT):
+        return Verdict(status, "the checker reported pass, but the value lies outside the claim's tolerance")
+    if result.status == "paper inconsistent" and status in (REPRODUCED, WITHIN):
+        return Verdict(INCONSISTENT, "the checker reported the paper inconsistent")
+    return Verdict(status, claim.inconsistency if status == INCONSISTENT else "")
