@@ -7,7 +7,8 @@ import json
 import sys
 from pathlib import Path
 
-from repro.eval.evalb import evalb_files, format_report
+from repro.eval.evalb import evalb_files
+from repro.eval.evalb_report import format_report
 from repro.eval.evalb_params import COLLINS, SAMPLE, EvalbParams, read_prm
 
 _BUILTIN = {"collins": COLLINS, "sample": SAMPLE}

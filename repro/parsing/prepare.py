@@ -20,19 +20,29 @@ Splits, always by file (whole documents), never by sentence:
   (273), ``wsj_0180``-``wsj_0199`` test (245). It contains none of the standard sections, so its
   F1 is not comparable with Table 4.
 
-Run as ``python -m repro.parsing.prepare OUT_DIR [--wsj TREEBANK_DIR] [--data-dir DIR]``.
+The cluster experiments (``repro submit table4-wsj`` / ``table4-semi``) name the datasets
+``wsj-parsing`` and ``wsj-parsing-semi``: folders of that name in the data directory, made by
+
+    python -m repro.parsing.prepare $DATA_DIR/wsj-parsing --wsj TREEBANK_DIR
+    python -m repro.parsing.prepare $DATA_DIR/wsj-parsing-semi --semi SRC TGT --wsj-prepared $DATA_DIR/wsj-parsing
+
+(the semi-supervised corpus is the user's: it is not obtainable here). Both names are also
+registered with :mod:`repro.data.registry` when this module is imported; either way they resolve.
+The local sample: ``python -m repro.parsing.prepare OUT_DIR [--data-dir DIR]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from repro.data.registry import _Layout, register
 from repro.errors import DataError, ReproError
 from repro.parsing.linearize import linearize, source_sentence
 from repro.parsing.trees import preprocess, read_trees, tree_to_line
@@ -135,6 +145,41 @@ def prepare_wsj(treebank_dir: str | Path, out_dir: str | Path) -> dict[str, Spli
     return prepare(wsj_groups(treebank_dir), out_dir, f"Penn Treebank WSJ {treebank_dir}")
 
 
+def prepare_semi(semi_src: str | Path, semi_tgt: str | Path, wsj_prepared: str | Path,
+                 out_dir: str | Path) -> dict[str, int]:
+    """A ``wsj-parsing-semi`` folder: the user's corpus as train (symlinked), WSJ 22/23 as dev/test (copied).
+
+    The corpus must be parallel sentence / linearised-tree files, one pair per line; only the line
+    counts are checked here (17M lines), the training reader reports malformed lines.
+    """
+    out_dir = Path(out_dir)
+    counts = []
+    for path in (Path(semi_src), Path(semi_tgt)):
+        if not path.is_file():
+            raise DataError(f"semi-supervised corpus file {path} not found (it is not shipped; supply your own)")
+        with path.open("rb") as fh:
+            counts.append(sum(1 for _ in fh))
+    if counts[0] != counts[1]:
+        raise DataError(f"semi-supervised corpus: {semi_src} has {counts[0]} lines but {semi_tgt} has {counts[1]}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for path, suffix in ((Path(semi_src), "src"), (Path(semi_tgt), "tgt")):
+        link = out_dir / f"train.{suffix}"
+        tmp = out_dir / f".train.{suffix}.tmp"
+        tmp.unlink(missing_ok=True)
+        tmp.symlink_to(path.resolve())
+        os.replace(tmp, link)
+    for split in ("dev", "test"):
+        for suffix in ("src", "tgt", "trees"):
+            source = Path(wsj_prepared) / f"{split}.{suffix}"
+            if not source.is_file():
+                raise DataError(f"{source} not found; prepare WSJ first (--wsj)")
+            atomic_write_text(out_dir / f"{split}.{suffix}", source.read_text(encoding="utf-8"))
+    manifest = {"source": f"user corpus {semi_src} / {semi_tgt}; dev/test from {wsj_prepared}",
+                "splits": {"train": {"sentences": counts[0]}}}
+    atomic_write_text(out_dir / "manifest.json", json.dumps(manifest, indent=2) + "\n")
+    return {"train": counts[0]}
+
+
 def split_files(out_dir: str | Path, splits: Iterable[str] = SPLITS) -> dict[str, tuple[Path, Path]]:
     """``{split: (src, tgt)}`` of a prepared directory; a missing file is a :class:`DataError`."""
     out = {}
@@ -164,13 +209,38 @@ def register_prepared(out_dir: str | Path, name: str, description: str = "") -> 
              overwrite=True)
 
 
+def _register_builtin() -> None:
+    files = {s: (f"wsj-parsing/{s}.src", f"wsj-parsing/{s}.tgt") for s in SPLITS}
+    register(_Layout("wsj-parsing", files, "words", "tree", tokenized=True,
+                     description="Penn Treebank WSJ 02-21/22/23 as sentence -> linearised tree (Section 6.3); "
+                                 "prepared from the user's treebank with `python -m repro.parsing.prepare`"),
+             overwrite=True)
+    semi = {**files, "train": ("wsj-parsing-semi/train.src", "wsj-parsing-semi/train.tgt")}
+    register(_Layout("wsj-parsing-semi", semi, "words", "tree", tokenized=True,
+                     description="semi-supervised parsing corpus (~17M sentences; user-supplied, not obtainable "
+                                 "here) with WSJ 22/23 as dev/test (Section 6.3)"),
+             overwrite=True)
+
+
+_register_builtin()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m repro.parsing.prepare", description=__doc__.split("\n")[0])
     parser.add_argument("out_dir", type=Path)
     parser.add_argument("--wsj", type=Path, metavar="DIR", help="Penn Treebank WSJ .mrg directory (sections 02-23)")
     parser.add_argument("--data-dir", type=Path, help="shared data directory holding ptb-nltk-sample/")
+    parser.add_argument("--semi", nargs=2, type=Path, metavar=("SRC", "TGT"),
+                        help="the user's semi-supervised corpus (sentences, linearised trees)")
+    parser.add_argument("--wsj-prepared", type=Path, metavar="DIR", help="with --semi: a prepared wsj-parsing folder")
     args = parser.parse_args(argv)
     try:
+        if args.semi:
+            if args.wsj_prepared is None:
+                parser.error("--semi needs --wsj-prepared (the folder made with --wsj)")
+            counts = prepare_semi(args.semi[0], args.semi[1], args.wsj_prepared, args.out_dir)
+            print(f"train: {counts['train']} sentences (user corpus); dev/test from {args.wsj_prepared}")
+            return 0
         if args.wsj:
             infos = prepare_wsj(args.wsj, args.out_dir)
         else:

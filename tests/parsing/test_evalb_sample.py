@@ -8,7 +8,8 @@ import re
 import pytest
 
 from repro.cli import main
-from repro.eval.evalb import evalb_files, format_report
+from repro.eval.evalb import evalb_files
+from repro.eval.evalb_report import format_report
 from repro.eval.evalb_params import COLLINS, SAMPLE, to_prm_text
 
 FIELDS = {

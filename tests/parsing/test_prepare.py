@@ -73,3 +73,25 @@ def test_missing_inputs_are_clear_errors(tmp_path):
         sample_groups(tmp_path)
     with pytest.raises(DataError, match="train.src not found"):
         split_files(tmp_path)
+
+
+def test_cluster_dataset_names_resolve(tmp_path, prepared, capsys):
+    """``wsj-parsing`` / ``wsj-parsing-semi`` (repro submit table4-*) resolve in a data directory."""
+    data = tmp_path / "data"
+    wsj = data / "wsj-parsing"
+    wsj.mkdir(parents=True)
+    for split in ("train", "dev", "test"):
+        for suffix in ("src", "tgt", "trees"):
+            (wsj / f"{split}.{suffix}").write_text((prepared / f"{split}.{suffix}").read_text())
+    assert get_dataset("wsj-parsing", data).split("test")[0] == wsj / "test.src"
+    semi_src, semi_tgt = tmp_path / "semi.src", tmp_path / "semi.tgt"
+    semi_src.write_text("a b\nc\n")
+    semi_tgt.write_text("(S XX XX )S\n")
+    args = [str(data / "wsj-parsing-semi"), "--semi", str(semi_src), str(semi_tgt), "--wsj-prepared", str(wsj)]
+    assert main(args) == 2
+    assert "has 2 lines but" in capsys.readouterr().err
+    semi_tgt.write_text("(S XX XX )S\n(S XX )S\n")
+    assert main(args) == 0
+    dataset = get_dataset("wsj-parsing-semi", data)
+    assert dataset.split("train")[0].read_text() == "a b\nc\n"
+    assert dataset.split("dev")[1].read_text() == (prepared / "dev.tgt").read_text()
