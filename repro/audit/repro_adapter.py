@@ -71,7 +71,7 @@ class ReproAdapter(Adapter):
     def optimizer(self, params: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
         from repro.train.optimizer import build_optimizer
 
-        return build_optimizer(params)
+        return build_optimizer(torch.nn.ParameterList(params))
 
     def learning_rate(self, step: int, d_model: int, warmup_steps: int) -> float:
         from repro.train.schedule import learning_rate
@@ -79,14 +79,41 @@ class ReproAdapter(Adapter):
         return learning_rate(step, d_model=d_model, warmup_steps=warmup_steps)
 
     def loss(self, logits: Tensor, target: Tensor, pad_id: int, smoothing: float) -> Tensor:
-        from repro.train.loss import label_smoothed_cross_entropy
+        from repro.train.loss import label_smoothed_nll
 
-        return label_smoothed_cross_entropy(logits, target, pad_id=pad_id, smoothing=smoothing)
+        return label_smoothed_nll(logits, target, epsilon=smoothing, pad_id=pad_id)[0]
 
     def hyperparameters(self) -> dict[str, Any]:
-        from repro.train.recipe import paper_recipe
+        """The settings the code actually runs with, each with where it is read from."""
+        import inspect
 
-        return paper_recipe()
+        from repro.decode.beam import beam_search
+        from repro.model import get_preset
+        from repro.parsing.experiments import DecodeSettings
+        from repro.train.config import TrainConfig, get_profile
+
+        base, big = TrainConfig(), get_profile("paper-big")
+        beam = {k: v.default for k, v in inspect.signature(beam_search).parameters.items()}
+        parser = DecodeSettings()
+        return {
+            "label_smoothing": (base.label_smoothing, "TrainConfig.label_smoothing"),
+            "warmup_steps": (base.warmup_steps, "TrainConfig.warmup_steps"),
+            "tokens_per_batch": (base.tokens_per_batch, "TrainConfig.tokens_per_batch"),
+            "train_steps_base": (base.max_steps, "TrainConfig.max_steps"),
+            "train_steps_big": (big.max_steps, "profile paper-big"),
+            "average_last_base": (base.average_last, "TrainConfig.average_last"),
+            "average_last_big": (big.average_last, "profile paper-big"),
+            "checkpoint_every_minutes": (base.checkpoint_every_minutes, "TrainConfig.checkpoint_every_minutes"),
+            "dropout_base": (get_preset("base").model.dropout, "preset base"),
+            "dropout_big_ende": (get_preset("big").model.dropout, "preset big"),
+            "dropout_big_enfr": (get_preset("big-enfr").model.dropout, "preset big-enfr"),
+            "beam_size": (beam["beam_size"], "repro.decode.beam.beam_search"),
+            "length_penalty": (beam["alpha"], "repro.decode.beam.beam_search"),
+            "max_len_offset": (beam["max_len_offset"], "repro.decode.beam.beam_search"),
+            "parser_beam_size": (parser.beam_size, "repro.parsing.experiments.DecodeSettings"),
+            "parser_length_penalty": (parser.alpha, "repro.parsing.experiments.DecodeSettings"),
+            "parser_max_len_offset": (parser.max_len_offset, "repro.parsing.experiments.DecodeSettings"),
+        }
 
 
 def adapter() -> Adapter:
