@@ -1,0 +1,136 @@
+"""An audit: every local claim that measures the implementation, run against one adapter.
+
+Claims about the paper's own arithmetic and claims that read stored runs are left out (their
+checkers declare ``audits=False``, or need a cluster). Each record says *why* it has its
+status: measured against expected for a pass or a fail, the missing adapter method for
+"not applicable", the method that raised (or returned a wrongly shaped value) for an error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from repro.audit.adapter import Adapter
+from repro.audit.contract import CheckedAdapter
+from repro.checks.registry import audits_implementation
+from repro.claims import Claim, load_claims
+from repro.claims.runner import CheckRecord, run_claim
+from repro.claims.table import format_value
+
+#: Statuses that count against the implementation (exit code 1, a failed test).
+BROKEN = ("fail", "error")
+
+
+def auditable_claims(claims_dir: Path | str | None = None) -> list[Claim]:
+    """The local claims whose checker measures the implementation under audit."""
+    return [c for c in load_claims(claims_dir) if c.scale == "local" and audits_implementation(c.checker)]
+
+
+def _tolerance(claim: Claim) -> str:
+    if claim.bound == "at_least":
+        return " (at least)"
+    if claim.bound == "at_most":
+        return " (at most)"
+    if claim.rounding is not None:
+        return f" (rounded to {claim.rounding:g})"
+    parts = [f"{k} {v:g}" for k, v in claim.tolerance.items()]
+    return f" (tolerance {', '.join(parts)})" if parts else ""
+
+
+def why(record: CheckRecord) -> str:
+    """One sentence on the record's status, for the table and the test report."""
+    claim = record.claim
+    if record.status in ("pass", "fail", "paper inconsistent"):
+        unit = record.unit or claim.unit
+        text = f"{unit}: " if unit else ""
+        text += f"measured {format_value(record.measured, 60)} vs paper {format_value(claim.expected, 60)}{_tolerance(claim)}"
+        if record.detail:
+            text += f"; {record.detail}"
+        if record.status == "paper inconsistent":
+            text += f". The paper disagrees with itself here: {claim.inconsistency}"
+        return text
+    return record.detail or record.status
+
+
+@dataclass
+class AuditRecord:
+    """A claim's record in an audit, with its reason."""
+
+    check: CheckRecord
+    target: str
+
+    @property
+    def claim(self) -> Claim:
+        return self.check.claim
+
+    @property
+    def status(self) -> str:
+        return self.check.status
+
+    @property
+    def why(self) -> str:
+        return why(self.check)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.check.to_dict(), "why": self.why, "target": self.target}
+
+
+def audit_claim(claim: Claim, adapter: Adapter, seed: int = 0) -> AuditRecord:
+    """One claim against ``adapter``, its return values checked against the protocol."""
+    return AuditRecord(run_claim(claim, CheckedAdapter(adapter), {}, seed), adapter.name)  # type: ignore[arg-type]
+
+
+def run_audit(
+    adapter: Adapter,
+    claims: Iterable[Claim] | None = None,
+    seed: int = 0,
+    on_record: Callable[[AuditRecord], None] | None = None,
+) -> list[AuditRecord]:
+    """Every auditable claim (default: :func:`auditable_claims`) against ``adapter``; one claim's
+    error never stops the others."""
+    records = []
+    for claim in auditable_claims() if claims is None else claims:
+        record = audit_claim(claim, adapter, seed)
+        records.append(record)
+        if on_record is not None:
+            on_record(record)
+    return records
+
+
+def broken(records: Sequence[AuditRecord]) -> list[AuditRecord]:
+    """The applicable claims the implementation fails or on which it errs."""
+    return [r for r in records if r.status in BROKEN]
+
+
+def summary(records: Sequence[AuditRecord]) -> str:
+    counts: dict[str, int] = {}
+    for r in records:
+        counts[r.status] = counts.get(r.status, 0) + 1
+    order = ("pass", "fail", "error", "paper inconsistent", "not applicable", "not run")
+    return ", ".join(f"{counts[s]} {s}" for s in order if s in counts)
+
+
+def render_audit(records: Sequence[AuditRecord], why_width: int = 72) -> str:
+    """A fixed-width table: claim id, source, status, why (wrapped to ``why_width``)."""
+    import textwrap
+
+    header = ("claim", "source", "status", "why")
+    rows = [(r.claim.id, r.claim.source, r.status, r.why) for r in records]
+    widths = [min(max(len(row[i]) for row in [header, *rows]), limit) for i, limit in enumerate((34, 24, 18))]
+    indent = sum(widths) + 2 * len(widths)
+
+    def cell(text: str, width: int) -> str:
+        return (text if len(text) <= width else text[: width - 1] + "…").ljust(width)
+
+    def line(cells: Sequence[str]) -> str:
+        fixed = "  ".join(cell(c, w) for c, w in zip(cells, widths))
+        wrapped = textwrap.wrap(cells[-1], why_width) or [""]
+        return "\n".join([f"{fixed}  {wrapped[0]}".rstrip(), *(" " * indent + w for w in wrapped[1:])])
+
+    target = records[0].target if records else ""
+    lines = [line(header), line(["-" * w for w in widths] + ["-" * 3]), *map(line, rows), ""]
+    lines.append(f"{target}: {summary(records)}")
+    return "\n".join(lines)
