@@ -1,0 +1,98 @@
+"""The status mapping: every status, and the rules that keep it honest."""
+
+from __future__ import annotations
+
+import pytest
+
+from repro.claims.claim import Claim
+from repro.report.status import STATUSES, compare, paper_precision, verdict
+from repro.results import Provenance, Result
+
+
+def provenance(scale: str) -> Provenance:
+    return Provenance(commit="abc", config_hash="h", hardware="cpu", dataset="d", date="2026-01-01", scale=scale)
+
+
+def claim(**kw) -> Claim:
+    base = dict(id="c", source="s", statement="st", kind="metric", scale="local", checker="metric.result",
+                file="f", expected=27.3, tolerance={"abs": 0.5})
+    return Claim(**{**base, **kw})
+
+
+def result(measured, scale="local: x", status=None) -> Result:
+    return Result("c", measured, provenance(scale), status=status)
+
+
+@pytest.mark.parametrize("value, step", [(27.3, 0.1), (4.92, 0.01), (3.3e18, 1e17), (25000, 1), (0.4, 0.1)])
+def test_paper_precision(value, step):
+    assert paper_precision(value) == pytest.approx(step)
+
+
+@pytest.mark.parametrize("measured, status", [
+    (27.3, "reproduced"), (27.26, "reproduced"), (27.34, "reproduced"),  # rounds to 27.3
+    (27.36, "within tolerance"), (26.8, "within tolerance"), (27.8, "within tolerance"),
+    (27.81, "deviates"), (20.0, "deviates"), (float("nan"), "deviates"),
+])
+def test_metric_against_paper_precision(measured, status):
+    assert compare(claim(), measured) == status
+
+
+def test_rounding_claim_uses_its_rounding():
+    c = claim(expected=65, tolerance={}, rounding=1, kind="count")
+    assert compare(c, 64.6) == "reproduced"
+    assert compare(c, 63.08) == "deviates"
+
+
+def test_equations_and_hyperparameters_holding_are_reproduced():
+    eq = claim(kind="equation", expected=0.0, tolerance={"abs": 1e-5})
+    assert compare(eq, 3e-6) == "reproduced"
+    assert compare(eq, 3e-4) == "deviates"
+    hp = claim(kind="hyperparameter", expected=4000, tolerance={"abs": 0})
+    assert compare(hp, 4000) == "reproduced" and compare(hp, 4001) == "deviates"
+
+
+def test_bound_met_is_within_tolerance_never_reproduced():
+    c = claim(expected=30.0, tolerance={}, bound="at_least")
+    assert compare(c, 30.0) == "within tolerance"
+    assert compare(c, 29.9) == "deviates"
+
+
+def test_inconsistent_claim_outside_tolerance():
+    c = claim(expected=41.8, inconsistency="41.0 in Section 6.1")
+    assert verdict(c, result(41.0)).status == "paper inconsistent"
+    assert verdict(c, result(41.8)).status == "reproduced"
+
+
+def test_missing_result_by_scale():
+    assert verdict(claim(scale="cluster"), None).status == "needs cluster"
+    assert verdict(claim(scale="local"), None).status == "not run"
+    assert verdict(claim(scale="local"), result(1.0, status="not run")).status == "not run"
+
+
+def test_local_result_never_upgrades_a_cluster_claim():
+    c = claim(scale="cluster")
+    v = verdict(c, result(27.3, scale="local: 2-core CPU, Multi30k"))
+    assert v.status == "needs cluster" and "local" in v.note
+    # A scale text that merely mentions the cluster is not a cluster-scale result.
+    assert verdict(c, result(27.3, scale="local: smoke test of the cluster path")).status == "needs cluster"
+    assert verdict(c, result(27.3, scale="cluster: 8x A100, WMT14")).status == "reproduced"
+
+
+def test_checker_verdict_only_makes_things_worse():
+    assert verdict(claim(), result(27.3, status="fail")).status == "deviates"
+    v = verdict(claim(), result(20.0, status="pass"))
+    assert v.status == "deviates" and "pass" in v.note
+    assert verdict(claim(), result(27.3, status="pass")).status == "reproduced"
+    assert verdict(claim(), result(None, status="error")).status == "error"
+    assert verdict(claim(), result(None, status="not applicable")).status == "not applicable"
+
+
+def test_every_status_is_reachable():
+    reached = {
+        verdict(claim(), result(27.3)).status, verdict(claim(), result(27.0)).status,
+        verdict(claim(), result(1.0)).status, verdict(claim(inconsistency="x"), result(1.0)).status,
+        verdict(claim(scale="cluster"), None).status, verdict(claim(), None).status,
+        verdict(claim(), result(None, status="error")).status,
+        verdict(claim(), result(None, status="not applicable")).status,
+    }
+    assert reached == set(STATUSES)
