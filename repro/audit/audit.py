@@ -29,7 +29,8 @@ def auditable_claims(claims_dir: Path | str | None = None) -> list[Claim]:
     return [c for c in load_claims(claims_dir) if c.scale == "local" and audits_implementation(c.checker)]
 
 
-def _tolerance(claim: Claim) -> str:
+def tolerance_text(claim: Claim) -> str:
+    """How the claim compares: ' (tolerance abs 1e-05)', ' (at least)', ... or ''."""
     if claim.bound == "at_least":
         return " (at least)"
     if claim.bound == "at_most":
@@ -46,7 +47,7 @@ def why(record: CheckRecord) -> str:
     if record.status in ("pass", "fail", "paper inconsistent"):
         unit = record.unit or claim.unit
         text = f"{unit}: " if unit else ""
-        text += f"measured {format_value(record.measured, 60)} vs paper {format_value(claim.expected, 60)}{_tolerance(claim)}"
+        text += f"measured {format_value(record.measured, 60)} vs paper {format_value(claim.expected, 60)}{tolerance_text(claim)}"
         if record.detail:
             text += f"; {record.detail}"
         if record.status == "paper inconsistent":

@@ -38,7 +38,10 @@ def load_adapter(target: str) -> Adapter:
     try:
         factory = getattr(module, factory_name)
     except AttributeError:
-        public = sorted(n for n in vars(module) if not n.startswith("_") and callable(getattr(module, n)))
+        public = sorted(
+            n for n, v in vars(module).items()
+            if not n.startswith("_") and callable(v) and getattr(v, "__module__", None) == module.__name__
+        )
         hint = f"; it has {', '.join(public[:12])}" if public else ""
         raise TargetError(f"target '{target}': module '{module_name}' has no attribute '{factory_name}'{hint}") from None
     if isinstance(factory, Adapter):

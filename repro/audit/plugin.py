@@ -1,9 +1,27 @@
-"""pytest plugin: ``pytest --repro-target module:factory`` runs the paper's claims as tests."""
+"""pytest plugin: ``pytest --repro-target module:factory`` runs the paper's claims as tests.
+
+Installed with repro (entry point ``pytest11``), it does nothing unless ``--repro-target`` is
+given. Then it adds one test per claim that measures an implementation (the claims of
+``repro audit``), whatever test files the project has, or none: they are added after
+collection, so ``pytest --repro-target mymod:factory`` in one's own project runs them beside
+its own tests (select them alone with ``-m repro_claim``). A claim that passes is a passed
+test; one that fails, or whose adapter method raised or returned a wrongly shaped value, a
+failed test that shows measured against expected, or the method at fault; a claim whose part
+the adapter lacks is skipped with the reason; a figure on which the paper contradicts itself
+is an expected failure (xfail).
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
 
-def pytest_addoption(parser) -> None:  # type: ignore[no-untyped-def]
+import pytest
+
+ADAPTER_KEY = pytest.StashKey[Any]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("repro")
     group.addoption(
         "--repro-target",
@@ -12,3 +30,104 @@ def pytest_addoption(parser) -> None:  # type: ignore[no-untyped-def]
         metavar="MODULE:FACTORY",
         help="audit the Transformer implementation returned by this adapter factory against the paper's claims",
     )
+    group.addoption(
+        "--repro-claims-dir", action="store", default=None, metavar="DIR",
+        help="directory of claims files for --repro-target (default: repro's claims/)",
+    )
+    group.addoption("--repro-seed", action="store", type=int, default=0, help="seed of the claims' random inputs")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    target = config.getoption("repro_target")
+    if not target:
+        return
+    config.addinivalue_line("markers", "repro_claim(id): a claim of the paper audited against --repro-target")
+    from repro.audit.load import load_adapter
+    from repro.errors import ReproError
+
+    try:
+        config.stash[ADAPTER_KEY] = load_adapter(target)
+    except ReproError as err:
+        raise pytest.UsageError(f"--repro-target: {err}") from None
+
+
+@pytest.hookimpl(tryfirst=True)  # before -k/-m deselection, so that they select among the claims too
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    if ADAPTER_KEY not in config.stash:
+        return
+    from repro.audit.audit import auditable_claims
+    from repro.errors import ReproError
+
+    try:
+        claims = auditable_claims(config.getoption("repro_claims_dir"))
+    except ReproError as err:
+        raise pytest.UsageError(f"--repro-target: {err}") from None
+    for claim in claims:
+        item = ClaimItem.from_parent(
+            session, name=claim.id, nodeid=f"repro-audit/{Path(claim.file).name}::{claim.id}", claim=claim
+        )
+        item.add_marker(pytest.mark.repro_claim(claim.id))
+        items.append(item)
+
+
+class ClaimBroken(Exception):
+    """An applicable claim that failed or erred; carries its record."""
+
+    def __init__(self, record: Any) -> None:
+        super().__init__(record.why)
+        self.record = record
+
+
+class ClaimItem(pytest.Item):
+    """One claim of the paper, checked against the adapter of ``--repro-target``."""
+
+    def __init__(self, *, claim: Any, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.claim = claim
+
+    def runtest(self) -> None:
+        from repro.audit.audit import audit_claim
+
+        record = audit_claim(self.claim, self.config.stash[ADAPTER_KEY], self.config.getoption("repro_seed"))
+        self.user_properties.extend([("repro_status", record.status), ("repro_why", record.why)])
+        if record.status == "pass":
+            return
+        if record.status in ("not applicable", "not run"):
+            # Reported at the claim's line in its claims file, as a skip marker would be.
+            raise pytest.skip.Exception(f"{self.claim.id}: {record.status}: {record.why}", _use_item_location=True)
+        if record.status == "paper inconsistent":
+            pytest.xfail(f"{self.claim.id}: {record.why}")
+        raise ClaimBroken(record)
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
+        if not isinstance(excinfo.value, ClaimBroken):
+            return str(super().repr_failure(excinfo, style))
+        from repro.audit.audit import tolerance_text
+        from repro.claims.table import format_value
+
+        record = excinfo.value.record
+        c = record.claim
+        verdict = "FAILED" if record.status == "fail" else "ERROR"
+        lines = [f"claim {c.id} ({c.source}) {verdict} against {record.target}", f"  statement: {c.statement}"]
+        if record.status == "fail":
+            unit = f" [{record.check.unit or c.unit}]" if (record.check.unit or c.unit) else ""
+            lines += [
+                f"  expected:  {format_value(c.expected, 80)}{tolerance_text(c)}{unit}",
+                f"  measured:  {format_value(record.check.measured, 80)}",
+                f"  detail:    {record.check.detail}",
+            ]
+        else:
+            lines.append(f"  error:     {record.check.detail}")
+        return "\n".join(lines)
+
+    def reportinfo(self) -> tuple[Path, int, str]:
+        return Path(self.claim.file), _line_of(self.claim), f"repro claim {self.claim.id}"
+
+
+def _line_of(claim: Any) -> int:
+    """The 0-based line of the claim's ``id = "..."`` in its claims file (0 if not found)."""
+    try:
+        lines = Path(claim.file).read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return 0
+    return next((i for i, line in enumerate(lines) if line.replace(" ", "") == f'id="{claim.id}"'), 0)
