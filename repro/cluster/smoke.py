@@ -53,12 +53,23 @@ class SmokeSummary:
 
 
 def synthetic_batch(sentences: int, length: int, vocab: int, seed: int) -> tuple[torch.Tensor, ...]:
-    """Fixed ``(src, tgt_in, tgt_out)``: target = source reversed; tgt_in = BOS + y, tgt_out = y + EOS."""
+    """Fixed ``(src, tgt_in, tgt_out)`` padded with PAD=0: target = source reversed.
+
+    Lengths vary between length/2 and length, so ranks see different token counts and a
+    gradient normalised per rank instead of per global batch would differ (tests rely on it).
+    tgt_in = BOS + y, tgt_out = y + EOS.
+    """
     gen = torch.Generator().manual_seed(seed)
-    src = torch.randint(FIRST_WORD, vocab, (sentences, length), generator=gen)
-    y = src.flip(1)
-    tgt_in = torch.cat([torch.full((sentences, 1), BOS), y], dim=1)
-    tgt_out = torch.cat([y, torch.full((sentences, 1), EOS)], dim=1)
+    src = torch.zeros(sentences, length, dtype=torch.long)
+    tgt_in = torch.zeros(sentences, length + 1, dtype=torch.long)
+    tgt_out = torch.zeros(sentences, length + 1, dtype=torch.long)
+    for i in range(sentences):
+        n = int(torch.randint(max(1, length // 2), length + 1, (1,), generator=gen))
+        x = torch.randint(FIRST_WORD, vocab, (n,), generator=gen)
+        y = x.flip(0)
+        src[i, :n] = x
+        tgt_in[i, 0], tgt_in[i, 1:n + 1] = BOS, y
+        tgt_out[i, :n], tgt_out[i, n] = y, EOS
     return src, tgt_in, tgt_out
 
 
@@ -101,6 +112,34 @@ def accumulate_gradients(model: torch.nn.Module, batch: tuple[torch.Tensor, ...]
         dist.all_reduce(value)
         local_sum = float(value)
     return local_sum / total_tokens
+
+
+def distributed_gradients(train: dict[str, Any], synthetic: dict[str, Any]) -> dict[str, Any]:
+    """One update's gradients from a fresh model, under the current process group if any.
+
+    With DDP the gradients after the update's last pass are the all-reduced ones; they must
+    equal one process's gradients on the same global batch (any world size, any accumulation).
+    """
+    rank, world = _world()
+    vocab = int(train.get("vocab_size", 32))
+    plan = plan_update(int(train["tokens_per_batch"]), world, int(train["max_tokens_per_device"]))
+    batch = synthetic_batch(int(synthetic["sentences"]), int(synthetic["length"]), vocab, int(train.get("seed", 1)))
+    model = build_model(train, vocab)
+    net = torch.nn.parallel.DistributedDataParallel(model) if world > 1 else model
+    loss = accumulate_gradients(net, batch, plan, rank, float(train.get("label_smoothing", 0.0)))
+    grads = {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
+    return {"rank": rank, "world_size": world, "accumulation": plan.accumulation, "loss": loss, "grads": grads}
+
+
+def gloo_gradient_worker(rank: int, world: int, init_file: str, train: dict[str, Any],
+                         synthetic: dict[str, Any], out_dir: str) -> None:
+    """A ``torch.multiprocessing`` worker: join a gloo group, save this rank's gradients."""
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
+    try:
+        torch.save(distributed_gradients(train, synthetic), Path(out_dir) / f"rank{rank}.pt")
+    finally:
+        dist.destroy_process_group()
 
 
 def checkpoint_path(out_dir: Path, step: int) -> Path:

@@ -1,0 +1,91 @@
+"""The experiments as jobs, and `repro submit --dry-run --json` (no SLURM needed)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from repro.cluster.experiments import EXPERIMENTS, Plan, plan_jobs
+from repro.cluster.profiles import load_profile
+from repro.model import TABLE3_ROWS, get_preset
+
+
+def dry_run(*args: str, cwd: Path) -> dict:
+    proc = subprocess.run([sys.executable, "-m", "repro", "submit", *args, "--dry-run", "--json"],
+                          capture_output=True, text=True, timeout=120, cwd=cwd)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_table3_dry_run_is_one_array_of_20_jobs(tmp_path: Path) -> None:
+    began = time.monotonic()
+    plan = dry_run("table3", "--cluster", "paper-p100", "--state-dir", str(tmp_path / "state"), cwd=tmp_path)
+    assert time.monotonic() - began < 60
+    assert plan["array"] is True and plan["experiment"] == "table3"
+    jobs = plan["jobs"]
+    assert len(jobs) == 20 == len(TABLE3_ROWS)
+    assert [j["config"]["preset"] for j in jobs] == list(TABLE3_ROWS)
+    assert len({j["name"] for j in jobs}) == 20 and len({j["config"]["out_dir"] for j in jobs}) == 20
+    for job in jobs:
+        row = job["config"]["preset"]
+        assert job["claims"] == [f"table3.ppl.{row}", f"table3.bleu.{row}"]
+        assert job["config"]["max_steps"] == get_preset(row).train_steps  # 100K, big: 300K
+        assert job["config"]["average_last"] == 1                         # Table 3: no averaging
+        res = job["resources"]
+        assert (res["nodes"], res["tasks_per_node"], res["gpus_per_node"]) == (1, 8, 8)
+        assert res["update"]["tokens_per_update"] >= 25000 and res["update"]["accumulation"] == 1
+        assert res["submitit"]["slurm_gres"] == "gpu:p100:8"
+    assert not (tmp_path / "state").exists()  # a dry run submits and records nothing
+
+
+@pytest.mark.parametrize("experiment", sorted(EXPERIMENTS))
+@pytest.mark.parametrize("profile", ["paper-p100", "h100", "local"])
+def test_every_experiment_plans_on_every_profile(tmp_path: Path, experiment: str, profile: str) -> None:
+    jobs = plan_jobs(experiment, Plan(load_profile(profile), tmp_path))
+    assert jobs and all(j.experiment == experiment for j in jobs)
+    for job in jobs:
+        assert job.train["out_dir"].startswith(str(tmp_path))
+        if experiment != "smoke":
+            assert job.train["tokens_per_batch"] == 25000  # Section 5.1
+            assert job.train["device"] == ("cpu" if profile == "local" else "cuda")
+
+
+def test_table2_jobs_follow_the_paper(tmp_path: Path) -> None:
+    plan = Plan(load_profile("paper-p100"), tmp_path)
+    base, = plan_jobs("table2-base-ende", plan)
+    big, = plan_jobs("table2-big-ende", plan)
+    enfr, = plan_jobs("table2-big-enfr", plan)
+    assert (base.train["max_steps"], base.train["average_last"]) == (100_000, 5)    # Sections 5.2, 6.1
+    assert (big.train["max_steps"], big.train["average_last"]) == (300_000, 20)
+    assert enfr.preset == "big-enfr" and enfr.train["dataset"] == "wmt14-en-fr"
+    assert base.claims == ("table2.bleu.base-ende",)
+
+
+def in_process(capsys: pytest.CaptureFixture, *args: str) -> tuple[int, str, str]:
+    from repro.cli import main
+
+    code = main(["submit", *args])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_local_cpu_accumulates_to_25000_tokens(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    code, out, _ = in_process(capsys, "table2-base-ende", "--cluster", "local", "--state-dir", str(tmp_path),
+                              "--dry-run", "--json")
+    assert code == 0
+    plan = json.loads(out)
+    update = plan["jobs"][0]["resources"]["update"]
+    assert update["world_size"] == 1 and update["accumulation"] == 7 and update["tokens_per_update"] >= 25000
+
+
+def test_overrides_and_bad_overrides(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    code, out, _ = in_process(capsys, "smoke", "--cluster", "local", "--set", "max_steps=3", "--state-dir",
+                              str(tmp_path), "--dry-run", "--json")
+    assert code == 0 and json.loads(out)["jobs"][0]["config"]["max_steps"] == 3
+    code, _, err = in_process(capsys, "smoke", "--cluster", "local", "--set", "max_stepz=3", "--dry-run")
+    assert code == 2 and "job smoke" in err and "max_stepz" in err
