@@ -15,7 +15,7 @@ from typing import Any
 
 from repro.claims.claim import Claim
 from repro.errors import ResultError
-from repro.report.status import STATUSES, verdict, result_scale
+from repro.report.status import STATUSES, verdict
 from repro.results.provenance import REQUIRED_FIELDS, Provenance
 from repro.results.store import Result, ResultStore
 
@@ -144,4 +144,4 @@ def build_report(claims: Sequence[Claim], results: dict[str, Result], result_dir
     )
 
 
-__all__ = ["ROW_COLUMNS", "ReportData", "ReportRow", "build_report", "check_provenance", "load_results", "result_scale"]
+__all__ = ["ROW_COLUMNS", "ReportData", "ReportRow", "build_report", "check_provenance", "load_results"]

@@ -166,12 +166,13 @@ def attention_figure(model: Any, src_ids: Sequence[int], tokens: Sequence[str], 
     fig = MplFigure(figsize=(cols * size, rows * size))
     for h in range(heads):
         ax = fig.add_subplot(rows, cols, h + 1)
-        ax.imshow(weights[h], cmap="Blues", vmin=0.0, vmax=1.0)
+        ax.imshow(weights[h], cmap="Blues", vmin=0.0, vmax=float(weights[h].max()) or 1.0)
         ax.set_title(f"head {h + 1}", fontsize=8)
         ax.set_xticks(range(len(tokens)), list(tokens), rotation=90, fontsize=5)
         ax.set_yticks(range(len(tokens)), list(tokens), fontsize=5)
     layer_no = layer if layer >= 0 else len(model.encoder_layers) + layer
-    return Figure(name, f"Encoder self-attention, layer {layer_no + 1}, all {heads} heads", caption, _png(fig))
+    title = f"Encoder self-attention, layer {layer_no + 1}, all {heads} heads (rows attend to columns; colour scaled per head)"
+    return Figure(name, title, caption, _png(fig))
 
 
 def run_attention_figure(run: Run, sentence: str) -> Figure | str:
@@ -188,9 +189,7 @@ def run_attention_figure(run: Run, sentence: str) -> Figure | str:
     model.load_state_dict(state["model"])
     vocab = SharedVocab.load(vocab_path)
     ids = vocab.encode(sentence)
-    tokens = vocab.tokens(sentence)
-    if len(tokens) != len(ids):
-        tokens = [vocab.decode([i]) or "·" for i in ids]
+    tokens = [vocab.decode([i]).strip() or "·" for i in ids]
     caption = f"{ckpt.name}; sentence: {sentence!r}; " + provenance_line(run.provenance)
     return attention_figure(model, ids, tokens, caption=caption, name=f"attention-{_slug(run.label)}")
 

@@ -78,10 +78,10 @@ def result_scale(result: Result) -> str:
     return "cluster" if result.provenance.scale.strip().lower().startswith("cluster") else "local"
 
 
-def paper_precision(value: float) -> float:
+def paper_precision(value: float | int) -> float:
     """The step of the last digit the paper prints: 27.3 -> 0.1, 4.92 -> 0.01, 3.3e18 -> 1e17."""
     try:
-        exponent = Decimal(repr(value)).normalize().as_tuple().exponent
+        exponent = Decimal(repr(value)).as_tuple().exponent
     except InvalidOperation:
         return 0.0
     return 10.0 ** int(exponent) if isinstance(exponent, int) else 0.0
@@ -93,7 +93,7 @@ def _equal_at_precision(claim: Claim, expected: Any, measured: Any) -> bool:
     if isinstance(expected, (int, float)) and isinstance(measured, (int, float)):
         if math.isnan(float(measured)):
             return False
-        step = claim.rounding or paper_precision(float(expected))
+        step = claim.rounding or paper_precision(expected)
         if step == 0:
             return measured == expected
         return math.isclose(round(measured / step) * step, expected, rel_tol=1e-9, abs_tol=step * 1e-6)

@@ -56,7 +56,7 @@ def test_report_page_renders_in_chromium(chromium, claims_dir, results_dir, tmp_
     run.mkdir()
     (run / "metrics.csv").write_text("step,loss,lr,elapsed_s\n100,5.0,0.0001,10\n200,4.0,0.0002,20\n300,3.5,0.0003,30\n")
     (run / "config.json").write_text(json.dumps({"preset": "base", "warmup_steps": 4000}))
-    ResultStore(results_dir).write(Result("t.within", 27.0, make_provenance("local: x", run_dir=str(run))))
+    ResultStore(results_dir).write(Result("t.within", 27.0, make_provenance("local: x", date="2026-02-01T00:00:00+00:00", run_dir=str(run))))
     out = tmp_path / "out"
     generate([results_dir], out, claims_dir=claims_dir, attention_sentence=None)
     page = out / "report.html"
