@@ -102,11 +102,15 @@ def submit_jobs(specs: list[JobSpec], profile: ClusterProfile, *, kind: str, led
     executor = make_executor(profile, folder, kind, job_name, timeout_min)
     tasks = [TrainingJob(s.to_dict(), str(results_dir) if results_dir else None, profile.max_requeues)
              for s in specs]
-    if len(tasks) == 1:
-        jobs = [executor.submit(tasks[0])]
-    else:
-        with executor.batch():
-            jobs = [executor.submit(t) for t in tasks]
+    try:
+        if len(tasks) == 1:
+            jobs = [executor.submit(tasks[0])]
+        else:
+            with executor.batch():
+                jobs = [executor.submit(t) for t in tasks]
+    except submitit.core.utils.FailedJobError as err:
+        reason = " ".join(str(err).split())[-400:]
+        raise ClusterProfileError(f"{profile.path}: {kind} refused the job(s) of profile '{profile.name}': {reason}") from None
     record = SubmissionRecord(
         id=submission_id, experiment=specs[0].experiment, profile=profile.name, executor=kind,
         created=stamp.isoformat(timespec="seconds"), folder=str(folder),

@@ -22,7 +22,7 @@ import submitit
 import torch
 import torch.distributed as dist
 
-from repro.cluster.smoke import SYNTHETIC, train_synthetic
+from repro.cluster.smoke import SYNTHETIC, distributed_gradients, train_synthetic
 from repro.cluster.update import plan_update
 from repro.results import Result, ResultStore, collect_provenance
 
@@ -54,6 +54,21 @@ def _train(spec: dict[str, Any]) -> dict[str, Any]:
     data = summary.to_dict() if hasattr(summary, "to_dict") else dict(vars(summary))
     return {k: (str(v) if not isinstance(v, (int, float, str, bool, list, dict, type(None))) else v)
             for k, v in data.items()}
+
+
+def gradient_probe(train: dict[str, Any], synthetic: dict[str, Any]) -> dict[str, Any]:
+    """A job whose every task returns one update's gradients on the synthetic batch.
+
+    Submitted with several tasks, it checks on the cluster itself that DDP over the job's
+    process group gives the gradients of one process on the same global batch.
+    """
+    torch.set_num_threads(int(os.environ.get("SLURM_CPUS_PER_TASK", "1")))
+    init_distributed()
+    try:
+        return distributed_gradients(train, synthetic)
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
 
 
 class TrainingJob(submitit.helpers.Checkpointable):

@@ -1,0 +1,178 @@
+"""Jobs on a real SLURM (the one-node cluster of slurm/local/setup.sh), each with a time bound.
+
+These run in one xdist group (``--dist loadgroup``): the node has 2 CPUs and they queue behind
+each other otherwise. Without a reachable SLURM they skip (fail under REPRO_REQUIRE_SLURM=1).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import submitit
+import torch
+
+from repro.cli import main as repro_main
+from repro.cluster.executor import make_executor, submit_jobs
+from repro.cluster.experiments import SMOKE_SYNTHETIC, JobSpec, Plan, plan_jobs
+from repro.cluster.job import gradient_probe
+from repro.cluster.profiles import ClusterProfile, ClusterProfileError
+from repro.cluster.smoke import checkpoint_path, distributed_gradients, load_checkpoint, train_synthetic
+from repro.cluster.status import Ledger, job_states
+from repro.results import ResultStore
+
+pytestmark = [pytest.mark.slurm, pytest.mark.xdist_group("slurm")]
+
+
+def smoke_specs(tmp_path: Path, profile: ClusterProfile, n: int = 1, **overrides) -> list[JobSpec]:
+    base = plan_jobs("smoke", Plan(profile, tmp_path / "jobs", overrides=overrides))[0]
+    if n == 1:
+        return [base]
+    return [dataclasses.replace(base, name=f"smoke-{i}",
+                                train={**base.train, "seed": i + 1, "out_dir": str(tmp_path / "jobs" / f"smoke-{i}")})
+            for i in range(n)]
+
+
+def submit(tmp_path: Path, profile: ClusterProfile, specs: list[JobSpec], job_name: str, **kw):
+    return submit_jobs(specs, profile, kind="slurm", ledger=Ledger(tmp_path / "state"),
+                       results_dir=tmp_path / "results", job_name=job_name, **kw)
+
+
+def status_json(state_dir: Path, capsys: pytest.CaptureFixture) -> list[dict]:
+    capsys.readouterr()
+    assert repro_main(["status", "--state-dir", str(state_dir), "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_tiny_training_job_end_to_end(tmp_path: Path, slurm: str, job_name: str, wait_for,
+                                      capsys: pytest.CaptureFixture) -> None:
+    """`repro submit smoke` -> SLURM runs it -> `repro status` says COMPLETED -> a result record."""
+    began = time.monotonic()
+    state, results = tmp_path / "state", tmp_path / "results"
+    proc = subprocess.run(
+        [sys.executable, "-m", "repro", "submit", "smoke", "--cluster", "local", "--executor", "slurm",
+         "--state-dir", str(state), "--results-dir", str(results), "--job-name", job_name,
+         "--set", "max_steps=20", "--json"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    record = json.loads(proc.stdout)
+    assert record["executor"] == "slurm" and len(record["jobs"]) == 1
+    ledger_record = Ledger(state).read_all()[0]
+    wait_for(lambda: job_states(ledger_record)[0]["state"] not in ("PENDING", "RUNNING", "UNKNOWN"), 120,
+             "the smoke job to finish")
+    [sub] = status_json(state, capsys)
+    assert sub["jobs"][0]["state"] == "COMPLETED"
+    [result] = ResultStore(results).read_all()
+    assert result.claim_id == "run.smoke" and result.extra["steps"] == 20
+    assert result.measured < 0.8 * result.extra["first_loss"]  # it trained
+    assert result.provenance.extra["job_id"] == record["jobs"][0]["job_id"]
+    assert time.monotonic() - began < 150
+
+
+def test_array_of_three_jobs(tmp_path: Path, slurm_profile: ClusterProfile, job_name: str, wait_done,
+                             wait_for, capsys: pytest.CaptureFixture) -> None:
+    specs = smoke_specs(tmp_path, slurm_profile, n=3, max_steps=8)
+    submitted = submit(tmp_path, slurm_profile, specs, job_name)
+    ids = [j.job_id for j in submitted.jobs]
+    base = ids[0].split("_")[0]
+    assert ids == [f"{base}_{i}" for i in range(3)]  # one SLURM array
+    for job in submitted.jobs:
+        wait_done(job, 120)
+        assert job.result()["steps"] == 8
+    # The result file comes just before SLURM marks the task COMPLETED.
+    wait_for(lambda: all(j["state"] == "COMPLETED" for j in job_states(submitted.record)), 30, "COMPLETED x3")
+    [sub] = status_json(tmp_path / "state", capsys)
+    assert [j["state"] for j in sub["jobs"]] == ["COMPLETED"] * 3
+    records = ResultStore(tmp_path / "results").read_all()
+    assert sorted(r.claim_id for r in records) == ["run.smoke-0", "run.smoke-1", "run.smoke-2"]
+
+
+def test_preempted_job_resumes_from_its_checkpoint(tmp_path: Path, slurm_profile: ClusterProfile, job_name: str,
+                                                   wait_done, wait_for) -> None:
+    """USR2 (preemption) -> checkpoint, requeue, resume -> the uninterrupted run's exact parameters."""
+    steps = 24
+    synthetic = {**SMOKE_SYNTHETIC, "step_sleep_s": 0.3}
+    [spec] = smoke_specs(tmp_path, slurm_profile, max_steps=steps, checkpoint_every_steps=4, synthetic=synthetic)
+    # timeout_min > 10: submitit counts every USR2 as a timeout for shorter limits.
+    [job] = submit(tmp_path, slurm_profile, [spec], job_name, timeout_min=30).jobs
+    out = Path(spec.train["out_dir"])
+    wait_for(lambda: checkpoint_path(out, 8).exists(), 90, "the job's step-8 checkpoint")
+    job._interrupt()  # what SLURM does on preemption: SIGTERM, then USR2
+    wait_done(job, 150)
+    summary = job.result()
+    assert summary["requeues"] == 1
+    assert 8 <= summary["resumed_from"] < steps
+    assert "requeue 1 of at most" in job.stderr()
+
+    torch.set_num_threads(1)
+    reference = train_synthetic({**spec.train, "out_dir": str(tmp_path / "straight")}, SMOKE_SYNTHETIC)
+    assert reference.resumed_from is None
+    got = load_checkpoint(checkpoint_path(out, steps))["model"]
+    want = load_checkpoint(checkpoint_path(tmp_path / "straight", steps))["model"]
+    assert all(torch.equal(got[k], want[k]) for k in want)
+
+
+def test_requeues_are_bounded(tmp_path: Path, slurm_profile: ClusterProfile, job_name: str, wait_done,
+                              wait_for) -> None:
+    profile = dataclasses.replace(slurm_profile, max_requeues=0)
+    synthetic = {**SMOKE_SYNTHETIC, "step_sleep_s": 0.3}
+    [spec] = smoke_specs(tmp_path, profile, max_steps=200, checkpoint_every_steps=2, synthetic=synthetic)
+    [job] = submit(tmp_path, profile, [spec], job_name, timeout_min=30).jobs
+    wait_for(lambda: checkpoint_path(Path(spec.train["out_dir"]), 2).exists(), 90, "the first checkpoint")
+    job._interrupt()
+    wait_done(job, 60)
+    with pytest.raises(submitit.core.utils.UncompletedJobError, match="checkpoint function returned None"):
+        job.result()
+    assert "requeue limit 0 reached" in job.stderr()
+
+
+def test_cancelled_job_is_reported_cancelled(tmp_path: Path, slurm_profile: ClusterProfile, job_name: str,
+                                             wait_done, wait_for, capsys: pytest.CaptureFixture) -> None:
+    synthetic = {**SMOKE_SYNTHETIC, "step_sleep_s": 1.0}
+    [spec] = smoke_specs(tmp_path, slurm_profile, max_steps=1000, synthetic=synthetic)
+    submitted = submit(tmp_path, slurm_profile, [spec], job_name)
+    [job] = submitted.jobs
+    wait_for(lambda: job_states(submitted.record)[0]["state"] == "RUNNING", 60, "the job to start")
+    job.cancel()
+    began = time.monotonic()
+    wait_done(job, 60)  # needs accounting: without sacct, submitit never sees a cancelled job end
+    with pytest.raises(submitit.core.utils.UncompletedJobError):
+        job.result()
+    assert time.monotonic() - began < 60
+    [sub] = status_json(tmp_path / "state", capsys)
+    assert sub["jobs"][0]["state"] == "CANCELLED"
+
+
+def test_two_task_gloo_job_matches_one_process(tmp_path: Path, slurm_profile: ClusterProfile, job_name: str,
+                                               wait_done) -> None:
+    """Two SLURM tasks (submitit tasks_per_node=2, TorchDistributedEnvironment, gloo) = one process."""
+    train = {"tokens_per_batch": 128, "max_tokens_per_device": 32, "vocab_size": 32, "seed": 5,
+             "label_smoothing": 0.1}
+    profile = dataclasses.replace(slurm_profile, tasks_per_node=2)
+    executor = make_executor(profile, tmp_path / "submitit", "slurm", job_name)
+    job = executor.submit(gradient_probe, train, SMOKE_SYNTHETIC)
+    torch.set_num_threads(1)
+    single = distributed_gradients(train, SMOKE_SYNTHETIC)
+    wait_done(job, 120)
+    results = job.results()  # one per task
+    assert sorted(r["rank"] for r in results) == [0, 1]
+    for got in results:
+        assert (got["world_size"], got["accumulation"]) == (2, 2)
+        assert got["grads"].keys() == single["grads"].keys()
+        for name, grad in single["grads"].items():
+            assert torch.allclose(got["grads"][name], grad, rtol=1e-5, atol=1e-7), name
+
+
+def test_impossible_request_fails_at_submission(tmp_path: Path, slurm_profile: ClusterProfile,
+                                                job_name: str) -> None:
+    """EnforcePartLimits=ALL: sbatch refuses at once, and the error names the profile."""
+    profile = dataclasses.replace(slurm_profile, cpus_per_task=512)
+    with pytest.raises(ClusterProfileError, match=r"local\.toml: slurm refused the job"):
+        submit(tmp_path, profile, smoke_specs(tmp_path, profile), job_name)
+    assert not Ledger(tmp_path / "state").read_all()
