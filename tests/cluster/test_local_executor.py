@@ -1,0 +1,55 @@
+"""submitit's local executor: the fallback where no SLURM answers (no SLURM needed)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from repro.cluster.executor import resolve_executor, submit_jobs
+from repro.cluster.experiments import Plan, plan_jobs
+from repro.cluster.profiles import ClusterProfileError, load_profile
+from repro.cluster.status import Ledger, expand_job_ids, job_states
+from repro.errors import ConfigError
+from repro.results import ResultStore
+
+
+def test_auto_falls_back_to_local_without_slurm(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no sinfo, no sbatch
+    assert resolve_executor(None, load_profile("local")) == "local"
+    assert resolve_executor("auto", load_profile("local")) == "local"
+
+
+def test_local_executor_cannot_run_several_nodes() -> None:
+    profile = dataclasses.replace(load_profile("local"), nodes=2)
+    with pytest.raises(ClusterProfileError, match="'nodes' is 2"):
+        resolve_executor("local", profile)
+
+
+def test_smoke_job_on_the_local_executor(tmp_path: Path, wait_done) -> None:
+    profile = dataclasses.replace(load_profile("local"), executor="local")
+    specs = plan_jobs("smoke", Plan(profile, tmp_path / "jobs", overrides={"max_steps": 6}))
+    submitted = submit_jobs(specs, profile, kind="local", ledger=Ledger(tmp_path / "state"),
+                            results_dir=tmp_path / "results", job_name="repro-local-smoke")
+    [job] = submitted.jobs
+    wait_done(job, 180)
+    assert job.result()["steps"] == 6
+    [record] = Ledger(tmp_path / "state").read_all()
+    assert record.executor == "local" and job_states(record)[0]["state"] == "COMPLETED"
+    [result] = ResultStore(tmp_path / "results").read_all()
+    assert result.claim_id == "run.smoke"
+
+
+def test_expand_pending_array_ids() -> None:
+    assert expand_job_ids("42_[0-2,5%2]") == ["42_0", "42_1", "42_2", "42_5"]
+    assert expand_job_ids("42_3") == ["42_3"]
+
+
+def test_malformed_ledger_record_is_named(tmp_path: Path) -> None:
+    ledger = Ledger(tmp_path)
+    ledger.directory.mkdir(parents=True)
+    (ledger.directory / "bad.json").write_text(json.dumps({"id": "x"}))
+    with pytest.raises(ConfigError, match=r"bad\.json: submission record lacks field 'experiment'"):
+        ledger.read_all()
