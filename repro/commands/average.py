@@ -1,0 +1,32 @@
+"""``repro average``: average the last k checkpoints of a run into one model (Section 6.1)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from repro.errors import ReproError
+from repro.train.average import average_checkpoints, average_last
+from repro.train.checkpoint import save_checkpoint
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("average", help="average the last K checkpoints of a run (base: 5, big: 20)")
+    parser.add_argument("run_dir", nargs="?", help="run directory holding checkpoints/")
+    parser.add_argument("--last", type=int, default=5, help="how many of the newest checkpoints (default 5)")
+    parser.add_argument("--checkpoints", nargs="+", metavar="CKPT", help="average these files instead")
+    parser.add_argument("-o", "--output", help="output file (default RUN_DIR/average_lastK.pt)")
+    parser.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.checkpoints:
+        if not args.output:
+            raise ReproError("--checkpoints needs --output")
+        out = save_checkpoint(Path(args.output), average_checkpoints(args.checkpoints))
+    elif args.run_dir:
+        out = average_last(args.run_dir, args.last, args.output)
+    else:
+        raise ReproError("give a run directory or --checkpoints")
+    print(out)
+    return 0

@@ -1,0 +1,47 @@
+"""``repro evaluate``: BLEU (sacreBLEU, and the paper's tokenized protocol) and per-wordpiece
+perplexity of a checkpoint on a dataset's splits."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from repro.commands.translate import add_search_arguments
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("evaluate", help="BLEU on a test split and perplexity on a dev split of a checkpoint")
+    parser.add_argument("--checkpoint", required=True)
+    parser.add_argument("--vocab", help="vocab.json (default: the one in the checkpoint's run directory)")
+    parser.add_argument("--dataset", default=None, help="dataset name (default: the one the checkpoint was trained on)")
+    parser.add_argument("--data-dir", help="data directory (default: $REPRO_DATA_DIR or ../shared/data)")
+    parser.add_argument("--split", default="test", help="split to translate and score (default test)")
+    parser.add_argument("--ppl-split", default="dev", help="split for perplexity (default dev; 'none' to skip)")
+    parser.add_argument("--hypotheses", help="also write the translations to this file")
+    add_search_arguments(parser)
+    parser.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    from repro.data.registry import get_dataset, resolve_data_dir
+    from repro.decode.translate import find_vocab, load_model
+    from repro.pipeline.evaluation import evaluate_bleu, evaluate_perplexity
+
+    model, state = load_model(args.checkpoint)
+    vocab = find_vocab(args.checkpoint, args.vocab)
+    train_cfg = state.get("train_config") or {}
+    name = args.dataset or train_cfg.get("dataset") or "wmt14-en-de"
+    data_dir = args.data_dir or train_cfg.get("data_dir")
+    dataset = get_dataset(name, resolve_data_dir(data_dir))
+    report = {"checkpoint": str(args.checkpoint), "dataset": name}
+    if args.ppl_split != "none":
+        ppl = evaluate_perplexity(model, vocab, dataset, args.ppl_split)
+        report["perplexity"] = {"split": args.ppl_split, "ppl": ppl.ppl, "tokens": ppl.tokens}
+    bleu = evaluate_bleu(model, vocab, dataset, args.split, beam_size=args.beam, alpha=args.alpha,
+                         max_len_offset=args.max_len_offset, greedy=args.greedy, max_tokens=args.max_tokens,
+                         output=Path(args.hypotheses) if args.hypotheses else None)
+    report["bleu"] = {"split": args.split, "sacrebleu": bleu.sacrebleu.to_dict(), "paper": bleu.paper.to_dict(),
+                      "decode_seconds": round(bleu.seconds, 1), **bleu.settings}
+    print(json.dumps(report, indent=2))
+    return 0

@@ -1,0 +1,45 @@
+"""``repro translate``: translate raw text line by line with beam search (Section 6.1) or greedily."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from repro.data.corpus import _lines
+from repro.results.store import atomic_write_text
+
+
+def add_search_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--beam", type=int, default=4, help="beam size (Section 6.1: 4)")
+    parser.add_argument("--alpha", type=float, default=0.6, help="GNMT length penalty (Section 6.1: 0.6)")
+    parser.add_argument("--max-len-offset", type=int, default=50, help="max output length = input + this (50)")
+    parser.add_argument("--greedy", action="store_true", help="greedy decoding instead of beam search")
+    parser.add_argument("--max-tokens", type=int, default=2000, help="source tokens x beam per decoding batch")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("translate", help="translate text with a checkpoint (beam 4, alpha 0.6)")
+    parser.add_argument("--checkpoint", required=True, help="a training or averaged checkpoint")
+    parser.add_argument("--vocab", help="vocab.json (default: the one in the checkpoint's run directory)")
+    parser.add_argument("--input", default="-", help="raw source text, one sentence a line (default stdin)")
+    parser.add_argument("--output", default="-", help="where to write translations (default stdout)")
+    parser.add_argument("--no-cache", action="store_true", help="recompute the whole prefix each step (slow)")
+    add_search_arguments(parser)
+    parser.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    from repro.decode.translate import find_vocab, load_model, translate
+
+    model, _ = load_model(args.checkpoint)
+    vocab = find_vocab(args.checkpoint, args.vocab)
+    lines = [line.rstrip("\r\n") for line in sys.stdin] if args.input == "-" else list(_lines(Path(args.input)))
+    hyps = translate(model, vocab, lines, beam_size=args.beam, alpha=args.alpha, max_len_offset=args.max_len_offset,
+                     greedy=args.greedy, max_tokens=args.max_tokens, use_cache=not args.no_cache)
+    text = "".join(h + "\n" for h in hyps)
+    if args.output == "-":
+        sys.stdout.write(text)
+    else:
+        atomic_write_text(Path(args.output), text)
+    return 0

@@ -1,0 +1,85 @@
+"""Translating a list of sentences with a trained checkpoint: batching, search, detokenising.
+
+Sentences are sorted by length and decoded in batches of about ``max_tokens`` source tokens
+(times the beam), then put back in their input order. An empty input line gives an empty
+output line, so that outputs stay line-aligned with inputs.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm import tqdm
+
+from repro.data.vocab import SharedVocab
+from repro.decode.beam import beam_search
+from repro.decode.greedy import greedy_decode
+from repro.errors import CheckpointError
+from repro.model import Transformer, TransformerConfig
+from repro.train.checkpoint import load_checkpoint
+
+
+def load_model(path: str | os.PathLike[str], device: torch.device | str = "cpu") -> tuple[Transformer, dict[str, Any]]:
+    """The model of a checkpoint (training or averaged), in eval mode."""
+    state = load_checkpoint(path)
+    try:
+        model = Transformer(TransformerConfig.from_dict(state["model_config"]))
+        model.load_state_dict(state["model"])
+    except (RuntimeError, TypeError, ValueError) as err:
+        raise CheckpointError(f"{path}: weights do not fit its model configuration ({str(err).splitlines()[0][:200]})") from None
+    return model.to(device).eval(), state
+
+
+def find_vocab(checkpoint: str | os.PathLike[str], vocab: str | os.PathLike[str] | None = None) -> SharedVocab:
+    """``vocab`` if given, else ``vocab.json`` of the run the checkpoint belongs to."""
+    if vocab is not None:
+        return SharedVocab.load(vocab)
+    path = Path(checkpoint).resolve()
+    for folder in (path.parent, path.parent.parent):
+        if (folder / "vocab.json").is_file():
+            return SharedVocab.load(folder / "vocab.json")
+    raise CheckpointError(f"{checkpoint}: no vocab.json beside it or in its run directory; pass --vocab")
+
+
+def translate_ids(
+    model: Transformer, sources: Sequence[list[int]], *, beam_size: int = 4, alpha: float = 0.6,
+    max_len_offset: int = 50, max_tokens: int = 2000, greedy: bool = False, use_cache: bool = True,
+    device: torch.device | str = "cpu", progress: bool | None = None,
+) -> list[list[int]]:
+    order = sorted((i for i, s in enumerate(sources) if s), key=lambda i: len(sources[i]))
+    out: list[list[int]] = [[] for _ in sources]
+    width = 1 if greedy else beam_size
+    batches, current, longest = [], [], 0
+    for i in order:
+        longest = max(longest, len(sources[i]))
+        if current and (len(current) + 1) * longest * width > max_tokens:
+            batches.append(current)
+            current, longest = [], len(sources[i])
+        current.append(i)
+    if current:
+        batches.append(current)
+    show = sys.stderr.isatty() if progress is None else progress
+    for batch in tqdm(batches, desc="decode", unit="batch", disable=not show):
+        src = torch.zeros(len(batch), max(len(sources[i]) for i in batch), dtype=torch.long)
+        for row, i in enumerate(batch):
+            src[row, : len(sources[i])] = torch.tensor(sources[i])
+        src = src.to(device)
+        if greedy:
+            hyps = greedy_decode(model, src, max_len_offset=max_len_offset, use_cache=use_cache)
+        else:
+            hyps = beam_search(model, src, beam_size=beam_size, alpha=alpha, max_len_offset=max_len_offset,
+                               use_cache=use_cache)
+        for i, hyp in zip(batch, hyps):
+            out[i] = hyp
+    return out
+
+
+def translate(model: Transformer, vocab: SharedVocab, sentences: Sequence[str], **kwargs: Any) -> list[str]:
+    """Detokenised translations of raw ``sentences`` (Section 6.1 search settings by default)."""
+    sources = vocab.encode_batch([s.strip() for s in sentences])
+    return [vocab.decode(ids) for ids in translate_ids(model, sources, **kwargs)]

@@ -1,0 +1,61 @@
+"""Scoring a checkpoint on a dataset split: BLEU of its beam-search translations (Section 6.1)
+and per-wordpiece perplexity (Table 3's PPL)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from repro.data.corpus import read_parallel
+from repro.data.registry import Dataset
+from repro.data.vocab import SharedVocab
+from repro.decode.translate import translate
+from repro.eval.bleu import BleuResult, score
+from repro.eval.perplexity import Perplexity, perplexity
+from repro.model import Transformer
+from repro.results.store import atomic_write_text
+from repro.train.data import encode_pairs
+
+
+@dataclass
+class BleuEvaluation:
+    split: str
+    sacrebleu: BleuResult
+    paper: BleuResult
+    hypotheses: list[str]
+    seconds: float
+    sentences: int
+    settings: dict[str, Any] = field(default_factory=dict)
+
+
+def evaluate_bleu(model: Transformer, vocab: SharedVocab, dataset: Dataset, split: str, *,
+                  beam_size: int = 4, alpha: float = 0.6, max_len_offset: int = 50, greedy: bool = False,
+                  max_tokens: int = 2000, output: Path | None = None) -> BleuEvaluation:
+    """Translate ``split``'s source side and score it against the target side with sacreBLEU
+    (the figure to report) and the paper's tokenized protocol (for information)."""
+    src_path, tgt_path = dataset.split(split)
+    corpus = read_parallel(src_path, tgt_path)
+    start = time.monotonic()
+    hyps = translate(model, vocab, [s for s, _ in corpus.pairs], beam_size=beam_size, alpha=alpha,
+                     max_len_offset=max_len_offset, greedy=greedy, max_tokens=max_tokens)
+    seconds = time.monotonic() - start
+    refs = [t for _, t in corpus.pairs]
+    if output is not None:
+        atomic_write_text(output, "".join(h + "\n" for h in hyps))
+    paper_kwargs = {"lang": dataset.tgt_lang}
+    if dataset.tokenized:
+        paper_kwargs["refs_tokenized"] = True
+    return BleuEvaluation(
+        split=split, sacrebleu=score(hyps, refs, "sacrebleu"), paper=score(hyps, refs, "paper", **paper_kwargs),
+        hypotheses=hyps, seconds=seconds, sentences=len(hyps),
+        settings={"beam_size": 1 if greedy else beam_size, "alpha": alpha, "max_len_offset": max_len_offset,
+                  "search": "greedy" if greedy else "beam"},
+    )
+
+
+def evaluate_perplexity(model: Transformer, vocab: SharedVocab, dataset: Dataset, split: str) -> Perplexity:
+    src_path, tgt_path = dataset.split(split)
+    examples, _ = encode_pairs(vocab, read_parallel(src_path, tgt_path).pairs)
+    return perplexity(model, examples)
