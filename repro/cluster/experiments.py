@@ -5,7 +5,9 @@
 - ``table3``: every row of Table 3 (:data:`repro.model.TABLE3_ROWS`, 20 rows), one job array,
   dev set newstest2013, no checkpoint averaging.
 - ``table4-wsj`` / ``table4-semi``: the constituency parser of Section 6.3.
-- ``smoke``: a tiny synthetic run (:mod:`repro.cluster.smoke`) that a laptop finishes in seconds.
+- ``smoke``: a tiny synthetic run (:mod:`repro.cluster.smoke`) that a laptop finishes in seconds;
+  with ``--set dataset=multi30k-en-de`` (and a small ``vocab_size``) the same tiny model is
+  trained for real by ``repro.train``.
 
 Every job's training config uses the fields of ``repro.train.config.TrainConfig`` and is
 validated against it when that module is importable.
@@ -21,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from repro.cluster.profiles import ClusterProfile
-from repro.cluster.smoke import SYNTHETIC
+from repro.cluster.smoke import SMOKE_MODEL, SYNTHETIC
 from repro.cluster.update import PAPER_TOKENS_PER_BATCH, plan_update
 from repro.errors import ConfigError
 from repro.model import TABLE3_ROWS, get_preset
@@ -120,7 +122,7 @@ def _smoke(plan: Plan) -> list[JobSpec]:
     synthetic = {**SMOKE_SYNTHETIC, **plan.overrides.pop("synthetic", {})}
     tokens = synthetic["sentences"] * synthetic["length"]
     train = plan.train_config(
-        "smoke", preset="base", dataset=SYNTHETIC, data_dir=None, vocab_size=32,
+        "smoke", preset="base", model_overrides=dict(SMOKE_MODEL), dataset=SYNTHETIC, data_dir=None, vocab_size=32,
         tokens_per_batch=tokens, max_tokens_per_device=min(plan.profile.max_tokens_per_device, tokens // 4),
         max_steps=30, warmup_steps=10, label_smoothing=0.0, checkpoint_every_steps=5,
         keep_checkpoints=3, average_last=1, device="cpu", log_every=5,

@@ -12,7 +12,9 @@ When training ends, rank 0 writes the run's record to the results store.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
+import json
 import logging
 import os
 from datetime import timedelta
@@ -24,6 +26,7 @@ import torch.distributed as dist
 
 from repro.cluster.smoke import SYNTHETIC, distributed_gradients, train_synthetic
 from repro.cluster.update import plan_update
+from repro.errors import ConfigError
 from repro.results import Result, ResultStore, collect_provenance
 
 log = logging.getLogger("repro.cluster.job")
@@ -51,9 +54,8 @@ def _train(spec: dict[str, Any]) -> dict[str, Any]:
     # The real recipe: repro.train (owned by the train+decode area), per the agreed contract.
     config = importlib.import_module("repro.train.config").TrainConfig.from_dict(train)
     summary = importlib.import_module("repro.train.loop").train(config)
-    data = summary.to_dict() if hasattr(summary, "to_dict") else dict(vars(summary))
-    return {k: (str(v) if not isinstance(v, (int, float, str, bool, list, dict, type(None))) else v)
-            for k, v in data.items()}
+    data = summary.to_dict() if hasattr(summary, "to_dict") else dataclasses.asdict(summary)
+    return json.loads(json.dumps(data, default=str))  # paths as strings: JSON for the results store
 
 
 def gradient_probe(train: dict[str, Any], synthetic: dict[str, Any]) -> dict[str, Any]:
@@ -92,6 +94,12 @@ class TrainingJob(submitit.helpers.Checkpointable):
             log.info("job %s (requeue %d of at most %d): %s", self.spec["name"], self.requeues,
                      self.max_requeues, plan.describe())
             summary = _train(self.spec)
+            if (summary.get("world_size"), summary.get("accumulation")) != (world, plan.accumulation):
+                raise ConfigError(
+                    f"job {self.spec['name']}: training ran {summary.get('world_size')} process(es) x "
+                    f"{summary.get('accumulation')} pass(es), but the update-size invariant needs "
+                    f"{world} x {plan.accumulation}"
+                )
             summary.update(requeues=self.requeues, rank=rank, update_plan=plan.to_dict())
             if rank == 0 and self.results_dir:
                 summary["result_path"] = str(self._write_result(summary, world))

@@ -31,7 +31,7 @@ SYNTHETIC = "synthetic"
 BOS, EOS, FIRST_WORD = 1, 2, 4
 
 #: A model small enough to train in seconds on one CPU core.
-SMOKE_MODEL = {"n_layers": 1, "d_model": 32, "d_ff": 64, "n_heads": 2, "dropout": 0.0, "max_len": 64}
+SMOKE_MODEL = {"n_layers": 1, "d_model": 32, "d_ff": 64, "n_heads": 2, "dropout": 0.0}
 
 
 @dataclass
