@@ -1,0 +1,134 @@
+"""The audit against repro's own model, torch.nn.Transformer, and deliberately wrong variants."""
+
+from __future__ import annotations
+
+import pytest
+
+from repro.audit import variants
+from repro.audit.audit import AuditRecord, auditable_claims, broken, render_audit, run_audit
+from repro.audit.repro_adapter import ReproAdapter
+from repro.audit.torch_adapter import adapter as torch_adapter
+from repro.audit.torch_adapter import adapter_norm_first as torch_adapter_norm_first
+
+# Checkers that count repro's presets and never call the adapter: identical for every
+# variant of repro's model, so the variant audits leave them out (they cost seconds).
+PRESET_ONLY = {"table3.params", "table3.params_difference", "table3.implied_vocabulary", "model.base_dimensions"}
+
+
+def by_id(records: list[AuditRecord]) -> dict[str, AuditRecord]:
+    return {r.claim.id: r for r in records}
+
+
+@pytest.fixture(scope="module")
+def own() -> dict[str, AuditRecord]:
+    return by_id(run_audit(ReproAdapter()))
+
+
+@pytest.fixture(scope="module")
+def torch_post() -> dict[str, AuditRecord]:
+    return by_id(run_audit(torch_adapter()))
+
+
+@pytest.fixture(scope="module")
+def torch_pre() -> dict[str, AuditRecord]:
+    return by_id(run_audit(torch_adapter_norm_first()))
+
+
+def test_audit_selects_the_local_claims_that_measure_an_implementation() -> None:
+    ids = {c.id for c in auditable_claims()}
+    assert "sec3.eq1.scaled-dot-product" in ids and "sec3.sublayer.post-norm" in ids
+    assert "sec3.footnote4.dot-product-variance" not in ids  # the paper's own mathematics
+    assert not any(i.startswith(("table2.", "local.")) for i in ids)  # arithmetic and stored runs
+
+
+def test_own_model_passes_every_applicable_claim(own: dict[str, AuditRecord]) -> None:
+    wrong = {
+        i: f"{r.status}: {r.why}"
+        for i, r in own.items()
+        if r.status != "not applicable"
+        and not (r.status == "pass" or (r.status == "paper inconsistent" and r.claim.inconsistency))
+    }
+    assert not wrong, "\n".join(f"{i}: {w}" for i, w in wrong.items())
+    # repro's adapter exposes every part: nothing of Sections 3 and 5 may be left unchecked.
+    assert not [i for i, r in own.items() if r.status == "not applicable" and i.startswith(("sec3.", "sec5."))]
+
+
+def test_torch_transformer_post_norm_passes_and_pre_norm_breaks_it(
+    torch_post: dict[str, AuditRecord], torch_pre: dict[str, AuditRecord]
+) -> None:
+    assert torch_post["sec3.sublayer.post-norm"].status == "pass"
+    assert torch_pre["sec3.sublayer.post-norm"].status == "fail"
+    assert "measured" in torch_pre["sec3.sublayer.post-norm"].why
+    assert {i for i, r in torch_pre.items() if r.status == "fail"} == {
+        "sec3.sublayer.post-norm", "sec3.embedding.shared"
+    }
+
+
+def test_torch_transformer_statuses_and_reasons(torch_post: dict[str, AuditRecord]) -> None:
+    status = {i: r.status for i, r in torch_post.items()}
+    for claim in ("sec3.eq1.scaled-dot-product", "sec3.multihead.cost", "sec3.decoder.causal-mask",
+                  "sec3.sublayer.post-norm", "sec3.eq2.feed-forward", "sec5.label-smoothing.loss", "sec5.dropout.base"):
+        assert status[claim] == "pass", torch_post[claim].why
+    assert status["sec3.embedding.shared"] == "fail"  # no tying in torch.nn.Transformer
+    for claim in ("sec3.pe.equations", "sec3.embedding.scale", "sec3.base.dimensions", "sec5.adam", "sec5.eq3.schedule"):
+        assert status[claim] == "not applicable"
+    assert {s for i, s in status.items() if i.startswith("table3.")} == {"not applicable"}
+    assert "adapter method 'positional_encoding'" in torch_post["sec3.pe.equations"].why
+    assert "adapter method 'optimizer'" in torch_post["sec5.adam"].why
+    assert "error" not in status.values()
+    for r in torch_post.values():
+        assert r.why
+        if r.status in ("pass", "fail"):
+            assert "measured" in r.why and "paper" in r.why
+
+
+def test_rendered_table_names_claim_source_status_and_why(torch_pre: dict[str, AuditRecord]) -> None:
+    text = render_audit(list(torch_pre.values()))
+    assert text.splitlines()[0].split() == ["claim", "source", "status", "why"]
+    row = next(line for line in text.splitlines() if line.startswith("sec3.sublayer.post-norm"))
+    assert "fail" in row and "measured" in row
+    assert text.rstrip().endswith("45 not applicable")
+
+
+WRONG = [
+    (variants.scale_after_softmax, {"sec3.eq1.scaled-dot-product": "fail"}),
+    (variants.leaky_mask, {"sec3.decoder.causal-mask": "fail"}),
+    # The swap keeps each (sin, cos) pair a rotation, so the relative-position claim still holds.
+    (variants.sin_cos_swapped, {"sec3.pe.equations": "fail", "sec3.pe.wavelengths": "fail"}),
+    (variants.pre_norm, {"sec3.sublayer.post-norm": "fail"}),
+    (variants.raising, {"sec3.eq1.scaled-dot-product": "error"}),
+    (variants.wrong_shape, {
+        "sec3.eq1.scaled-dot-product": "error", "sec3.pe.equations": "error",
+        "sec3.pe.wavelengths": "error", "sec3.pe.relative-linear": "error",
+    }),
+]
+
+
+@pytest.mark.parametrize("factory, expected", WRONG, ids=[f.__name__ for f, _ in WRONG])
+def test_wrong_implementation_breaks_exactly_its_claims(factory, expected, own: dict[str, AuditRecord]) -> None:
+    claims = [c for c in auditable_claims() if c.checker not in PRESET_ONLY]
+    records = by_id(run_audit(factory(), claims))
+    changed = {i: r.status for i, r in records.items() if r.status != own[i].status}
+    assert changed == expected, {i: records[i].why for i in changed}
+    assert {r.claim.id for r in broken(list(records.values()))} >= set(expected)
+
+
+def test_a_raising_adapter_is_an_error_naming_claim_and_method() -> None:
+    claims = [c for c in auditable_claims() if c.id.startswith("sec3.")][:6]
+    records = by_id(run_audit(variants.raising(), claims))
+    why = records["sec3.eq1.scaled-dot-product"].why
+    assert "sec3.eq1.scaled-dot-product" in why and "adapter method 'attention'" in why
+    assert "RuntimeError: this attention is deliberately broken" in why
+    # the audit carried on
+    assert records["sec3.sublayer.post-norm"].status == "pass"
+
+
+def test_a_wrong_shape_is_an_error_naming_claim_method_and_shapes() -> None:
+    claims = [c for c in auditable_claims() if c.id in ("sec3.eq1.scaled-dot-product", "sec3.pe.equations", "sec3.eq2.feed-forward")]
+    records = by_id(run_audit(variants.wrong_shape(), claims))
+    eq1 = records["sec3.eq1.scaled-dot-product"].why
+    assert "adapter method 'attention'" in eq1 and "AdapterContractError" in eq1 and "expected (" in eq1
+    pe = records["sec3.pe.equations"].why
+    assert "sec3.pe.equations" in pe and "adapter method 'positional_encoding'" in pe
+    assert "returned shape (16, 200), expected (200, 16)" in pe
+    assert records["sec3.eq2.feed-forward"].status == "pass"

@@ -1,0 +1,101 @@
+"""The pytest plugin, run inline with ``pytester`` in a project that has no test files of ours."""
+
+from __future__ import annotations
+
+import pytest
+
+from repro.audit.audit import auditable_claims
+
+USER_MODULE = '''
+import math
+import torch
+from repro.audit.adapter import Adapter
+
+class Paper(Adapter):
+    name = "user attention"
+    def attention(self, q, k, v, mask):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+class ScaledLate(Paper):
+    def attention(self, q, k, v, mask):
+        s = (q @ k.transpose(-2, -1)).masked_fill(~mask, float("-inf"))
+        return s.softmax(-1) / math.sqrt(q.shape[-1]) @ v
+
+class Raises(Paper):
+    def attention(self, q, k, v, mask):
+        raise ValueError("no attention today")
+
+def good():
+    return Paper()
+
+def bad():
+    return ScaledLate()
+
+def raises():
+    return Raises()
+'''
+
+
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makepyfile(plugin_user_impl=USER_MODULE)
+    return pytester
+
+
+def test_one_test_per_claim_with_not_applicable_as_skipped(project: pytest.Pytester) -> None:
+    result = project.runpytest("--repro-target", "plugin_user_impl:good", "-rs", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, skipped=len(auditable_claims()) - 1)
+    result.stdout.fnmatch_lines([
+        "*section3.toml:*: sec3.sublayer.post-norm: not applicable: user attention does not expose "
+        "encoder_layer (adapter method 'encoder_layer')",
+    ])
+
+
+def test_failure_shows_measured_expected_and_detail(project: pytest.Pytester) -> None:
+    result = project.runpytest("--repro-target", "plugin_user_impl:bad", "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1, skipped=len(auditable_claims()) - 1)
+    result.stdout.fnmatch_lines([
+        "*claim sec3.eq1.scaled-dot-product (Section 3.2.1, Eq. 1) FAILED against user attention",
+        "*expected:  0*tolerance abs 1e-05*",
+        "*measured:  *",
+        "*detail:    max abs error*",
+    ])
+
+
+def test_raising_adapter_fails_naming_claim_and_method(project: pytest.Pytester) -> None:
+    result = project.runpytest("--repro-target", "plugin_user_impl:raises", "-p", "no:cacheprovider", "-k", "sec3")
+    result.assert_outcomes(failed=1, skipped=10)
+    result.stdout.fnmatch_lines([
+        "*claim sec3.eq1.scaled-dot-product* ERROR against user attention",
+        "*adapter method 'attention' of user attention raised ValueError: no attention today",
+    ])
+
+
+def test_torch_norm_first_breaks_post_norm_and_keywords_select(project: pytest.Pytester) -> None:
+    result = project.runpytest(
+        "--repro-target", "repro.audit.torch_adapter:adapter_norm_first", "-p", "no:cacheprovider",
+        "-k", "post-norm or eq1 or causal",
+    )
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(["FAILED repro-audit/section3.toml::sec3.sublayer.post-norm*"])
+
+
+def test_without_target_the_plugin_adds_nothing(project: pytest.Pytester) -> None:
+    project.makepyfile(test_own="def test_own(): pass")
+    project.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=1)
+
+
+def test_user_tests_run_beside_the_claims_and_marker_selects_claims(project: pytest.Pytester) -> None:
+    project.makepyfile(test_own="def test_own(): pass")
+    both = project.runpytest("--repro-target", "plugin_user_impl:good", "-p", "no:cacheprovider")
+    both.assert_outcomes(passed=2, skipped=len(auditable_claims()) - 1)
+    only = project.runpytest("--repro-target", "plugin_user_impl:good", "-p", "no:cacheprovider", "-m", "not repro_claim")
+    only.assert_outcomes(passed=1)
+
+
+def test_bad_target_is_a_usage_error(project: pytest.Pytester) -> None:
+    result = project.runpytest("--repro-target", "plugin_user_impl:nothing_here", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--repro-target: target 'plugin_user_impl:nothing_here': module*has no attribute*"])
