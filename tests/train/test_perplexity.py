@@ -1,0 +1,28 @@
+"""Table 3's PPL: exp of the mean per-wordpiece negative log-likelihood, no smoothing, PAD ignored."""
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from repro.data.batching import collate
+from repro.eval.perplexity import perplexity
+from repro.model import Transformer, TransformerConfig
+
+
+def test_perplexity_is_exp_of_mean_token_nll():
+    torch.manual_seed(0)
+    model = Transformer(TransformerConfig(src_vocab_size=20, tgt_vocab_size=20, n_layers=1, d_model=16, d_ff=32,
+                                          n_heads=2))
+    examples = [([5, 6, 7], [8, 9]), ([4, 4], [10, 11, 12, 13]), ([7], [5])]
+    result = perplexity(model, examples, max_tokens=8)  # several batches
+    batch = collate(examples)
+    model.eval()
+    with torch.no_grad():
+        logits = model(batch.src, batch.tgt_in)
+    nll = F.cross_entropy(logits.view(-1, 20), batch.tgt_out.view(-1), ignore_index=0, reduction="sum")
+    assert result.tokens == 2 + 4 + 1 + 3  # every wordpiece and each EOS
+    assert math.isclose(result.ppl, math.exp(nll.item() / result.tokens), rel_tol=1e-5)
+    # a per-sentence mean (a plausible mistake) gives another number
+    per_sentence = F.cross_entropy(logits.transpose(1, 2), batch.tgt_out, ignore_index=0, reduction="none").sum(1)
+    assert not math.isclose(result.ppl, math.exp(per_sentence.mean().item()), rel_tol=1e-3)
