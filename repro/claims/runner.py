@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from repro.audit.adapter import Adapter
@@ -31,6 +31,7 @@ class CheckRecord:
     detail: str = ""
     unit: str | None = None
     seconds: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         c = self.claim
@@ -94,7 +95,7 @@ def run_claim(claim: Claim, target: Adapter, results: dict[str, Result], seed: i
     status = "pass" if passed else ("paper inconsistent" if claim.inconsistency else "fail")
     return CheckRecord(
         claim, status, measurement.value, measurement.detail,
-        measurement.unit, time.perf_counter() - start,
+        measurement.unit, time.perf_counter() - start, measurement.extra,
     )
 
 

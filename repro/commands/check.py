@@ -40,7 +40,8 @@ def store_records(records: list[CheckRecord], store: ResultStore) -> None:
             config={"claim": r.claim.id, "params": r.claim.params}, dataset="none (equation-level check)",
             scale="local: equation-level check on the CPU",
         )
-        store.write(Result(r.claim.id, r.measured, prov, unit=r.unit or r.claim.unit, status=r.status, detail=r.detail))
+        store.write(Result(r.claim.id, r.measured, prov, unit=r.unit or r.claim.unit, status=r.status, detail=r.detail,
+                           extra=r.extra))
 
 
 def main(args: argparse.Namespace) -> int:

@@ -114,31 +114,61 @@ def curves_figure(run: Run) -> Figure | str:
     return Figure(f"curves-{_slug(run.label)}", f"Training and dev curves ({run.label})", caption, _png(fig))
 
 
+#: What each Table 1 column measures, as stored by repro.checks.table1 in ``extra["points"]``.
+_TABLE1_COLUMNS = (("complexity", "flops", "FLOPs per layer"), ("sequential-ops", "depth", "dependent operations"),
+                   ("path-length", "max_path", "maximum path length"))
+
+
+def _series(points: Any, y_key: str) -> tuple[np.ndarray, np.ndarray]:
+    """(n, cost) from the stored points: a list of grid points (``n``, ``d``, ``k``/``r``, the
+    measured quantity), keeping for each n the widest d so one line shows the growth in n; or
+    the plain form ``{"n": [...], "cost": [...]}``."""
+    if isinstance(points, dict):
+        return np.asarray(points.get("n", []), float), np.asarray(points.get("cost", []), float)
+    rows = [q for q in points if isinstance(q, dict) and "n" in q and y_key in q]
+    if not rows:
+        return np.array([]), np.array([])
+    widest = max(q.get("d", 0) for q in rows)
+    fixed = [q for q in rows if q.get("d", 0) == widest]
+    for key in ("k", "r"):  # one kernel / neighbourhood size per line
+        values = sorted({q[key] for q in fixed if key in q})
+        if values:
+            fixed = [q for q in fixed if q.get(key) == values[-1]]
+    fixed.sort(key=lambda q: q["n"])
+    return np.asarray([q["n"] for q in fixed], float), np.asarray([q[y_key] for q in fixed], float)
+
+
 def complexity_figure(results: dict[str, Result]) -> Figure | str:
-    """Table 1's complexity fits on log-log axes: ``extra["points"] = {"n": [...], "cost": [...]}``."""
-    fits = {k: r for k, r in sorted(results.items())
-            if k.startswith("table1.") and isinstance(r.extra.get("points"), dict)}
+    """Table 1's measurements against n on log-log axes, one panel per column, with fitted slopes."""
+    fits = {k: r for k, r in sorted(results.items()) if k.startswith("table1.") and r.extra.get("points")}
     if not fits:
         return "no Table 1 measurement with data points (result.extra['points']); complexity fits not drawn"
-    fig = MplFigure(figsize=(6.4, 4.2))
-    ax = fig.add_subplot()
-    provs = []
-    for claim_id, res in fits.items():
-        points = res.extra["points"]
-        x, y = np.asarray(points.get("n", []), float), np.asarray(points.get("cost", []), float)
-        keep = (x > 0) & (y > 0)
-        if keep.sum() < 2:
-            continue
-        slope, intercept = np.polyfit(np.log(x[keep]), np.log(y[keep]), 1)
-        line = ax.loglog(x[keep], y[keep], "o", label=f"{claim_id}: slope {slope:.2f}")[0]
-        ax.loglog(x[keep], np.exp(intercept) * x[keep] ** slope, "-", color=line.get_color(), linewidth=0.8)
-        provs.append(f"{claim_id}: {provenance_line(res.provenance)}")
+    fig = MplFigure(figsize=(12.0, 4.0))
+    axes = fig.subplots(1, len(_TABLE1_COLUMNS))
+    provs: list[str] = []
+    for ax, (column, y_key, label) in zip(axes, _TABLE1_COLUMNS):
+        for claim_id, res in fits.items():
+            if not (claim_id.endswith("." + column) or (column == "complexity" and claim_id.count(".") == 1)):
+                continue
+            x, y = _series(res.extra["points"], y_key if isinstance(res.extra["points"], list) else "cost")
+            keep = (x > 0) & (y > 0)
+            if keep.sum() < 2:
+                continue
+            slope, intercept = np.polyfit(np.log(x[keep]), np.log(y[keep]), 1)
+            name = claim_id.split(".")[1]
+            line = ax.loglog(x[keep], y[keep], "o", label=f"{name}: slope {slope:.2f}")[0]
+            ax.loglog(x[keep], np.exp(intercept) * x[keep] ** slope, "-", color=line.get_color(), linewidth=0.8)
+            provs.append(provenance_line(res.provenance))
+        ax.set_xlabel("sequence length n")
+        ax.set_ylabel(label)
+        ax.set_title(column.replace("-", " "), fontsize="medium")
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize="x-small")
     if not provs:
         return "Table 1 measurements have fewer than two positive data points; complexity fits not drawn"
-    ax.set_xlabel(str(next(iter(fits.values())).extra.get("x_label", "sequence length n")))
-    ax.set_ylabel(str(next(iter(fits.values())).extra.get("y_label", "measured cost")))
-    ax.legend(fontsize="small")
-    return Figure("table1-fits", "Table 1: measured cost against n, log-log, with fitted slopes", " | ".join(provs), _png(fig))
+    fig.tight_layout()
+    caption = "Slopes are fitted on the widest d measured; " + " | ".join(dict.fromkeys(provs))
+    return Figure("table1-fits", "Table 1: measured growth in n, log-log, with fitted slopes", caption, _png(fig))
 
 
 def attention_figure(model: Any, src_ids: Sequence[int], tokens: Sequence[str], *, layer: int = -1,

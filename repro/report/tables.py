@@ -22,8 +22,8 @@ TABLE1_ROWS = (
     ("Convolutional", "convolutional", ("O(k·n·d²)", "O(1)", "O(log_k(n))")),
     ("Self-Attention (restricted)", "restricted", ("O(r·n·d)", "O(1)", "O(n/r)")),
 )
-TABLE1_COLUMNS = (("Complexity per layer", "complexity"), ("Sequential operations", "sequential"),
-                  ("Maximum path length", "path"))
+TABLE1_COLUMNS = (("Complexity per layer", "complexity"), ("Sequential operations", "sequential-ops"),
+                  ("Maximum path length", "path-length"))
 
 #: Other systems of Table 2 (BLEU EN-DE, BLEU EN-FR, cost EN-DE, cost EN-FR), the paper's figures.
 TABLE2_OTHERS = (

@@ -43,11 +43,15 @@ def test_table2_and_table4_keep_others_as_paper_figures(claims, make_provenance)
 
 def test_table1_shows_fitted_exponents(claims, make_provenance):
     results = {"table1.self-attention.complexity": Result(
-        "table1.self-attention.complexity", {"n": 2.02, "d": 0.98}, make_provenance())}
+        "table1.self-attention.complexity", {"n": 2.02, "d": 0.98}, make_provenance(), status="pass")}
     t1 = table1(build_report(claims, results)).set_index("Layer type")
     assert t1.loc["Self-Attention", "Complexity per layer (paper)"] == "O(n²·d)"
-    assert t1.loc["Self-Attention", "Complexity per layer (fitted)"] == "n^2.02 · d^0.98 (no claim; local)"
-    assert t1.loc["Recurrent", "Complexity per layer (fitted)"] == "—"
+    assert t1.loc["Self-Attention", "Complexity per layer (fitted)"] == "n^2.02 · d^0.98 (within tolerance; local)"
+    assert t1.loc["Recurrent", "Complexity per layer (fitted)"] == "— (not run)"
+    failed = {"table1.self-attention.complexity": Result(
+        "table1.self-attention.complexity", {"n": 1.0, "d": 1.0}, make_provenance(), status="fail")}
+    t1 = table1(build_report(claims, failed)).set_index("Layer type")
+    assert t1.loc["Self-Attention", "Complexity per layer (fitted)"] == "n^1.00 · d^1.00 (deviates; local)"
 
 
 def test_step_time_is_normalised_by_peak_flops(claims, make_provenance):
