@@ -7,7 +7,8 @@ producing its inputs are done, and may itself be arbitrarily parallel (a matrix 
 all n positions is one operation). The depth of an operation is 1 + the largest depth of its
 inputs (inputs and parameters have depth 0); the layer's sequential operations are the largest
 depth of any result. Operations that only re-view memory (``view``, ``transpose``, ``select``,
-``unfold``...) take no time and add no depth. In-place operations deepen the tensor they write.
+``unfold``...) take no time and add no depth; a copy (``clone``, e.g. inside a ``reshape`` of
+non-contiguous memory) is an operation. In-place operations deepen the tensor they write.
 
 A recurrent layer's chain grows with n (one step per position); a layer whose operations all
 act on the whole sequence has a depth that does not depend on n.
@@ -26,8 +27,14 @@ from torch.utils._pytree import tree_flatten
 from repro.complexity.flops import LogLogFit, fit_exponents
 
 
+# Re-interpretations of memory whose schema does not say so.
+_METADATA_ONLY = {"aten::_unsafe_view", "aten::lift_fresh"}
+
+
 def _aliases_input(func) -> bool:
     """Whether the op's result is a view of an input (no computation)."""
+    if func._schema.name in _METADATA_ONLY:
+        return True
     returns = func._schema.returns
     return bool(returns) and all(r.alias_info is not None and not r.alias_info.is_write for r in returns)
 
