@@ -31,10 +31,12 @@ class ParseScore:
 
     @property
     def f1(self) -> float:
-        return self.evalb.all.f1
+        """EVALB's "All" F-measure; 0 where EVALB prints nan (no bracket matched: P + R = 0)."""
+        f1 = self.evalb.all.f1
+        return 0.0 if f1 != f1 else f1
 
     def to_dict(self) -> dict:
-        return {"f1": self.evalb.all.to_dict()["f1"], "repaired": self.repaired, "sentences": self.sentences,
+        return {"f1": self.f1, "repaired": self.repaired, "sentences": self.sentences,
                 "evalb": self.evalb.to_dict()}
 
 

@@ -10,8 +10,9 @@ The repair, in one left-to-right pass:
 - ``(L`` opens a constituent; any ``)`` or ``)L`` closes the innermost open one (its label is
   kept; a mismatched closing label is counted as a fix); a ``)`` with nothing open is dropped;
 - ``XX`` becomes the next word; ``XX`` beyond the last word is dropped; other tokens are dropped;
-- at the end, open constituents are closed, missing words are appended to the last top-level
-  item holding words if it is a constituent (so a single root still spans the sentence), constituents without words are removed;
+- at the end, open constituents are closed; missing words are appended to the last top-level
+  item holding words when that is a constituent (so a single root still spans the sentence);
+  constituents without words are removed;
 - several top-level constituents, or words outside any, are put under one ``TOP`` node, a label
   that COLLINS.prm deletes, so the wrapper itself is never scored. An empty output becomes the
   flat tree ``(TOP (XX w1) ... (XX wn))``.
