@@ -130,10 +130,14 @@ def _series(points: Any, y_key: str) -> tuple[np.ndarray, np.ndarray]:
         return np.array([]), np.array([])
     widest = max(q.get("d", 0) for q in rows)
     fixed = [q for q in rows if q.get("d", 0) == widest]
-    for key in ("k", "r"):  # one kernel / neighbourhood size per line
-        values = sorted({q[key] for q in fixed if key in q})
-        if values:
-            fixed = [q for q in fixed if q.get(key) == values[-1]]
+    for key in ("k", "r"):  # one kernel / neighbourhood size per line: the one measured at most n
+        counts: dict[Any, int] = {}
+        for q in fixed:
+            if key in q:
+                counts[q[key]] = counts.get(q[key], 0) + 1
+        if counts:
+            chosen = max(counts, key=lambda v: (counts[v], v))
+            fixed = [q for q in fixed if q.get(key) == chosen]
     fixed.sort(key=lambda q: q["n"])
     return np.asarray([q["n"] for q in fixed], float), np.asarray([q[y_key] for q in fixed], float)
 
