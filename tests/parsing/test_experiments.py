@@ -28,7 +28,7 @@ TREES = [Tree.fromstring(s) for s in ("(S (NP (DT the) (NN cat)) (VP (VBZ sleeps
 def test_table4_rows_use_section_6_3_settings(tmp_path):
     prepared = _prepared(tmp_path, TREES)
     for name, vocab, claim in (("parser-wsj", 16000, "table4.f1.wsj-only"),
-                               ("parser-semi", 32000, "table4.f1.semi-supervised")):
+                               ("parser-semi", 32000, "table4.f1.semi")):
         exp = get_experiment(name)
         assert (exp.decode.beam_size, exp.decode.alpha, exp.decode.max_len_offset) == (21, 0.3, 300)
         assert exp.vocab_size == vocab and exp.claim_id == claim and exp.scale == "cluster"
