@@ -8,7 +8,7 @@
 # running from an earlier call are left alone. Clients need SLURM_CONF, which this script
 # prints and writes to $REPRO_SLURM_DIR/env.sh; slurm/local/teardown.sh stops everything.
 #
-# Chosen for a container without systemd or cgroups (see slurm/local/README.md):
+# Chosen for a container without systemd or cgroups (see slurm/README.md):
 #   proctrack/linuxproc, task/none, select/cons_tres with CR_Core, SlurmUser=root;
 #   accounting on slurmdbd (submitit needs sacct to see a cancelled job);
 #   cred_expire=10 (a requeued job restarts after ~11 s instead of 120 s);
@@ -30,7 +30,9 @@ step() {  # step NAME: print the time since the start
     printf 'slurm/local/setup.sh: %-28s %6.1f s\n' "$1" "$(echo "$(date +%s.%N) - $T0" | bc)"
 }
 die() { echo "slurm/local/setup.sh: error: $*" >&2; exit 1; }
-alive() { [[ -s $1 ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
+alive() {  # alive PIDFILE COMM: the recorded pid runs COMM (a stale file's pid may be reused)
+    [[ -s $1 ]] && [[ $(cat "/proc/$(cat "$1")/comm" 2>/dev/null) == "$2" ]]
+}
 wait_for() {  # wait_for WHAT COMMAND...: retry COMMAND for up to WAIT_S seconds
     local what=$1; shift
     local deadline=$(( $(date +%s) + WAIT_S ))
@@ -156,7 +158,7 @@ if [[ ! -s $KEY ]]; then
     chmod 600 "$KEY"
 fi
 mkdir -p "$(dirname "$MUNGE_SOCK")"
-if ! alive "$ROOT/run/munged.pid" && ! munge --socket="$MUNGE_SOCK" -n >/dev/null 2>&1; then
+if ! alive "$ROOT/run/munged.pid" munged && ! munge --socket="$MUNGE_SOCK" -n >/dev/null 2>&1; then
     munged --force --socket="$MUNGE_SOCK" --key-file="$KEY" \
         --pid-file="$ROOT/run/munged.pid" --log-file="$ROOT/log/munged.log" \
         --seed-file="$ROOT/munge/munged.seed" 2>>"$ROOT/log/munged.log"
@@ -171,7 +173,7 @@ if [[ ! -d $ROOT/mysql/mysql ]]; then
         --skip-test-db > "$ROOT/log/mariadb-install.log" 2>&1 \
         || { tail -20 "$ROOT/log/mariadb-install.log"; die "mariadb-install-db failed"; }
 fi
-if ! alive "$ROOT/run/mysqld.pid"; then
+if ! alive "$ROOT/run/mysqld.pid" mariadbd; then
     setsid nohup mariadbd --user=root --datadir="$ROOT/mysql" --socket="$DB_SOCK" \
         --port="$DB_PORT" --bind-address=127.0.0.1 --pid-file="$ROOT/run/mysqld.pid" \
         --log-error="$ROOT/log/mariadb.log" --skip-log-bin \
@@ -188,7 +190,7 @@ EOF
 step "mariadb"
 
 # --- 5. slurmdbd and the cluster's registration -------------------------------------------
-if ! alive "$ROOT/run/slurmdbd.pid"; then
+if ! alive "$ROOT/run/slurmdbd.pid" slurmdbd; then
     slurmdbd
 fi
 wait_for slurmdbd sacctmgr -n list cluster
@@ -198,11 +200,11 @@ fi
 step "slurmdbd"
 
 # --- 6. slurmctld and slurmd --------------------------------------------------------------
-if ! alive "$ROOT/run/slurmctld.pid"; then
+if ! alive "$ROOT/run/slurmctld.pid" slurmctld; then
     slurmctld
 fi
 wait_for slurmctld scontrol ping
-if ! alive "$ROOT/run/slurmd.pid"; then
+if ! alive "$ROOT/run/slurmd.pid" slurmd; then
     slurmd -N "$NODE"
 fi
 node_idle() { sinfo -h -n "$NODE" -o %t | grep -Eq '^(idle|mix|alloc)'; }

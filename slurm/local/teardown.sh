@@ -17,11 +17,11 @@ if [[ ! -d $ROOT ]]; then
 fi
 export SLURM_CONF=$ROOT/etc/slurm.conf
 
-stop() {  # stop NAME: TERM the pid in NAME.pid, wait up to 15 s, then KILL it
+stop() {  # stop NAME COMM: TERM the pid in NAME.pid if it still runs COMM, wait up to 15 s, then KILL
     local pidfile=$ROOT/run/$1.pid pid
     [[ -s $pidfile ]] || return 0
     pid=$(cat "$pidfile")
-    if kill -0 "$pid" 2>/dev/null; then
+    if [[ $(cat "/proc/$pid/comm" 2>/dev/null) == "$2" ]]; then
         kill -TERM "$pid"
         for _ in $(seq 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
         kill -0 "$pid" 2>/dev/null && kill -KILL "$pid"
@@ -30,13 +30,15 @@ stop() {  # stop NAME: TERM the pid in NAME.pid, wait up to 15 s, then KILL it
     rm -f "$pidfile"
 }
 
-if [[ -s $ROOT/run/slurmctld.pid ]] && kill -0 "$(cat "$ROOT/run/slurmctld.pid")" 2>/dev/null; then
+if [[ -s $ROOT/run/slurmctld.pid && $(cat "/proc/$(cat "$ROOT/run/slurmctld.pid")/comm" 2>/dev/null) == slurmctld ]]; then
     scancel --full --user="$(id -un)" 2>/dev/null || true
     for _ in $(seq 50); do [[ -z $(squeue -h 2>/dev/null) ]] && break; sleep 0.2; done
 fi
-for daemon in slurmd slurmctld slurmdbd mysqld munged; do
-    stop "$daemon"
-done
+stop slurmd slurmd
+stop slurmctld slurmctld
+stop slurmdbd slurmdbd
+stop mysqld mariadbd
+stop munged munged
 if (( KEEP )); then
     say "kept $ROOT"
 else
