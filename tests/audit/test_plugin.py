@@ -36,8 +36,6 @@ def raises():
 '''
 
 
-
-
 @pytest.fixture
 def project(pytester: pytest.Pytester) -> pytest.Pytester:
     pytester.makepyfile(plugin_user_impl=USER_MODULE)
