@@ -109,6 +109,17 @@ def _single(name: str, preset: str, dataset: str, claim: str) -> Callable[[Plan]
     return build
 
 
+def _table4(name: str, parser: str, dataset: str) -> Callable[[Plan], list[JobSpec]]:
+    """Section 6.3's parser: preset, vocabulary, claim and training overrides from repro.parsing."""
+    def build(plan: Plan) -> list[JobSpec]:
+        from repro.parsing.experiments import EXPERIMENTS as PARSING
+
+        exp = PARSING[parser]
+        return [_job(plan, name, name, exp.preset, (exp.claim_id,), dataset=dataset, vocab_size=exp.vocab_size,
+                     model_overrides=dict(exp.model_overrides), **exp.train_overrides)]
+    return build
+
+
 def _table3(plan: Plan) -> list[JobSpec]:
     # Table 3: newstest2013 dev set, "no checkpoint averaging".
     return [_job(plan, "table3", f"table3-{row}", row, (f"table3.ppl.{row}", f"table3.bleu.{row}"),
@@ -139,9 +150,9 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in [
                _single("table2-big-enfr", "big-enfr", "wmt14-en-fr", "table2.bleu.big-enfr")),
     Experiment("table3", "Table 3: the 20 variations of the base model, one job array", _table3),
     Experiment("table4-wsj", "Table 4: parser trained on WSJ only (Section 6.3)",
-               _single("table4-wsj", "parser-wsj", WSJ_DATASET, "table4.f1.wsj-only")),
+               _table4("table4-wsj", "parser-wsj", WSJ_DATASET)),
     Experiment("table4-semi", "Table 4: parser, semi-supervised (Section 6.3)",
-               _single("table4-semi", "parser-semi", SEMI_DATASET, "table4.f1.semi-supervised")),
+               _table4("table4-semi", "parser-semi", SEMI_DATASET)),
     Experiment("smoke", "a tiny synthetic training run (seconds on one CPU core)", _smoke),
 ]}
 

@@ -74,6 +74,15 @@ def in_process(capsys: pytest.CaptureFixture, *args: str) -> tuple[int, str, str
     return code, out.out, out.err
 
 
+def test_table4_jobs_match_the_parsing_experiments(tmp_path: Path) -> None:
+    plan = Plan(load_profile("paper-p100"), tmp_path)
+    wsj, = plan_jobs("table4-wsj", plan)
+    semi, = plan_jobs("table4-semi", plan)
+    assert (wsj.preset, wsj.claims, wsj.train["vocab_size"]) == ("parser-wsj", ("table4.f1.wsj-only",), 16000)
+    assert (semi.preset, semi.claims, semi.train["vocab_size"]) == ("parser-semi", ("table4.f1.semi",), 32000)
+    assert wsj.train["dataset"] == "wsj-parsing" and semi.train["dataset"] == "wsj-parsing-semi"
+
+
 def test_local_cpu_accumulates_to_25000_tokens(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     code, out, _ = in_process(capsys, "table2-base-ende", "--cluster", "local", "--state-dir", str(tmp_path),
                               "--dry-run", "--json")
@@ -89,3 +98,13 @@ def test_overrides_and_bad_overrides(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert code == 0 and json.loads(out)["jobs"][0]["config"]["max_steps"] == 3
     code, _, err = in_process(capsys, "smoke", "--cluster", "local", "--set", "max_stepz=3", "--dry-run")
     assert code == 2 and "job smoke" in err and "max_stepz" in err
+
+
+def test_every_job_serves_claims_that_exist(tmp_path: Path, repo_root: Path) -> None:
+    import tomllib
+
+    known = {c["id"] for f in (repo_root / "claims").glob("*.toml")
+             for c in tomllib.loads(f.read_text(encoding="utf-8")).get("claim", [])}
+    plan = Plan(load_profile("paper-p100"), tmp_path)
+    served = {c for e in EXPERIMENTS for job in plan_jobs(e, plan) for c in job.claims}
+    assert len(served) == 3 + 40 + 2 and served <= known, sorted(served - known)
