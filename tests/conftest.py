@@ -9,6 +9,9 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
+# The audit plugin's tests run pytest inline (tests/audit/test_plugin.py).
+pytest_plugins = ["pytester"]
+
 
 def shared_data_dir() -> Path:
     env = os.environ.get("REPRO_DATA_DIR")
