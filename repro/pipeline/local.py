@@ -114,7 +114,8 @@ def reproduce_local(
     dataset = get_dataset(cfg.dataset, resolve_data_dir(data_dir))
     say("4/5 beam search on test_2016_flickr (beam 4, alpha 0.6, max length input + 50)")
     t = time.monotonic()
-    bleu = evaluate_bleu(model, vocab, dataset, TEST_SPLIT, output=out_dir / "test_2016_flickr.hyp.de")
+    bleu = evaluate_bleu(model, vocab, dataset, TEST_SPLIT, output=out_dir / "test_2016_flickr.hyp.de",
+                         max_tokens=6000)
     stages["decode_s"] = time.monotonic() - t
     say(f"    sacreBLEU {bleu.sacrebleu.score:.2f} ({bleu.sacrebleu.signature}); "
         f"paper protocol {bleu.paper.score:.2f}")

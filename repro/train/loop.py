@@ -142,7 +142,7 @@ def run(
         step = _restore(existing[-1], model, optimizer, batcher, model_cfg, rank)
         say(f"repro train: resumed from {existing[-1]} (step {step})")
     resumed_from = step
-    metrics = MetricsLog(out_dir / "metrics.csv", resume_step=step) if rank == 0 else None
+    metrics = MetricsLog(out_dir / "metrics.csv", resume_step=step, tensorboard=cfg.tensorboard) if rank == 0 else None
 
     model.train()
     batches = iter(batcher)
@@ -180,6 +180,7 @@ def run(
                 nll_sum += float(nll)
             optimizer.step()
             loss_per_token = _all_reduce_sum(loss_sum, device) / max(tgt_tokens, 1.0)
+            nll_per_token = _all_reduce_sum(nll_sum, device) / max(tgt_tokens, 1.0)  # every rank joins the reduce
             window_tokens += int(src_tokens + tgt_tokens)
             run_tokens += int(src_tokens + tgt_tokens)
             bar.update(1)
@@ -187,7 +188,7 @@ def run(
                 now = time.monotonic()
                 tps = window_tokens / max(now - window_start, 1e-9)
                 metrics.log({"step": step, "loss": round(loss_per_token, 6),
-                             "nll": round(_all_reduce_sum(nll_sum, device) / max(tgt_tokens, 1.0), 6),
+                             "nll": round(nll_per_token, 6),
                              "lr": lr, "tokens_per_s": round(tps, 1), "src_tokens": int(src_tokens),
                              "tgt_tokens": int(tgt_tokens), "elapsed_s": round(now - start, 2),
                              "epoch": batcher.state_dict().get("epoch", "")})
