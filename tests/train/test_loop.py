@@ -145,3 +145,16 @@ def test_real_batcher_is_used_by_default(tmp_path):
 
     run(cfg, toy_examples(), VOCAB, make_batcher=factory, log=quiet)
     assert seen == [(40, 3, 1, 0)]
+
+
+def test_checkpoints_by_wall_time(tmp_path, monkeypatch):
+    """Section 6.1's checkpoints every 10 minutes: a fake clock advancing 4 minutes per step
+    makes a checkpoint every third step (12 >= 10 minutes), plus the last."""
+    import repro.train.loop as loop
+
+    clock = iter(range(0, 10**6, 120))  # seconds; the loop reads the clock twice per step
+    monkeypatch.setattr(loop.time, "monotonic", lambda: next(clock))
+    cfg = tiny_config(tmp_path, max_steps=7, checkpoint_every_steps=0, checkpoint_every_minutes=10)
+    run(cfg, toy_examples(), VOCAB, log=quiet)
+    steps = [int(p.stem.split("_")[1]) for p in list_checkpoints(tmp_path)]
+    assert steps[-1] == 7 and 1 < len(steps) < 7
