@@ -68,6 +68,13 @@ class TrainSummary:
     elapsed_s: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
 
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready (paths as strings), for result records and cluster jobs."""
+        return {"steps": self.steps, "final_loss": self.final_loss, "out_dir": str(self.out_dir),
+                "checkpoints": [str(p) for p in self.checkpoints], "tokens_per_s": self.tokens_per_s,
+                "resumed_from": self.resumed_from, "accumulation": self.accumulation,
+                "world_size": self.world_size, "elapsed_s": self.elapsed_s, **self.extra}
+
 
 def resolve_device(name: str) -> torch.device:
     if name == "auto":
