@@ -50,6 +50,7 @@ def run_local_checks(results_dir: Path) -> dict[str, Any]:
         return {"status": "not run", "reason": str(err)}
     claims = [c for c in load_claims() if c.scale == "local" and c.checker != "metric.result"]
     records = run_checks(claims, on_record=lambda r: _say(f"  {r.status:14s} {r.claim.id} ({r.seconds:.1f} s)"))
+    _replace_records(results_dir, tuple(r.claim.id for r in records))  # this run's records replace earlier ones
     store_records(records, ResultStore(results_dir))
     counts: dict[str, int] = {}
     for r in records:
