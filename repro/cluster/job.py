@@ -7,7 +7,8 @@ submitit runs :class:`TrainingJob` on every task of the allocation. Each task jo
 USR2; submitit calls :meth:`TrainingJob.checkpoint`, which hands back a copy of the job with
 its requeue count raised, and the job is requeued; the copy resumes from the newest checkpoint
 in its ``out_dir``. After ``max_requeues`` requeues it refuses, and the job ends as failed.
-When training ends, rank 0 writes the run's record to the results store.
+When training ends, rank 0 writes the run's record to the results store and measures the
+claims the job serves (:mod:`repro.cluster.evaluate`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import submitit
 import torch
 import torch.distributed as dist
 
+from repro.cluster.evaluate import evaluate_claims
 from repro.cluster.smoke import SYNTHETIC, distributed_gradients, train_synthetic
 from repro.cluster.update import plan_update
 from repro.errors import ConfigError
@@ -103,6 +105,9 @@ class TrainingJob(submitit.helpers.Checkpointable):
             summary.update(requeues=self.requeues, rank=rank, update_plan=plan.to_dict())
             if rank == 0 and self.results_dir:
                 summary["result_path"] = str(self._write_result(summary, world))
+                if self.spec["train"].get("dataset") != SYNTHETIC:
+                    paths = evaluate_claims(self.spec, summary, world, self.results_dir)
+                    summary["claim_results"] = [str(p) for p in paths]
             return summary
         finally:
             if dist.is_initialized():

@@ -169,14 +169,9 @@ def test_two_task_gloo_job_matches_one_process(tmp_path: Path, slurm_profile: Cl
             assert torch.allclose(got["grads"][name], grad, rtol=1e-5, atol=1e-7), name
 
 
-TRAIN_DDP_BUG = (
-    "repro.train.loop.run calls all_reduce for the logged 'nll' on rank 0 only (inside `if metrics is not None`), "
-    "so with 2 tasks the ranks' collectives fall out of step and rank 0 dies when rank 1 ends; remove this "
-    "marker once the all_reduce runs on every rank"
-)
 
 
-@pytest.mark.parametrize("tasks", [1, pytest.param(2, marks=pytest.mark.xfail(strict=True, reason=TRAIN_DDP_BUG))])
+@pytest.mark.parametrize("tasks", [1, 2])
 def test_real_training_job(tmp_path: Path, slurm_profile: ClusterProfile, job_name: str, data_dir: Path,
                            wait_done, tasks: int) -> None:
     """repro.train on real text (300 Multi30k pairs): 1 task x 4 passes, or 2 gloo tasks x 2 passes."""
