@@ -45,6 +45,17 @@ def provenance_frame(data: ReportData) -> pd.DataFrame:
                          for r in data.rows if r.result is not None], columns=list(PROVENANCE_COLUMNS))
 
 
+def unclaimed_frame(data: ReportData) -> pd.DataFrame:
+    """Measurements stored under ids no claim names (e.g. the local run's perplexity and parsing F1)."""
+    rows = []
+    for claim_id in data.unmatched:
+        res = data.results[claim_id]
+        rows.append({"id": claim_id, "measured": show(res.measured), "unit": show(res.unit),
+                     "run scale": res.provenance.scale, "detail": res.detail, "dataset": res.provenance.dataset,
+                     "commit": res.provenance.commit, "date": res.provenance.date})
+    return pd.DataFrame(rows, columns=["id", "measured", "unit", "run scale", "detail", "dataset", "commit", "date"])
+
+
 def make_document(data: ReportData, claims: list[Claim], runs: list[Run],
                   attention_sentence: str | None = None) -> Document:
     """Every table and figure of the report, built in memory."""
@@ -71,10 +82,11 @@ def make_document(data: ReportData, claims: list[Claim], runs: list[Run],
         Section("Step time and training cost, normalised to 8×P100", step_table,
                 steptime.ASSUMPTION + ("" if step_times else " No step time has been measured yet.")),
     ]
+    if data.unmatched:
+        sections.append(Section("Measurements without a claim", unclaimed_frame(data),
+                                "Stored results that no claim names: shown with their scale, never given a status."))
     figures = draw(data.results, runs, attention_sentence)
     notes = list(figures.missing)
-    if data.unmatched:
-        notes.append("results for ids no claim names (shown in the tables where they fit): " + ", ".join(data.unmatched))
     return Document(data, sections, figures, notes)
 
 
