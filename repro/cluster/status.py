@@ -21,7 +21,7 @@ from typing import Any
 from submitit.core.utils import JobPaths
 
 from repro.errors import ConfigError
-from repro.results.store import atomic_write_text
+from repro.atomic import atomic_write_text
 
 ENV_STATE_DIR = "REPRO_CLUSTER_STATE"
 

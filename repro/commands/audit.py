@@ -15,7 +15,7 @@ from pathlib import Path
 from repro.audit.audit import AuditRecord, auditable_claims, broken, render_audit, run_audit
 from repro.audit.load import load_adapter
 from repro.errors import ReproError
-from repro.results.store import atomic_write_text
+from repro.atomic import atomic_write_text
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -12,7 +12,7 @@ from repro.claims.runner import CheckRecord, run_checks
 from repro.claims.table import render
 from repro.errors import ReproError
 from repro.results import Result, ResultStore, collect_provenance
-from repro.results.store import atomic_write_text
+from repro.atomic import atomic_write_text
 
 DEFAULT_RESULTS = Path("reports/local/results")
 

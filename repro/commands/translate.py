@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from repro.data.corpus import _lines
-from repro.results.store import atomic_write_text
+from repro.atomic import atomic_write_text
 
 
 def add_search_arguments(parser: argparse.ArgumentParser) -> None:

@@ -29,7 +29,7 @@ from typing import IO
 
 from repro.data.recipes import RECIPES, Archive, Member, Output, Recipe
 from repro.errors import DataError
-from repro.results.store import atomic_write_text
+from repro.atomic import atomic_open, atomic_write_text
 
 Log = Callable[[str], None]
 
@@ -118,24 +118,10 @@ def _open_member(local: dict[str, Path], member: Member) -> Iterator[Iterator[st
             yield _text_lines(stream, member.fmt, where)
 
 
-@contextmanager
-def _atomic_text(path: Path) -> Iterator[IO[str]]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            yield fh
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
-
-
 def build_output(out: Output, local: dict[str, Path], data_dir: Path) -> dict[str, int]:
     """Write one (src, tgt) file pair from its archive members; returns kept/dropped counts."""
     kept = dropped = 0
-    with _atomic_text(data_dir / out.src_file) as fsrc, _atomic_text(data_dir / out.tgt_file) as ftgt:
+    with atomic_open(data_dir / out.src_file) as fsrc, atomic_open(data_dir / out.tgt_file) as ftgt:
         for src_member, tgt_member in out.parts:
             with _open_member(local, src_member) as src_lines, _open_member(local, tgt_member) as tgt_lines:
                 for n, (s, t) in enumerate(zip_longest(src_lines, tgt_lines), start=1):

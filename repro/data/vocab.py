@@ -19,7 +19,7 @@ from pathlib import Path
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from repro.errors import DataError
-from repro.results.store import atomic_write_text
+from repro.atomic import atomic_write_text
 
 PAD, BOS, EOS, UNK = 0, 1, 2, 3
 SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<unk>")  # in id order: PAD=0, BOS=1, EOS=2, UNK=3

@@ -20,7 +20,7 @@ from repro.eval.evalb_params import COLLINS, EvalbParams
 from repro.parsing.prepare import gold_trees_file
 from repro.parsing.repair import repair
 from repro.parsing.trees import read_tree_lines, tags, tree_to_line, words
-from repro.results.store import atomic_write_text
+from repro.atomic import atomic_write_text
 
 
 @dataclass(frozen=True)

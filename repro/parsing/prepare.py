@@ -46,7 +46,7 @@ from repro.data.registry import _Layout, register
 from repro.errors import DataError, ReproError
 from repro.parsing.linearize import linearize, source_sentence
 from repro.parsing.trees import preprocess, read_trees, tree_to_line
-from repro.results.store import atomic_write_text
+from repro.atomic import atomic_write_text
 
 SPLITS = ("train", "dev", "test")
 SAMPLE_FOLDER = "ptb-nltk-sample/combined"

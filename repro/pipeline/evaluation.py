@@ -15,7 +15,7 @@ from repro.decode.translate import translate
 from repro.eval.bleu import BleuResult, score
 from repro.eval.perplexity import Perplexity, perplexity
 from repro.model import Transformer
-from repro.results.store import atomic_write_text
+from repro.atomic import atomic_write_text
 from repro.train.data import encode_pairs
 
 

@@ -28,7 +28,7 @@ from typing import Any
 import torch
 
 from repro.results import Result, ResultStore, collect_provenance
-from repro.results.store import atomic_write_text
+from repro.atomic import atomic_write_text
 from repro.train.config import TrainConfig, get_profile
 
 BLEU_CLAIM = "local.multi30k.bleu"

@@ -11,18 +11,14 @@ import os
 import tempfile
 from pathlib import Path
 
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+from repro.atomic import current_umask
 
 
 def _stage(path: Path, content: bytes) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a report is for reading
+        os.chmod(tmp, 0o666 & ~current_umask())  # mkstemp makes 0600; a report is for reading
         with os.fdopen(fd, "wb") as fh:
             fh.write(content)
             fh.flush()

@@ -1,8 +1,7 @@
 """A directory of result records, safe for many concurrent writers.
 
 Layout: ``ROOT/<claim id>/<timestamp>-<random>.json``, one record per file. Each record is
-written to a temporary file in the same directory and moved into place with ``os.replace``,
-so a reader never sees half a record and concurrent writers (SLURM array tasks) never
+written atomically (:mod:`repro.atomic`), so a reader never sees half a record and concurrent writers (SLURM array tasks) never
 overwrite each other.
 """
 
@@ -10,13 +9,13 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from repro.atomic import atomic_write_text
 from repro.errors import ResultError
 from repro.results.provenance import Provenance
 
@@ -69,21 +68,6 @@ class Result:
             detail=data.get("detail") or "",
             extra=dict(data.get("extra") or {}),
         )
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so that readers see the old file or the whole new one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 class ResultStore:

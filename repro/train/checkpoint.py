@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from repro.atomic import atomic_open
 from repro.errors import CheckpointError
 
 FORMAT = "repro-checkpoint"
@@ -33,16 +33,8 @@ def save_checkpoint(path: str | os.PathLike[str], state: dict[str, Any]) -> Path
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     state = {"format": FORMAT, "version": VERSION, **state}
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            torch.save(state, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_open(path, "wb") as fh:
+        torch.save(state, fh)
     return path
 
 
