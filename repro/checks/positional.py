@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import torch
 
 from repro.checks.registry import CheckContext, Measurement, checker
