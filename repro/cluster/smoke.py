@@ -24,11 +24,12 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from repro.cluster.update import UpdatePlan, plan_update
+from repro.data.vocab import BOS, EOS, UNK
 from repro.errors import CheckpointError, ConfigError
 from repro.model import Transformer, TransformerConfig
 
 SYNTHETIC = "synthetic"
-BOS, EOS, FIRST_WORD = 1, 2, 4
+FIRST_WORD = UNK + 1  # the first id after the special ones
 
 #: A model small enough to train in seconds on one CPU core.
 SMOKE_MODEL = {"n_layers": 1, "d_model": 32, "d_ff": 64, "n_heads": 2, "dropout": 0.0}

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from torch import Tensor
 
+from repro.data.vocab import BOS, EOS
 from repro.model import DecoderCache, Transformer
 
-BOS, EOS = 1, 2  # repro.data.vocab's special ids (PAD = 0)
+__all__ = ["BOS", "EOS", "Stepper", "source_lengths"]
 
 
 class Stepper:
