@@ -1,5 +1,6 @@
 """``repro reproduce --profile local``: checks, training, averaging, beam search, BLEU and PPL,
-with the results written under ``reports/local/`` (the README's first command)."""
+with the results written under ``reports/local/`` (the README's first command).
+``--profile local-parsing``: the constituency parser of Section 6.3 on the Penn Treebank sample."""
 
 from __future__ import annotations
 
@@ -11,27 +12,45 @@ from repro.errors import ConfigError
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("reproduce", help="run the whole recipe end to end (--profile local: 2-core CPU)")
-    parser.add_argument("--profile", default="local", choices=["local"],
-                        help="local: Multi30k on a CPU (paper-scale runs go through 'repro submit')")
-    parser.add_argument("--out-dir", default="runs/local", help="run artifacts (checkpoints, vocab, metrics)")
+    parser.add_argument("--profile", default="local", choices=["local", "local-parsing"],
+                        help="local: Multi30k on a CPU; local-parsing: the Section 6.3 parser on the PTB sample "
+                             "(paper-scale runs go through 'repro submit')")
+    parser.add_argument("--out-dir", help="run artifacts (checkpoints, vocab, metrics; default runs/PROFILE)")
     parser.add_argument("--reports", default="reports/local", help="where the results the reporter reads go")
     parser.add_argument("--data-dir", help="data directory (default: $REPRO_DATA_DIR or ../shared/data)")
     parser.add_argument("--fresh", action="store_true", help="delete OUT_DIR first instead of resuming")
     parser.add_argument("--skip-checks", action="store_true", help="do not run the local claims first")
     parser.add_argument("--max-steps", type=int, help="override the profile's training steps")
+    parser.add_argument("--test-limit", type=int, metavar="N",
+                        help="local-parsing: decode only the first N test sentences (recorded in the result)")
     parser.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
-    from repro.pipeline.local import reproduce_local
-
     overrides = {}
     if args.max_steps is not None:
         if args.max_steps < 1:
             raise ConfigError(f"--max-steps must be positive, got {args.max_steps}")
         overrides["max_steps"] = args.max_steps
-    report = reproduce_local(out_dir=args.out_dir, reports_dir=args.reports, data_dir=args.data_dir,
+    out_dir = args.out_dir or f"runs/{args.profile}"
+    if args.profile == "local-parsing":
+        return _parsing(args, out_dir, overrides)
+    if args.test_limit is not None:
+        raise ConfigError("--test-limit applies to --profile local-parsing only")
+    from repro.pipeline.local import reproduce_local
+
+    report = reproduce_local(out_dir=out_dir, reports_dir=args.reports, data_dir=args.data_dir,
                              fresh=args.fresh, checks=not args.skip_checks, overrides=overrides)
     print(json.dumps({k: report[k] for k in ("sacrebleu", "paper_protocol_bleu", "dev_ppl", "steps",
                                              "wall_minutes_total", "checks")}, indent=2))
+    return 0
+
+
+def _parsing(args: argparse.Namespace, out_dir: str, overrides: dict) -> int:
+    from repro.pipeline.parsing import reproduce_parsing_local
+
+    report = reproduce_parsing_local(out_dir=out_dir, reports_dir=args.reports, data_dir=args.data_dir,
+                                     fresh=args.fresh, overrides=overrides, test_limit=args.test_limit)
+    print(json.dumps({k: report[k] for k in ("f1", "precision", "recall", "repaired", "at_length_limit",
+                                             "test_sentences", "steps", "wall_minutes_total", "stages_s")}, indent=2))
     return 0

@@ -1,0 +1,50 @@
+"""``repro reproduce --profile local-parsing`` end to end on a tiny model: the result and the summary
+are written, with provenance, and rerunning replaces the earlier record instead of adding one."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from repro.cli import main as cli_main
+from repro.errors import ConfigError
+from repro.pipeline.parsing import RESULT_ID, reproduce_parsing_local
+from repro.results import ResultStore
+
+TINY = {"max_steps": 4, "tokens_per_batch": 600, "max_tokens_per_device": 600, "warmup_steps": 2,
+        "vocab_size": 300, "model_overrides": {"n_layers": 1, "d_model": 32, "d_ff": 64, "n_heads": 2}}
+
+
+def _results(reports):
+    return sorted((reports / "results" / RESULT_ID).glob("*.json"))
+
+
+def test_local_parsing_profile_writes_result_with_provenance(tmp_path, data_dir):
+    reports = tmp_path / "reports"
+    report = reproduce_parsing_local(out_dir=tmp_path / "run", reports_dir=reports, data_dir=str(data_dir),
+                                     overrides=TINY, test_limit=3)
+    [path] = _results(reports)
+    [result] = [r for r in ResultStore(reports / "results").read_all() if r.claim_id == RESULT_ID]
+    assert 0.0 <= result.measured <= 100.0 and result.unit == "F1 (EVALB, COLLINS.prm)"
+    prov = result.provenance
+    assert prov.scale.startswith("local: ") and "3396 training trees" in prov.scale
+    assert "first 3 of 245" in prov.scale and "first 3 of 245" in prov.dataset
+    assert prov.extra["steps"] == 4 and prov.extra["run_dir"] == str(tmp_path / "run")
+    assert result.extra["decode"]["beam_size"] == 21 and 0 <= result.extra["repaired"] <= 3
+    summary = json.loads((reports / "local_parsing_run.json").read_text())
+    assert summary["f1"] == result.measured and summary["test_sentences"] == 3
+    assert set(summary["stages_s"]) == {"prepare_s", "train_s", "decode_s", "score_s"}
+
+    # a rerun (resuming the finished run) replaces the record rather than adding a second one
+    reproduce_parsing_local(out_dir=tmp_path / "run", reports_dir=reports, data_dir=str(data_dir),
+                            overrides=TINY, test_limit=2)
+    assert len(_results(reports)) == 1
+    assert json.loads((reports / "local_parsing_run.json").read_text())["test_sentences"] == 2
+
+
+def test_cli_rejects_bad_test_limit(tmp_path, data_dir):
+    with pytest.raises(ConfigError, match="--test-limit must be positive"):
+        reproduce_parsing_local(out_dir=tmp_path / "run", reports_dir=tmp_path / "r", data_dir=str(data_dir),
+                                test_limit=0)
+    assert cli_main(["reproduce", "--profile", "local", "--test-limit", "3"]) == 2
