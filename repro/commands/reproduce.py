@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from repro.errors import ConfigError
 
@@ -43,6 +44,10 @@ def main(args: argparse.Namespace) -> int:
                              fresh=args.fresh, checks=not args.skip_checks, overrides=overrides)
     print(json.dumps({k: report[k] for k in ("sacrebleu", "paper_protocol_bleu", "dev_ppl", "steps",
                                              "wall_minutes_total", "checks")}, indent=2))
+    failed = report["checks"].get("failed") or []
+    if failed:  # the run and its report are kept; the exit code says the implementation broke a claim
+        print(f"repro reproduce: local claims failed: {', '.join(failed)}", file=sys.stderr)
+        return 1
     return 0
 
 
