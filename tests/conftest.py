@@ -29,3 +29,21 @@ def data_dir() -> Path:
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return REPO_ROOT
+
+
+@pytest.fixture(scope="session")
+def tiny_multi30k(data_dir: Path):
+    """A factory: ``tiny_multi30k(out, {"train": 200, "dev": 10, "test": 10})``."""
+    return lambda out, sizes: write_tiny_multi30k(data_dir, out, sizes)
+
+
+def write_tiny_multi30k(data_dir: Path, out: Path, sizes: dict[str, int]) -> Path:
+    """A small dataset folder ``out/{train,dev,test}.{en,de}`` cut from Multi30k's train, val and
+    test_2016_flickr (the first ``sizes[split]`` pairs), readable by the data registry."""
+    sources = {"train": "train", "dev": "val", "test": "test_2016_flickr"}
+    out.mkdir(parents=True, exist_ok=True)
+    for split, n in sizes.items():
+        for lang in ("en", "de"):
+            lines = (data_dir / "multi30k" / f"{sources[split]}.{lang}").read_text(encoding="utf-8").splitlines()[:n]
+            (out / f"{split}.{lang}").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return out

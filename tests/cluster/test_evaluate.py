@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
@@ -13,15 +12,10 @@ from repro.train.loop import train
 
 
 @pytest.fixture(scope="module")
-def tiny_run(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> tuple[dict, dict]:
+def tiny_run(tmp_path_factory: pytest.TempPathFactory, tiny_multi30k) -> tuple[dict, dict]:
     """Six steps of a tiny model on 200 Multi30k pairs, with 12-pair dev and test splits."""
     root = tmp_path_factory.mktemp("eval")
-    data = root / "tiny-multi30k"
-    data.mkdir()
-    for split, source, n in (("train", "train", 200), ("dev", "val", 12), ("test", "test_2016_flickr", 12)):
-        for lang in ("en", "de"):
-            lines = (data_dir / "multi30k" / f"{source}.{lang}").read_text(encoding="utf-8").splitlines()[:n]
-            (data / f"{split}.{lang}").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    data = tiny_multi30k(root / "tiny-multi30k", {"train": 200, "dev": 12, "test": 12})
     cfg = TrainConfig(preset="base", dataset=str(data), vocab_size=300, tokens_per_batch=400, max_tokens_per_device=400,
                       max_steps=6, warmup_steps=2, max_len=60, checkpoint_every_steps=2, keep_checkpoints=3,
                       average_last=2, out_dir=str(root / "run"), device="cpu", log_every=2,

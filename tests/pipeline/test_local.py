@@ -9,13 +9,8 @@ from repro.pipeline.local import BLEU_CLAIM, PPL_CLAIM, reproduce_local
 from repro.results import ResultStore
 
 
-def test_main_job_writes_results_with_provenance_and_the_report(tmp_path: Path, data_dir: Path):
-    data = tmp_path / "tiny"
-    data.mkdir()
-    for split, source, n in (("train", "train", 200), ("dev", "val", 10), ("test", "test_2016_flickr", 10)):
-        for lang in ("en", "de"):
-            lines = (data_dir / "multi30k" / f"{source}.{lang}").read_text(encoding="utf-8").splitlines()[:n]
-            (data / f"{split}.{lang}").write_text("\n".join(lines) + "\n", encoding="utf-8")
+def test_main_job_writes_results_with_provenance_and_the_report(tmp_path: Path, tiny_multi30k):
+    data = tiny_multi30k(tmp_path / "tiny", {"train": 200, "dev": 10, "test": 10})
     overrides = dict(dataset=str(data), vocab_size=300, tokens_per_batch=400, max_tokens_per_device=400, max_steps=4,
                      warmup_steps=2, checkpoint_every_steps=2, average_last=2,
                      model_overrides={"n_layers": 1, "d_model": 32, "d_ff": 64, "n_heads": 4})
