@@ -50,7 +50,7 @@ def implied_vocabulary(claim: Claim, ctx: CheckContext) -> Measurement:
     rows: dict[str, float] = claim.params["paper_counts"]
     lo, hi, step = claim.params.get("grid", [30000, 50000, 50])
     best_vocab, best_err = None, float("inf")
-    base = {row: parameters_of(row, 0 + 1) for row in rows}  # with a 1-word vocabulary
+    base = {row: parameters_of(row, 1) for row in rows}  # with a 1-word vocabulary
     width = {row: get_preset(row).model.d_model for row in rows}
     for vocab in range(lo, hi + 1, step):
         err = sum(((base[r] + (vocab - 1) * width[r]) / 1e6 - rows[r]) ** 2 for r in rows)
