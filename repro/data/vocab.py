@@ -7,6 +7,12 @@ trained on source and target text together, as Section 3.4's shared embedding ma
 Built on Hugging Face ``tokenizers`` with a byte-level pre-tokenizer: every byte is in the base
 alphabet, so no text maps to UNK, and ``decode(encode(s)) == s`` for any string (spacing and
 punctuation are restored exactly, which detokenized BLEU needs).
+
+``split="words"`` is for text that is already tokenized and whose whitespace carries no
+information, such as Section 6.3's parse trees: BPE then works inside whitespace-delimited
+words only, so a frequent symbol like ``(NP`` or ``)VP`` becomes one token instead of the
+``(`` + ``NP`` the byte-level splitter makes of it. The cost is exactness of spacing: runs of
+whitespace decode as one space.
 """
 
 from __future__ import annotations
@@ -23,6 +29,9 @@ from repro.atomic import atomic_write_text
 
 PAD, BOS, EOS, UNK = 0, 1, 2, 3
 SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<unk>")  # in id order: PAD=0, BOS=1, EOS=2, UNK=3
+#: How text is cut into words before BPE: "bytes" (GPT-2's byte-level regex, exact round trip)
+#: or "words" (whitespace only; for pre-tokenized text).
+SPLITS = ("bytes", "words")
 
 
 class SharedVocab:
@@ -35,14 +44,26 @@ class SharedVocab:
         self.tokenizer = tokenizer
 
     @classmethod
-    def train(cls, texts: Iterable[str], vocab_size: int, *, min_frequency: int = 2) -> "SharedVocab":
-        """Learn BPE merges on ``texts`` (give it source and target sentences together)."""
+    def train(cls, texts: Iterable[str], vocab_size: int, *, min_frequency: int = 2,
+              split: str = "bytes") -> "SharedVocab":
+        """Learn BPE merges on ``texts`` (give it source and target sentences together).
+
+        ``split`` is one of :data:`SPLITS` (see the module docstring).
+        """
         if vocab_size < len(SPECIAL_TOKENS) + 256:
             raise DataError(f"vocab_size {vocab_size} is too small: the byte alphabet alone needs 260 entries")
+        if split not in SPLITS:
+            raise DataError(f"unknown BPE split {split!r}; expected one of {', '.join(SPLITS)}")
         tok = Tokenizer(models.BPE(unk_token="<unk>"))
         # The space that starts each word is part of its tokens; encode() prepends one so that the
         # first word looks like the others, and decode() removes exactly that one.
-        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        if split == "bytes":
+            tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        else:
+            tok.pre_tokenizer = pre_tokenizers.Sequence([
+                pre_tokenizers.WhitespaceSplit(),
+                pre_tokenizers.ByteLevel(add_prefix_space=True, use_regex=False),
+            ])
         tok.decoder = decoders.ByteLevel()
         trainer = trainers.BpeTrainer(
             vocab_size=vocab_size,

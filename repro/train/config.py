@@ -33,6 +33,7 @@ class TrainConfig:
     dev_src: str | None = None
     dev_tgt: str | None = None
     vocab_size: int = 37000            # Section 5.1: shared source-target BPE of about 37000 tokens
+    bpe_split: str = "bytes"           # words BPE may not cross: "bytes" (byte-level regex) or "words" (whitespace)
     tokens_per_batch: int = 25000      # Section 5.1: ~25000 source and ~25000 target tokens per update
     max_tokens_per_device: int = 25000
     max_steps: int = 100_000           # Section 5.2: base model, 100k steps
@@ -60,6 +61,8 @@ class TrainConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ConfigError(f"training config field '{name}' must be a positive integer, got {value!r}")
+        if self.bpe_split not in ("bytes", "words"):
+            raise ConfigError(f"training config field 'bpe_split' must be 'bytes' or 'words', got {self.bpe_split!r}")
         if not 0.0 <= self.label_smoothing < 1.0:
             raise ConfigError(f"training config field 'label_smoothing' must lie in [0, 1), got {self.label_smoothing!r}")
         if self.checkpoint_every_steps < 0 or self.checkpoint_every_minutes < 0:

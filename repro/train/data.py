@@ -41,10 +41,10 @@ def dataset_for(cfg: TrainConfig) -> Dataset:
     return with_splits(dataset, **overrides) if overrides else dataset
 
 
-def load_or_train_vocab(path: Path, texts: list[str], vocab_size: int) -> SharedVocab:
+def load_or_train_vocab(path: Path, texts: list[str], vocab_size: int, split: str = "bytes") -> SharedVocab:
     if path.exists():
         return SharedVocab.load(path)
-    vocab = SharedVocab.train(texts, vocab_size)
+    vocab = SharedVocab.train(texts, vocab_size, split=split)
     vocab.save(path)
     return vocab
 
@@ -71,7 +71,7 @@ def prepare_training_data(cfg: TrainConfig) -> TrainingData:
     out_dir = Path(cfg.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     texts = [s for s, _ in corpus.pairs] + [t for _, t in corpus.pairs]
-    vocab = load_or_train_vocab(out_dir / "vocab.json", texts, cfg.vocab_size)
+    vocab = load_or_train_vocab(out_dir / "vocab.json", texts, cfg.vocab_size, cfg.bpe_split)
     examples, dropped = encode_pairs(vocab, corpus.pairs, cfg.max_len)
     lines = [i + 1 for i in dropped]
     if dropped:

@@ -72,3 +72,28 @@ def test_load_errors_name_the_file(tmp_path):
         SharedVocab.load(bad)
     with pytest.raises(DataError, match="too small"):
         SharedVocab.train(["a b"], vocab_size=100)
+
+
+def test_words_split_keeps_tree_symbols_whole_and_round_trips_tokenized_text(data_dir):
+    """``split="words"`` (Section 6.3's trees): BPE never cuts ``(NP`` into ``(`` + ``NP`` as the byte-level split does."""
+    from repro.parsing.linearize import linearize
+    from repro.parsing.trees import preprocess, read_trees
+
+    files = sorted((data_dir / "ptb-nltk-sample/combined").glob("wsj_00[0-4]*.mrg"))
+    trees = [t for f in files for t in (preprocess(item.tree) for item in read_trees(f)) if t is not None]
+    sentences = [" ".join(t.leaves()) for t in trees]
+    targets = [linearize(t) for t in trees]
+    words = SharedVocab.train(sentences + targets, vocab_size=1000, split="words")
+    byte_level = SharedVocab.train(sentences + targets, vocab_size=1000)
+    assert words.tokens("(S (NP XX )NP (VP XX (PP XX )PP )VP )S") == [
+        "Ġ(S", "Ġ(NP", "ĠXX", "Ġ)NP", "Ġ(VP", "ĠXX", "Ġ(PP", "ĠXX", "Ġ)PP", "Ġ)VP", "Ġ)S"]
+    symbols = sum(len(t.split()) for t in targets)
+    assert sum(len(words.encode(t)) for t in targets) < 1.02 * symbols  # only rare labels are ever cut
+    for target in targets[:50]:
+        assert words.decode(words.encode(target)) == target
+    assert byte_level.tokens("(NP XX )NP")[:2] == ["Ġ(", "NP"]  # what the words split avoids
+    for sentence in sentences[:50]:
+        assert words.decode(words.encode(sentence)) == sentence
+    assert words.decode(words.encode("日本語  two")) == "日本語 two"  # any byte; whitespace runs become one space
+    with pytest.raises(DataError, match="unknown BPE split 'chars'"):
+        SharedVocab.train(["a b"], vocab_size=1000, split="chars")
