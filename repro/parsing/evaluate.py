@@ -5,18 +5,21 @@ Every decoder output is repaired into a tree over its source words
 to delete punctuation; see :mod:`repro.parsing.linearize`), and the trees are scored against the
 gold trees of the split. Because repaired trees always have the gold words, no sentence is an
 EVALB error and the F1 covers the whole test set. How many outputs needed repair is reported
-alongside, since a high count says the model has not learned the bracket grammar.
+alongside, since a high count says the model has not learned the bracket grammar; so is how
+many outputs had exactly one ``XX`` per source word, fewer, or more, which tells a model that has
+the grammar but not the alignment to the sentence (well-formed trees of the wrong size) apart.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from repro.errors import DataError
 from repro.eval.evalb import EvalbResult, evalb_lines
 from repro.eval.evalb_params import COLLINS, EvalbParams
+from repro.parsing.linearize import LEAF
 from repro.parsing.prepare import gold_trees_file
 from repro.parsing.repair import repair
 from repro.parsing.trees import read_tree_lines, tags, tree_to_line, words
@@ -28,6 +31,7 @@ class ParseScore:
     evalb: EvalbResult
     repaired: int      # outputs that were not a well-formed tree over the source words
     sentences: int
+    leaf_count: dict[str, int] = field(default_factory=dict)  # outputs with exact / too_few / too_many XX
 
     @property
     def f1(self) -> float:
@@ -37,7 +41,7 @@ class ParseScore:
 
     def to_dict(self) -> dict:
         return {"f1": self.f1, "repaired": self.repaired, "sentences": self.sentences,
-                "evalb": self.evalb.to_dict()}
+                "leaf_count": dict(self.leaf_count), "evalb": self.evalb.to_dict()}
 
 
 def score_outputs(outputs: Sequence[str], gold_path: str | Path, params: EvalbParams = COLLINS,
@@ -47,7 +51,10 @@ def score_outputs(outputs: Sequence[str], gold_path: str | Path, params: EvalbPa
     if len(outputs) != len(gold):
         raise DataError(f"{len(outputs)} parser outputs for {len(gold)} gold trees in {gold_path}")
     test_lines, repaired = [], 0
+    leaf_count = {"exact": 0, "too_few": 0, "too_many": 0}
     for output, tree in zip(outputs, gold):
+        n_leaves, n_words = output.split().count(LEAF), len(words(tree))
+        leaf_count["exact" if n_leaves == n_words else "too_few" if n_leaves < n_words else "too_many"] += 1
         fixed = repair(output, words(tree), tags(tree))
         repaired += fixed.was_malformed
         test_lines.append(tree_to_line(fixed.tree))
@@ -56,7 +63,7 @@ def score_outputs(outputs: Sequence[str], gold_path: str | Path, params: EvalbPa
     # Repaired trees always carry the gold words, so no EVALB error can occur: no MAX_ERROR stop.
     result = evalb_lines([tree_to_line(t) for t in gold], test_lines, params.replace(max_error=len(gold) + 1),
                          str(gold_path), "parser output")
-    return ParseScore(result, repaired, len(gold))
+    return ParseScore(result, repaired, len(gold), leaf_count)
 
 
 def score_split(outputs: Sequence[str], prepared_dir: str | Path, split: str = "test",

@@ -125,7 +125,7 @@ EXPERIMENTS: dict[str, ParsingExperiment] = {e.name: e for e in (
         description="local run on the NLTK PTB sample (3396 train sentences, WSJ 00-01 files); "
                     "checks the pipeline, not comparable with Table 4",
         scale="local", data="ptb-nltk-sample, by-file split wsj_0001-0159 / 0160-0179 / 0180-0199",
-        model_overrides={"d_model": 256, "d_ff": 1024, "n_heads": 4},
+        model_overrides={"d_model": 128, "d_ff": 512, "n_heads": 4},
         train_overrides={"tokens_per_batch": 4000, "max_tokens_per_device": 4000, "max_steps": 3000,
                          "warmup_steps": 600, "max_len": 1024, "checkpoint_every_steps": 500,
                          "keep_checkpoints": 3, "average_last": 1, "device": "cpu", "log_every": 50,

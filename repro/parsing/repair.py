@@ -32,13 +32,30 @@ from repro.parsing.linearize import LEAF, is_closer, is_opener
 WRAPPER = "TOP"
 
 
-@dataclass
+@dataclass(eq=False)
 class _Node:
     label: str
     children: list["_Node | int"] = field(default_factory=list)  # int: index of a word
 
-    def has_words(self) -> bool:
-        return any(isinstance(c, int) or c.has_words() for c in self.children)
+
+def _post_order(root: _Node) -> list[_Node]:
+    """Every node below and including ``root``, children before parents (no recursion: a decoder can
+    nest a few hundred brackets, deeper than Python's recursion limit)."""
+    order, stack = [], [root]
+    while stack:
+        node = stack.pop()
+        order.append(node)
+        stack.extend(c for c in node.children if isinstance(c, _Node))
+    return order[::-1]
+
+
+def _with_words(root: _Node) -> set[int]:
+    """``id`` of every node that spans at least one word."""
+    found: set[int] = set()
+    for node in _post_order(root):
+        if any(isinstance(c, int) or id(c) in found for c in node.children):
+            found.add(id(node))
+    return found
 
 
 @dataclass(frozen=True)
@@ -51,14 +68,18 @@ class Repaired:
         return bool(self.fixes)
 
 
-def _build(node: _Node, words: Sequence[str], tags: Sequence[str] | None) -> Tree:
-    children = []
-    for child in node.children:
-        if isinstance(child, int):
-            children.append(Tree(tags[child] if tags is not None else LEAF, [words[child]]))
-        elif child.has_words():
-            children.append(_build(child, words, tags))
-    return Tree(node.label, children)
+def _build(root: _Node, words: Sequence[str], tags: Sequence[str] | None, keep: set[int]) -> Tree:
+    """The nltk tree of ``root``, without the constituents that span no word (not in ``keep``)."""
+    built: dict[int, Tree] = {}
+    for node in _post_order(root):
+        children = []
+        for child in node.children:
+            if isinstance(child, int):
+                children.append(Tree(tags[child] if tags is not None else LEAF, [words[child]]))
+            elif id(child) in keep:
+                children.append(built.pop(id(child)))
+        built[id(node)] = Tree(node.label, children)
+    return built[id(root)]
 
 
 def repair(target: str | Sequence[str], words: Sequence[str], tags: Sequence[str] | None = None) -> Repaired:
@@ -95,23 +116,17 @@ def repair(target: str | Sequence[str], words: Sequence[str], tags: Sequence[str
     if n < len(words):
         fixes.append(f"appended {len(words) - n} missing word(s)")
         # The last top-level item holding words ends the sentence; appending there keeps word order.
-        last = next((c for c in reversed(top.children) if isinstance(c, int) or c.has_words()), None)
+        spanning = _with_words(top)
+        last = next((c for c in reversed(top.children) if isinstance(c, int) or id(c) in spanning), None)
         home = last if isinstance(last, _Node) else top
         home.children.extend(range(n, len(words)))
-    empty = _count_empty(top)
+    spanning = _with_words(top)
+    empty = sum(id(node) not in spanning for node in _post_order(top))
     if empty:
         fixes.append(f"removed {empty} constituent(s) without words")
-    roots = [c for c in top.children if isinstance(c, int) or c.has_words()]
+    roots = [c for c in top.children if isinstance(c, int) or id(c) in spanning]
     if len(roots) == 1 and isinstance(roots[0], _Node):
-        return Repaired(_build(roots[0], words, tags), tuple(fixes))
+        return Repaired(_build(roots[0], words, tags, spanning), tuple(fixes))
     if tokens:
         fixes.append(f"wrapped {len(roots)} top-level item(s) in ({WRAPPER}")
-    return Repaired(_build(top, words, tags), tuple(fixes))
-
-
-def _count_empty(node: _Node) -> int:
-    count = 0
-    for child in node.children:
-        if isinstance(child, _Node):
-            count += (not child.has_words()) + _count_empty(child)
-    return count
+    return Repaired(_build(top, words, tags, spanning), tuple(fixes))

@@ -64,7 +64,7 @@ def _check_shape(tree: Tree, name: str, line: int) -> None:
             raise DataError(f"{name} line {line}: constituent ({sub.label()}) has no children")
         if kinds == {True, False} or (False in kinds and len(sub) != 1):
             raise DataError(f"{name} line {line}: constituent ({sub.label()} ...) mixes words and "
-                            f"constituents or holds several words: {_flat(sub)[:80]}")
+                            f"constituents or holds several words: {tree_to_line(sub)[:80]}")
 
 
 def parse_tree(text: str, name: str = "<string>", line: int = 1) -> Tree:
@@ -130,15 +130,26 @@ def preprocess(tree: Tree) -> Tree | None:
     return cleaned
 
 
-def _flat(tree: Tree | str) -> str:
-    if isinstance(tree, str):
-        return tree
-    return f"({tree.label()} {' '.join(_flat(child) for child in tree)})"
-
-
 def tree_to_line(tree: Tree) -> str:
-    """One-line bracketing as EVALB reads it: ``(S (NP (DT the) (NN cat)) (VP (VBZ sleeps)))``."""
-    return _flat(tree)
+    """One-line bracketing as EVALB reads it: ``(S (NP (DT the) (NN cat)) (VP (VBZ sleeps)))``.
+
+    Written without recursion: a decoder can nest a few hundred brackets (input length + 300
+    tokens), deeper than Python's recursion limit allows a recursive writer to go.
+    """
+    parts: list[str] = []
+    stack: list[Tree | str] = [tree]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, Tree):
+            parts.append(f"({item.label()} ")
+            stack.append(")")
+            for i in range(len(item) - 1, -1, -1):
+                stack.append(item[i])
+                if i:
+                    stack.append(" ")
+        else:
+            parts.append(item)
+    return "".join(parts)
 
 
 def words(tree: Tree) -> list[str]:

@@ -3,7 +3,7 @@
 1. the NLTK Penn Treebank sample prepared as sentence / linearised-tree pairs, split by file
    (:mod:`repro.parsing.prepare`: 3396 training trees from WSJ 00-01, 245 test trees);
 2. training of the ``parser-sample`` experiment (:mod:`repro.parsing.experiments`: the 4-layer
-   parser of Section 6.3 shrunk to d_model 256), for as many steps as fit the profile's budget;
+   parser of Section 6.3 shrunk to d_model 128), for as many steps as fit the profile's budget;
 3. beam search on the test split with Section 6.3's settings: beam 21, alpha 0.3, maximum output
    length input + 300 (the last checkpoint: the paper does not average for 6.3);
 4. EVALB (COLLINS.prm) on the repaired outputs (:mod:`repro.parsing.evaluate`);
@@ -36,12 +36,13 @@ RESULT_ID = "local.ptb-sample.f1"
 EXPERIMENT = "parser-sample"
 TEST_SPLIT = "test"
 
-#: The profile's training, chosen from a timing run on 2 idle cores: updates of ~4000 tokens took
-#: 1.16 s; after 250 of them (warm-up 600, so the rate was still rising) the training loss sat at 2.2,
-#: every beam-21 output on the test sentences was empty and the search took ~7 s a sentence. Hence
-#: smaller batches (twice the updates for the same tokens), a short warm-up and Eq. 3 halved as in
-#: the translation profile, and as many updates as the ~15-minute budget leaves after decoding.
-PROFILE_STEPS = 800
+#: The profile's training, from timing and learning runs on 2 idle cores (session notes in the README):
+#: at d_model 256 (1.1 s per update of ~4000 tokens, later 0.6 s per ~2000) 800 updates left the
+#: loss on a plateau and every beam output was ``(S``; d_model 128 trains ~2x faster per update and
+#: learned as much per update, so the profile uses it and spends the budget on more updates: 3200
+#: updates of ~2000 tokens (~0.27 s each, ~15 minutes, ~23 epochs), Eq. 3 halved as in the
+#: translation profile. Targets keep Section 6.3's form; BPE splits on whitespace (``bpe_split``).
+PROFILE_STEPS = 3200
 PROFILE_TRAIN = {"tokens_per_batch": 2000, "max_tokens_per_device": 2000, "warmup_steps": 300, "lr_scale": 0.5}
 
 
@@ -148,15 +149,23 @@ def reproduce_parsing_local(
     outputs, at_limit = decode_parses(model, vocab, sentences, **settings.to_dict())
     stages["decode_s"] = time.monotonic() - t
     atomic_write_text(out_dir / f"{TEST_SPLIT}.out", "".join(o + "\n" for o in outputs))
+    # Greedy search on the same checkpoint, reported beside the paper's beam: over a weak model a
+    # wide beam with a mild length penalty prefers short outputs, and the gap shows how much.
+    greedy_outputs, greedy_at_limit = decode_parses(model, vocab, sentences, beam_size=1, alpha=0.0,
+                                                    max_len_offset=settings.max_len_offset)
+    atomic_write_text(out_dir / f"{TEST_SPLIT}.greedy.out", "".join(o + "\n" for o in greedy_outputs))
 
     say("4/4 EVALB (COLLINS.prm)")
     t = time.monotonic()
     parse = score_outputs(outputs, gold_path, write_trees=out_dir / f"{TEST_SPLIT}.parsed.trees")
+    greedy = score_outputs(greedy_outputs, gold_path)
     stages["score_s"] = time.monotonic() - t
     total = time.monotonic() - t0
     ev = parse.evalb.all
     say(f"    F1 {parse.f1:.2f} (P {ev.precision:.2f}, R {ev.recall:.2f}); {parse.repaired} of {parse.sentences} "
-        f"outputs repaired, {at_limit} at the length limit; total {total / 60:.1f} min")
+        f"outputs repaired ({parse.leaf_count['too_few']} with too few XX, {parse.leaf_count['too_many']} with too "
+        f"many), {at_limit} at the length limit; greedy search: F1 {greedy.f1:.2f}, {greedy.repaired} "
+        f"repaired; total {total / 60:.1f} min")
 
     scale = scale_description(cfg, summary.steps, infos["train"].sentences, test_note)
     common = dict(
@@ -168,7 +177,12 @@ def reproduce_parsing_local(
     )
     scores = {"f1": round(parse.f1, 2), "precision": round(ev.precision, 2), "recall": round(ev.recall, 2),
               "repaired": parse.repaired, "at_length_limit": at_limit, "complete_match": round(ev.complete_match, 2),
-              "decode": settings.to_dict()}
+              "leaf_count": parse.leaf_count,
+              "decode": settings.to_dict(),
+              "greedy": {"f1": round(greedy.f1, 2), "precision": round(greedy.evalb.all.precision, 2),
+                         "recall": round(greedy.evalb.all.recall, 2), "repaired": greedy.repaired,
+                         "leaf_count": greedy.leaf_count,
+                         "at_length_limit": greedy_at_limit}}
     _replace_records(results_dir, (RESULT_ID,))
     ResultStore(results_dir).write(Result(
         RESULT_ID, round(parse.f1, 2),
@@ -177,9 +191,11 @@ def reproduce_parsing_local(
         unit="F1 (EVALB, COLLINS.prm)",
         detail=(f"precision {ev.precision:.2f}, recall {ev.recall:.2f} over {parse.sentences} sentences; "
                 f"{parse.repaired} of {parse.sentences} outputs were not a well-formed tree over the source words "
-                f"and were repaired before scoring ({at_limit} ran to the length limit); beam {settings.beam_size}, "
+                f"and were repaired before scoring ({parse.leaf_count['too_few']} had fewer XX than words, "
+                f"{parse.leaf_count['too_many']} more; {at_limit} ran to the length limit); beam {settings.beam_size}, "
                 f"alpha {settings.alpha}, max length input + {settings.max_len_offset}; last checkpoint, "
-                f"no averaging; decoding took {stages['decode_s']:.0f} s"),
+                f"no averaging; decoding took {stages['decode_s']:.0f} s. Greedy search on the same checkpoint: "
+                f"F1 {greedy.f1:.2f} ({greedy.repaired} repaired)"),
         extra=scores,
     ))
     report = {"profile": "local-parsing", "result_written": RESULT_ID, "experiment": EXPERIMENT, **scores,

@@ -52,7 +52,7 @@ def test_local_experiment_and_unknown_name(tmp_path):
     exp = EXPERIMENTS["parser-sample"]
     assert exp.scale == "local" and exp.claim_id is None
     cfg = exp.train_config(_prepared(tmp_path, TREES), tmp_path / "run", max_steps=5)
-    assert cfg.max_steps == 5 and cfg.device == "cpu"
+    assert cfg.max_steps == 5 and cfg.device == "cpu" and cfg.bpe_split == "words"  # tree symbols stay whole
     with pytest.raises(ConfigError, match="unknown parsing experiment"):
         get_experiment("parser-xyz")
 
@@ -61,9 +61,13 @@ def test_scoring_decoded_output(tmp_path):
     gold = _prepared(tmp_path, TREES) / "test.trees"
     perfect = score_outputs([linearize(t) for t in TREES], gold)
     assert perfect.f1 == 100.0 and perfect.repaired == 0
+    assert perfect.leaf_count == {"exact": 2, "too_few": 0, "too_many": 0}
     broken = score_outputs(["(S (NP XX XX", ""], gold, write_trees=tmp_path / "out.trees")
     assert broken.repaired == 2 and broken.evalb.all.error_sentences == 0
     assert broken.evalb.all.valid_sentences == 2
+    assert broken.leaf_count == {"exact": 0, "too_few": 2, "too_many": 0}  # 2 of 4 words, then none of 4
+    assert score_outputs(["(S XX XX XX XX XX )S", "(S XX XX XX XX )S"], gold).leaf_count == {
+        "exact": 1, "too_few": 0, "too_many": 1}
     written = read_tree_lines(tmp_path / "out.trees")
     assert [t.leaves() for t in written] == [t.leaves() for t in TREES]
     assert tree_to_line(written[1]) == "(TOP (PRP it) (VBZ rains) (RB hard) (, ,))"

@@ -46,3 +46,23 @@ def test_several_roots_and_empty_output_go_under_top():
 
 def test_without_tags_preterminals_are_xx():
     assert tree_to_line(repair("(S XX XX )S", ["a", "b"]).tree) == "(S (XX a) (XX b))"
+
+
+def test_output_nested_deeper_than_the_recursion_limit_is_repaired_and_scored(tmp_path):
+    """A weak model can emit hundreds of openers in a row (the limit is input length + 300); the
+    repair and the one-line writer must not recurse (found by the local profile's greedy search)."""
+    import sys
+
+    from repro.parsing.evaluate import score_outputs
+
+    depth = sys.getrecursionlimit() + 100
+    fixed = repair("(NP " * depth + "XX XX", WORDS, TAGS)
+    written = tree_to_line(fixed.tree)
+    assert written.startswith("(NP " * depth + "(DT the) (NN cat)") and written.count("(NP") == depth
+    assert written.endswith(")" * (depth - 1) + " (VBZ sleeps) (. .))")  # missing words join the outermost
+    assert any("missing" in f for f in fixed.fixes)
+    assert any("closed" in f for f in fixed.fixes)
+    gold = tmp_path / "gold.trees"
+    gold.write_text("(S (NP (DT the) (NN cat)) (VP (VBZ sleeps)) (. .))\n")
+    score = score_outputs(["(S " + "(NP " * depth + "XX XX XX XX"], gold)
+    assert score.repaired == 1 and score.evalb.all.valid_sentences == 1

@@ -32,6 +32,11 @@ def test_local_parsing_profile_writes_result_with_provenance(tmp_path, data_dir)
     assert "first 3 of 245" in prov.scale and "first 3 of 245" in prov.dataset
     assert prov.extra["steps"] == 4 and prov.extra["run_dir"] == str(tmp_path / "run")
     assert result.extra["decode"]["beam_size"] == 21 and 0 <= result.extra["repaired"] <= 3
+    greedy = result.extra["greedy"]  # greedy search on the same checkpoint, beside the paper's beam
+    assert 0.0 <= greedy["f1"] <= 100.0 and 0 <= greedy["repaired"] <= 3 and "Greedy search" in result.detail
+    for counts in (result.extra["leaf_count"], greedy["leaf_count"]):
+        assert set(counts) == {"exact", "too_few", "too_many"} and sum(counts.values()) == 3
+    assert len((tmp_path / "run" / "test.greedy.out").read_text().splitlines()) == 3
     summary = json.loads((reports / "local_parsing_run.json").read_text())
     assert summary["f1"] == result.measured and summary["test_sentences"] == 3
     assert set(summary["stages_s"]) == {"prepare_s", "train_s", "decode_s", "score_s"}
