@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from repro.data.vocab import SPLITS
 from repro.errors import ConfigError
 from repro.model import TransformerConfig, get_preset
 
@@ -61,8 +62,9 @@ class TrainConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ConfigError(f"training config field '{name}' must be a positive integer, got {value!r}")
-        if self.bpe_split not in ("bytes", "words"):
-            raise ConfigError(f"training config field 'bpe_split' must be 'bytes' or 'words', got {self.bpe_split!r}")
+        if self.bpe_split not in SPLITS:
+            raise ConfigError(f"training config field 'bpe_split' must be one of {', '.join(SPLITS)}, "
+                              f"got {self.bpe_split!r}")
         if not 0.0 <= self.label_smoothing < 1.0:
             raise ConfigError(f"training config field 'label_smoothing' must lie in [0, 1), got {self.label_smoothing!r}")
         if self.checkpoint_every_steps < 0 or self.checkpoint_every_minutes < 0:
