@@ -47,3 +47,26 @@ def write_tiny_multi30k(data_dir: Path, out: Path, sizes: dict[str, int]) -> Pat
             lines = (data_dir / "multi30k" / f"{sources[split]}.{lang}").read_text(encoding="utf-8").splitlines()[:n]
             (out / f"{split}.{lang}").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return out
+
+
+#: Two gold trees, for tests of the parsing data and scoring.
+TWO_TREES = ("(S (NP (DT the) (NN cat)) (VP (VBZ sleeps)) (. .))",
+             "(S (NP (PRP it)) (VP (VBZ rains) (ADVP (RB hard))) (, ,))")
+
+
+@pytest.fixture
+def tiny_parsing_data(tmp_path: Path) -> Path:
+    """A folder laid out as repro.parsing.prepare writes it, every split holding :data:`TWO_TREES`."""
+    from nltk import Tree
+
+    from repro.parsing.linearize import linearize
+    from repro.parsing.trees import write_tree_lines
+
+    trees = [Tree.fromstring(s) for s in TWO_TREES]
+    out = tmp_path / "parsing-data"
+    out.mkdir()
+    for split in ("train", "dev", "test"):
+        (out / f"{split}.src").write_text("".join(" ".join(t.leaves()) + "\n" for t in trees))
+        (out / f"{split}.tgt").write_text("".join(linearize(t) + "\n" for t in trees))
+        (out / f"{split}.trees").write_text(write_tree_lines(trees))
+    return out

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from repro.checks.registry import NotApplicable
+from repro.claims.outcome import NotApplicable
 
 
 @dataclass

@@ -15,18 +15,15 @@ from typing import Any
 
 from repro.audit.adapter import Adapter
 from repro.audit.contract import CheckedAdapter
-from repro.checks.registry import audits_implementation
-from repro.claims import Claim, load_claims
-from repro.claims.runner import CheckRecord, run_claim
+from repro.checks import CHECKERS, select_claims
+from repro.claims import Claim, Outcome
+from repro.claims.runner import CheckRecord, count, run_claim
 from repro.claims.table import format_value
 
-#: Statuses that count against the implementation (exit code 1, a failed test).
-BROKEN = ("fail", "error")
 
-
-def auditable_claims(claims_dir: Path | str | None = None) -> list[Claim]:
+def auditable_claims(claims_dir: Path | str | None = None, only: Sequence[str] = ()) -> list[Claim]:
     """The local claims whose checker measures the implementation under audit."""
-    return [c for c in load_claims(claims_dir) if c.scale == "local" and audits_implementation(c.checker)]
+    return select_claims("local", only, claims_dir, auditing=True)
 
 
 def tolerance_text(claim: Claim) -> str:
@@ -44,13 +41,13 @@ def tolerance_text(claim: Claim) -> str:
 def why(record: CheckRecord) -> str:
     """One sentence on the record's status, for the table and the test report."""
     claim = record.claim
-    if record.status in ("pass", "fail", "paper inconsistent"):
+    if record.status.measured:
         unit = record.unit or claim.unit
         text = f"{unit}: " if unit else ""
         text += f"measured {format_value(record.measured, 60)} vs paper {format_value(claim.expected, 60)}{tolerance_text(claim)}"
         if record.detail:
             text += f"; {record.detail}"
-        if record.status == "paper inconsistent":
+        if record.status == Outcome.INCONSISTENT:
             text += f". The paper disagrees with itself here: {claim.inconsistency}"
         return text
     return record.detail or record.status
@@ -68,7 +65,7 @@ class AuditRecord:
         return self.check.claim
 
     @property
-    def status(self) -> str:
+    def status(self) -> Outcome:
         return self.check.status
 
     @property
@@ -81,7 +78,7 @@ class AuditRecord:
 
 def audit_claim(claim: Claim, adapter: Adapter, seed: int = 0) -> AuditRecord:
     """One claim against ``adapter``, its return values checked against the protocol."""
-    return AuditRecord(run_claim(claim, CheckedAdapter(adapter), {}, seed), adapter.name)  # type: ignore[arg-type]
+    return AuditRecord(run_claim(claim, CHECKERS[claim.checker], CheckedAdapter(adapter), {}, seed), adapter.name)
 
 
 def run_audit(
@@ -103,15 +100,13 @@ def run_audit(
 
 def broken(records: Sequence[AuditRecord]) -> list[AuditRecord]:
     """The applicable claims the implementation fails or on which it errs."""
-    return [r for r in records if r.status in BROKEN]
+    return [r for r in records if r.status.broken]
 
 
 def summary(records: Sequence[AuditRecord]) -> str:
-    counts: dict[str, int] = {}
-    for r in records:
-        counts[r.status] = counts.get(r.status, 0) + 1
-    order = ("pass", "fail", "error", "paper inconsistent", "not applicable", "not run")
-    return ", ".join(f"{counts[s]} {s}" for s in order if s in counts)
+    counts = count(r.check for r in records)
+    order = (Outcome.PASS, Outcome.FAIL, Outcome.ERROR, Outcome.INCONSISTENT, Outcome.NOT_APPLICABLE, Outcome.NOT_RUN)
+    return ", ".join(f"{counts[s.value]} {s.value}" for s in order if s.value in counts)
 
 
 def render_audit(records: Sequence[AuditRecord], why_width: int = 72) -> str:
@@ -119,7 +114,7 @@ def render_audit(records: Sequence[AuditRecord], why_width: int = 72) -> str:
     import textwrap
 
     header = ("claim", "source", "status", "why")
-    rows = [(r.claim.id, r.claim.source, r.status, r.why) for r in records]
+    rows = [(r.claim.id, r.claim.source, r.status.value, r.why) for r in records]
     widths = [min(max(len(row[i]) for row in [header, *rows]), limit) for i, limit in enumerate((34, 24, 18))]
     indent = sum(widths) + 2 * len(widths)
 

@@ -9,6 +9,9 @@ test; one that fails, or whose adapter method raised or returned a wrongly shape
 failed test that shows measured against expected, or the method at fault; a claim whose part
 the adapter lacks is skipped with the reason; a figure on which the paper contradicts itself
 is an expected failure (xfail).
+
+repro is imported only when ``--repro-target`` is given: the plugin is loaded by every pytest
+run in an environment where repro is installed, and must cost nothing there.
 """
 
 from __future__ import annotations
@@ -87,15 +90,16 @@ class ClaimItem(pytest.Item):
 
     def runtest(self) -> None:
         from repro.audit.audit import audit_claim
+        from repro.claims import Outcome
 
         record = audit_claim(self.claim, self.config.stash[ADAPTER_KEY], self.config.getoption("repro_seed"))
-        self.user_properties.extend([("repro_status", record.status), ("repro_why", record.why)])
-        if record.status == "pass":
+        self.user_properties.extend([("repro_status", record.status.value), ("repro_why", record.why)])
+        if record.status == Outcome.PASS:
             return
-        if record.status in ("not applicable", "not run"):
+        if record.status in (Outcome.NOT_APPLICABLE, Outcome.NOT_RUN):
             # Reported at the claim's line in its claims file, as a skip marker would be.
             raise pytest.skip.Exception(f"{self.claim.id}: {record.status}: {record.why}", _use_item_location=True)
-        if record.status == "paper inconsistent":
+        if record.status == Outcome.INCONSISTENT:
             pytest.xfail(f"{self.claim.id}: {record.why}")
         raise ClaimBroken(record)
 
@@ -103,13 +107,14 @@ class ClaimItem(pytest.Item):
         if not isinstance(excinfo.value, ClaimBroken):
             return str(super().repr_failure(excinfo, style))
         from repro.audit.audit import tolerance_text
+        from repro.claims import Outcome
         from repro.claims.table import format_value
 
         record = excinfo.value.record
         c = record.claim
-        verdict = "FAILED" if record.status == "fail" else "ERROR"
+        verdict = "FAILED" if record.status == Outcome.FAIL else "ERROR"
         lines = [f"claim {c.id} ({c.source}) {verdict} against {record.target}", f"  statement: {c.statement}"]
-        if record.status == "fail":
+        if record.status == Outcome.FAIL:
             unit = f" [{record.check.unit or c.unit}]" if (record.check.unit or c.unit) else ""
             lines += [
                 f"  expected:  {format_value(c.expected, 80)}{tolerance_text(c)}{unit}",

@@ -13,6 +13,10 @@ from repro.model.attention import MultiHeadAttention, scaled_dot_product_attenti
 from repro.model.feedforward import PositionwiseFeedForward
 from repro.model.layers import EncoderLayer
 from repro.model.positional import sinusoidal_encoding
+from repro.recipes import get_recipe
+from repro.train.loss import label_smoothed_nll
+from repro.train.optimizer import build_optimizer
+from repro.train.schedule import learning_rate
 
 
 class ReproAdapter(Adapter):
@@ -69,50 +73,35 @@ class ReproAdapter(Adapter):
         )
 
     def optimizer(self, params: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
-        from repro.train.optimizer import build_optimizer
-
         return build_optimizer(torch.nn.ParameterList(params))
 
     def learning_rate(self, step: int, d_model: int, warmup_steps: int) -> float:
-        from repro.train.schedule import learning_rate
-
         return learning_rate(step, d_model=d_model, warmup_steps=warmup_steps)
 
     def loss(self, logits: Tensor, target: Tensor, pad_id: int, smoothing: float) -> Tensor:
-        from repro.train.loss import label_smoothed_nll
-
         return label_smoothed_nll(logits, target, epsilon=smoothing, pad_id=pad_id)[0]
 
     def hyperparameters(self) -> dict[str, Any]:
-        """The settings the code actually runs with, each with where it is read from."""
-        import inspect
-
-        from repro.decode.beam import beam_search
-        from repro.model import get_preset
-        from repro.parsing.experiments import DecodeSettings
-        from repro.train.config import TrainConfig, get_profile
-
-        base, big = TrainConfig(), get_profile("paper-big")
-        beam = {k: v.default for k, v in inspect.signature(beam_search).parameters.items()}
-        parser = DecodeSettings()
+        """The settings of the paper's recipes (:mod:`repro.recipes`), each with the recipe it is read from."""
+        base, big, big_enfr, parser = (get_recipe(n) for n in ("base", "big", "big-enfr", "parser-wsj"))
         return {
-            "label_smoothing": (base.label_smoothing, "TrainConfig.label_smoothing"),
-            "warmup_steps": (base.warmup_steps, "TrainConfig.warmup_steps"),
-            "tokens_per_batch": (base.tokens_per_batch, "TrainConfig.tokens_per_batch"),
-            "train_steps_base": (base.max_steps, "TrainConfig.max_steps"),
-            "train_steps_big": (big.max_steps, "profile paper-big"),
-            "average_last_base": (base.average_last, "TrainConfig.average_last"),
-            "average_last_big": (big.average_last, "profile paper-big"),
-            "checkpoint_every_minutes": (base.checkpoint_every_minutes, "TrainConfig.checkpoint_every_minutes"),
-            "dropout_base": (get_preset("base").model.dropout, "preset base"),
-            "dropout_big_ende": (get_preset("big").model.dropout, "preset big"),
-            "dropout_big_enfr": (get_preset("big-enfr").model.dropout, "preset big-enfr"),
-            "beam_size": (beam["beam_size"], "repro.decode.beam.beam_search"),
-            "length_penalty": (beam["alpha"], "repro.decode.beam.beam_search"),
-            "max_len_offset": (beam["max_len_offset"], "repro.decode.beam.beam_search"),
-            "parser_beam_size": (parser.beam_size, "repro.parsing.experiments.DecodeSettings"),
-            "parser_length_penalty": (parser.alpha, "repro.parsing.experiments.DecodeSettings"),
-            "parser_max_len_offset": (parser.max_len_offset, "repro.parsing.experiments.DecodeSettings"),
+            "label_smoothing": (base.train.label_smoothing, "recipe base"),
+            "warmup_steps": (base.train.warmup_steps, "recipe base"),
+            "tokens_per_batch": (base.train.tokens_per_batch, "recipe base"),
+            "train_steps_base": (base.train.max_steps, "recipe base"),
+            "train_steps_big": (big.train.max_steps, "recipe big"),
+            "average_last_base": (base.train.average_last, "recipe base"),
+            "average_last_big": (big.train.average_last, "recipe big"),
+            "checkpoint_every_minutes": (base.train.checkpoint_every_minutes, "recipe base"),
+            "dropout_base": (base.model.dropout, "recipe base"),
+            "dropout_big_ende": (big.model.dropout, "recipe big"),
+            "dropout_big_enfr": (big_enfr.model.dropout, "recipe big-enfr"),
+            "beam_size": (base.decode.beam_size, "recipe base"),
+            "length_penalty": (base.decode.alpha, "recipe base"),
+            "max_len_offset": (base.decode.max_len_offset, "recipe base"),
+            "parser_beam_size": (parser.decode.beam_size, "recipe parser-wsj"),
+            "parser_length_penalty": (parser.decode.alpha, "recipe parser-wsj"),
+            "parser_max_len_offset": (parser.decode.max_len_offset, "recipe parser-wsj"),
         }
 
 

@@ -1,6 +1,52 @@
-"""Checkers, one module per part of the paper. Importing this package registers them all."""
+"""Checkers, one module per part of the paper. Importing this package registers them all.
+
+:func:`select_claims` loads the claims (refusing one that names no registered checker) and
+:func:`run_checks` runs them against an implementation with these checkers.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from repro.checks import attention, layers, metrics, positional, table1, table2, table3, training  # noqa: F401
-from repro.checks.registry import CHECKERS, CheckContext, Measurement, NotApplicable, NotRun, checker
+from repro.checks.registry import AUDITING, CHECKERS, audits_implementation, checker
+from repro.claims import Claim, load_claims
+from repro.claims.runner import CheckRecord, run_claims
+from repro.errors import ClaimFileError
 
-__all__ = ["CHECKERS", "CheckContext", "Measurement", "NotApplicable", "NotRun", "checker"]
+if TYPE_CHECKING:
+    from repro.results.store import Result
+
+
+def select_claims(scale: str | None = None, only: Sequence[str] = (), claims_dir: str | os.PathLike[str] | None = None,
+                  *, auditing: bool = False) -> list[Claim]:
+    """The claims under ``claims_dir`` (default: the shipped ones) at ``scale`` (``None``: all),
+    whose id starts with one of ``only`` (if given); ``auditing``: only those whose checker
+    measures the implementation under audit. Selecting nothing with ``only`` is an error."""
+    claims = load_claims(claims_dir, checkers=CHECKERS)
+    if scale is not None:
+        claims = [c for c in claims if c.scale == scale]
+    if auditing:
+        claims = [c for c in claims if audits_implementation(c.checker)]
+    if only:
+        claims = [c for c in claims if any(c.id.startswith(p) for p in only)]
+        if not claims:
+            kind = "auditable" if auditing else (scale or "")
+            raise ClaimFileError(f"no {kind + ' ' if kind else ''}claim id starts with {', '.join(only)}")
+    return claims
+
+
+def run_checks(
+    claims: Iterable[Claim],
+    target: Any,
+    results: Mapping[str, "Result"] | None = None,
+    seed: int = 0,
+    on_record: Callable[[CheckRecord], None] | None = None,
+) -> list[CheckRecord]:
+    """Each claim's registered checker against ``target`` (an adapter, e.g. ``ReproAdapter()``)."""
+    return run_claims(claims, CHECKERS, target, results, seed, on_record)
+
+
+__all__ = ["AUDITING", "CHECKERS", "audits_implementation", "checker", "run_checks", "select_claims"]

@@ -7,7 +7,8 @@ import math
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from repro.checks.registry import CheckContext, Measurement, checker
+from repro.claims.outcome import CheckContext, Measurement
+from repro.checks.registry import checker
 from repro.claims.claim import Claim
 
 

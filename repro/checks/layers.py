@@ -6,7 +6,8 @@ import math
 
 import torch
 
-from repro.checks.registry import CheckContext, Measurement, NotApplicable, checker
+from repro.claims.outcome import CheckContext, Measurement, NotApplicable
+from repro.checks.registry import checker
 from repro.claims.claim import Claim
 
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from repro.checks.registry import CheckContext, Measurement, NotRun, checker
+from repro.claims.outcome import CheckContext, Measurement, NotRun, Outcome
+from repro.checks.registry import checker
 from repro.claims.claim import Claim
 
 
@@ -16,7 +17,7 @@ def result(claim: Claim, ctx: CheckContext) -> Measurement:
     prov = stored.provenance
     return Measurement(
         stored.measured,
-        passed=None if stored.status is None else stored.status == "pass",
+        passed=None if stored.status is None else stored.status == Outcome.PASS,
         unit=stored.unit,
         detail=f"{stored.detail} [{prov.scale}; {prov.dataset}; {prov.hardware}; commit {prov.commit[:12]}]".strip(),
     )

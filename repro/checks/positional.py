@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from repro.checks.registry import CheckContext, Measurement, checker
+from repro.claims.outcome import CheckContext, Measurement
+from repro.checks.registry import checker
 from repro.claims.claim import Claim
 
 

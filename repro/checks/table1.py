@@ -16,7 +16,8 @@ from collections.abc import Callable, Iterator
 import torch
 from torch import nn
 
-from repro.checks.registry import CheckContext, Measurement, checker
+from repro.claims.outcome import CheckContext, Measurement
+from repro.checks.registry import checker
 from repro.claims.claim import Claim
 from repro.complexity.flops import fit_exponents, measure_complexity
 from repro.complexity.layers import (

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from repro.checks.registry import CheckContext, Measurement, checker
+from repro.claims.outcome import CheckContext, Measurement
+from repro.checks.registry import checker
 from repro.claims.claim import Claim
 
 #: Footnote 5: sustained single-precision TFLOPS assumed per GPU.

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from repro.checks.registry import CheckContext, Measurement, NotApplicable, checker
+from repro.claims.outcome import CheckContext, Measurement, NotApplicable
+from repro.checks.registry import checker
 from repro.claims.claim import Claim
 from repro.model import Transformer, count_parameters, get_preset
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import tomllib
+from collections.abc import Collection
 from pathlib import Path
 
 import jsonschema
@@ -11,12 +12,16 @@ import jsonschema
 from repro.claims.claim import Claim
 from repro.claims.schema import CLAIM_SCHEMA, FILE_SCHEMA
 from repro.errors import ClaimFileError
+from repro.shipped import shipped_dir
+
+ENV_CLAIMS_DIR = "REPRO_CLAIMS_DIR"
 
 
 def default_claims_dir() -> Path:
-    """``$REPRO_CLAIMS_DIR``, else the ``claims/`` folder of the checkout."""
-    env = os.environ.get("REPRO_CLAIMS_DIR")
-    return Path(env) if env else Path(__file__).resolve().parents[2] / "claims"
+    """``$REPRO_CLAIMS_DIR``, else the ``claims/`` folder of the checkout, else the claims the
+    installed package carries."""
+    env = os.environ.get(ENV_CLAIMS_DIR)
+    return Path(env) if env else shipped_dir("claims", "claims_data")
 
 
 def _describe(error: jsonschema.ValidationError) -> str:
@@ -32,7 +37,8 @@ def _describe(error: jsonschema.ValidationError) -> str:
     return f"field '{where or '<claim>'}': {error.message}"
 
 
-def load_file(path: Path) -> list[Claim]:
+def load_file(path: Path, checkers: Collection[str] | None = None) -> list[Claim]:
+    """The claims of one file; with ``checkers``, a claim naming another checker is refused."""
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as err:
@@ -49,20 +55,27 @@ def load_file(path: Path) -> list[Claim]:
         errors = sorted(validator.iter_errors(raw), key=lambda e: list(e.absolute_path))
         if errors:
             raise ClaimFileError(f"{path}: claim '{name}': {_describe(errors[0])}")
+        if checkers is not None and raw["checker"] not in checkers:
+            raise ClaimFileError(f"{path}: claim '{name}': field 'checker': no checker named '{raw['checker']}' "
+                                 f"(known: {', '.join(sorted(checkers))})")
         claims.append(Claim(file=str(path), **raw))
     return claims
 
 
-def load_claims(directory: Path | None = None) -> list[Claim]:
-    """Every claim under ``directory`` (default: :func:`default_claims_dir`), ids unique."""
+def load_claims(directory: str | os.PathLike[str] | None = None,
+                checkers: Collection[str] | None = None) -> list[Claim]:
+    """Every claim under ``directory`` (default: :func:`default_claims_dir`), ids unique; with
+    ``checkers`` (the names of the registered checkers), a claim naming an unknown one is refused."""
     directory = Path(directory) if directory else default_claims_dir()
+    if not directory.is_dir():
+        raise ClaimFileError(f"{directory}: claims directory does not exist")
     files = sorted(directory.glob("*.toml"))
     if not files:
         raise ClaimFileError(f"{directory}: no claims files (*.toml) found")
     claims: list[Claim] = []
     seen: dict[str, str] = {}
     for path in files:
-        for claim in load_file(path):
+        for claim in load_file(path, checkers):
             if claim.id in seen:
                 raise ClaimFileError(f"{path}: claim '{claim.id}': duplicate id (first defined in {seen[claim.id]})")
             seen[claim.id] = str(path)

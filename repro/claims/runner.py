@@ -1,32 +1,39 @@
 """Running claims: one checker per claim, against one implementation (an adapter).
 
-A claim's status is ``pass`` or ``fail`` when its checker measured something (``paper
+A claim's outcome is ``pass`` or ``fail`` when its checker measured something (``paper
 inconsistent`` instead of ``fail`` when the claim records that the paper contradicts itself
-there, so no implementation can match every figure), ``not run``
-when it needs a run that has not happened, ``not applicable`` when the implementation under
-audit lacks the part it needs, and ``error`` when the checker or the adapter broke (the
-record names the adapter method that raised). One claim's error never stops the others.
+there, so no implementation can match every figure), ``not run`` when it needs a run that has
+not happened, ``not applicable`` when the implementation under audit lacks the part it needs,
+and ``error`` when the checker or the adapter broke (the record names the adapter method that
+raised). One claim's error never stops the others.
+
+The engine is generic: it is handed the checkers (``repro.checks`` binds its registry) and the
+implementation (an adapter, :mod:`repro.audit.adapter`).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from repro.audit.adapter import Adapter
-from repro.checks.registry import CheckContext, Measurement, NotApplicable, NotRun, get_checker
 from repro.claims.claim import Claim
-from repro.results.store import Result
+from repro.claims.outcome import CheckContext, Measurement, NotApplicable, NotRun, Outcome
 
-STATUSES = ("pass", "fail", "paper inconsistent", "not run", "not applicable", "error")
+if TYPE_CHECKING:
+    from repro.results.store import Result
+
+#: Every outcome, in the order summaries print them.
+STATUSES = tuple(o.value for o in Outcome)
+
+CheckerFn = Callable[[Claim, CheckContext], Measurement]
 
 
 @dataclass
 class CheckRecord:
     claim: Claim
-    status: str
+    status: Outcome
     measured: Any = None
     detail: str = ""
     unit: str | None = None
@@ -41,7 +48,7 @@ class CheckRecord:
             "kind": c.kind,
             "scale": c.scale,
             "statement": c.statement,
-            "status": self.status,
+            "status": self.status.value,
             "expected": c.expected,
             "tolerance": c.tolerance or None,
             "rounding": c.rounding,
@@ -55,7 +62,7 @@ class CheckRecord:
 class _TracingAdapter:
     """Wraps an adapter to remember which method was called last, for error messages."""
 
-    def __init__(self, target: Adapter) -> None:
+    def __init__(self, target: Any) -> None:
         self._target = target
         self.last_method: str | None = None
 
@@ -75,46 +82,54 @@ class _TracingAdapter:
         return traced
 
 
-def run_claim(claim: Claim, target: Adapter, results: dict[str, Result], seed: int = 0) -> CheckRecord:
+def run_claim(claim: Claim, check: CheckerFn, target: Any, results: Mapping[str, "Result"] | None = None,
+              seed: int = 0) -> CheckRecord:
+    """Run ``check`` (the claim's checker) for ``claim`` against ``target``."""
     traced = _TracingAdapter(target)
-    ctx = CheckContext(target=traced, seed=seed, results=results)  # type: ignore[arg-type]
+    ctx = CheckContext(target=traced, seed=seed, results=dict(results or {}))
     start = time.perf_counter()
     try:
-        measurement: Measurement = get_checker(claim.checker)(claim, ctx)
+        measurement = check(claim, ctx)
     except NotApplicable as why:
-        return CheckRecord(claim, "not applicable", detail=str(why), seconds=time.perf_counter() - start)
+        return CheckRecord(claim, Outcome.NOT_APPLICABLE, detail=str(why), seconds=time.perf_counter() - start)
     except NotRun as why:
-        return CheckRecord(claim, "not run", detail=str(why), seconds=time.perf_counter() - start)
+        return CheckRecord(claim, Outcome.NOT_RUN, detail=str(why), seconds=time.perf_counter() - start)
     except Exception as err:  # noqa: BLE001 - a broken adapter must not stop the audit
-        where = f"adapter method '{traced.last_method}' of {target.name}" if traced.last_method else f"checker '{claim.checker}'"
+        where = (f"adapter method '{traced.last_method}' of {target.name}" if traced.last_method
+                 else f"checker '{claim.checker}'")
         return CheckRecord(
-            claim, "error", detail=f"claim {claim.id}: {where} raised {type(err).__name__}: {err}",
+            claim, Outcome.ERROR, detail=f"claim {claim.id}: {where} raised {type(err).__name__}: {err}",
             seconds=time.perf_counter() - start,
         )
     passed = measurement.passed if measurement.passed is not None else claim.within(measurement.value)
-    status = "pass" if passed else ("paper inconsistent" if claim.inconsistency else "fail")
+    status = Outcome.PASS if passed else (Outcome.INCONSISTENT if claim.inconsistency else Outcome.FAIL)
     return CheckRecord(
         claim, status, measurement.value, measurement.detail,
         measurement.unit, time.perf_counter() - start, measurement.extra,
     )
 
 
-def run_checks(
+def run_claims(
     claims: Iterable[Claim],
-    target: Adapter | None = None,
-    results: dict[str, Result] | None = None,
+    checkers: Mapping[str, CheckerFn],
+    target: Any,
+    results: Mapping[str, "Result"] | None = None,
     seed: int = 0,
     on_record: Callable[[CheckRecord], None] | None = None,
 ) -> list[CheckRecord]:
-    """Run each claim's checker against ``target`` (default: repro's own implementation)."""
-    if target is None:
-        from repro.audit.repro_adapter import ReproAdapter
-
-        target = ReproAdapter()
+    """Each claim's checker (looked up in ``checkers`` by the claim's ``checker`` name) against ``target``."""
     records = []
     for claim in claims:
-        record = run_claim(claim, target, results or {}, seed)
+        record = run_claim(claim, checkers[claim.checker], target, results, seed)
         records.append(record)
         if on_record is not None:
             on_record(record)
     return records
+
+
+def count(records: Iterable[CheckRecord]) -> dict[str, int]:
+    """How many records have each outcome (keyed by the outcome's text)."""
+    counts: dict[str, int] = {}
+    for r in records:
+        counts[r.status.value] = counts.get(r.status.value, 0) + 1
+    return counts

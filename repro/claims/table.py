@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from repro.claims.runner import CheckRecord
+from repro.claims.runner import CheckRecord, count
 
 
 def format_value(value: Any, width: int = 28) -> str:
@@ -26,7 +26,7 @@ def render(records: Sequence[CheckRecord]) -> str:
     """A fixed-width table: id, source, paper, measured, status."""
     header = ("id", "source", "paper", "measured", "status")
     rows = [
-        (r.claim.id, r.claim.source, format_value(r.claim.expected), format_value(r.measured), r.status)
+        (r.claim.id, r.claim.source, format_value(r.claim.expected), format_value(r.measured), r.status.value)
         for r in records
     ]
     widths = [min(max(len(str(row[i])) for row in [header, *rows]), 40) for i in range(len(header))]
@@ -34,8 +34,5 @@ def render(records: Sequence[CheckRecord]) -> str:
     def line(row: Sequence[str]) -> str:
         return "  ".join(str(cell)[: widths[i]].ljust(widths[i]) for i, cell in enumerate(row)).rstrip()
 
-    counts: dict[str, int] = {}
-    for r in records:
-        counts[r.status] = counts.get(r.status, 0) + 1
-    summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+    summary = ", ".join(f"{n} {status}" for status, n in sorted(count(records).items()))
     return "\n".join([line(header), line(["-" * w for w in widths]), *map(line, rows), "", summary])

@@ -2,13 +2,14 @@
 
 Which measurement a claim needs follows from its id:
 
-- ``table2.bleu.*``: average of the last k checkpoints (Section 6.1: 5 base, 20 big), beam 4,
-  alpha 0.6, input + 50, on the test split (newstest2014), scored with the paper's protocol
-  (tokenized BLEU with compound splitting); sacreBLEU is kept beside it;
-- ``table3.bleu.<row>`` / ``table3.ppl.<row>``: the newest checkpoint ("no checkpoint
-  averaging"), on the dev split (newstest2013): BLEU as above, perplexity per wordpiece;
-- ``table4.f1.*``: beam 21, alpha 0.3, input + 300 (Section 6.3), repaired trees scored by EVALB
-  (COLLINS.prm) on the test split (WSJ section 23);
+- ``table2.bleu.*``: average of the job recipe's last k checkpoints (Section 6.1: 5 base, 20
+  big), searched with the recipe's decoding settings (beam 4, alpha 0.6, input + 50), on the
+  test split (newstest2014), scored with the paper's protocol (tokenized BLEU with compound
+  splitting); sacreBLEU is kept beside it;
+- ``table3.bleu.<row>`` / ``table3.ppl.<row>``: the recipe's checkpoint (``average_last`` 1: "no
+  checkpoint averaging"), on the dev split (newstest2013): BLEU as above, perplexity per wordpiece;
+- ``table4.f1.*``: the parser recipe's search (Section 6.3: beam 21, alpha 0.3, input + 300),
+  repaired trees scored by EVALB (COLLINS.prm) on the test split (WSJ section 23);
 - ``sec5.step-time.*``: wall seconds per training step of this job, with the device count and
   a measured peak so the reporter can normalise it to 8 P100.
 
@@ -26,12 +27,19 @@ from typing import Any
 
 import torch
 
+from repro.data.registry import get_dataset, resolve_data_dir
+from repro.data.vocab import SharedVocab
+from repro.decode.settings import DecodeSettings
+from repro.decode.translate import load_model, translate
 from repro.errors import ConfigError
+from repro.eval.translation import evaluate_bleu, evaluate_perplexity
+from repro.parsing.evaluate import score_split
+from repro.report.steptime import measure_peak_flops
 from repro.results import Result, ResultStore, collect_provenance
+from repro.train.average import average_last as average
+from repro.train.checkpoint import list_checkpoints
 
 log = logging.getLogger("repro.cluster.evaluate")
-
-PARSER_DECODING = {"beam_size": 21, "alpha": 0.3, "max_len_offset": 300}
 
 
 def run_scale(spec: dict[str, Any], summary: dict[str, Any], world: int) -> str:
@@ -45,10 +53,6 @@ def run_scale(spec: dict[str, Any], summary: dict[str, Any], world: int) -> str:
 
 
 def _model(out_dir: Path, average_last: int, device: str):
-    from repro.decode.translate import load_model
-    from repro.train.average import average_last as average
-    from repro.train.checkpoint import list_checkpoints
-
     checkpoints = list_checkpoints(out_dir)
     if not checkpoints:
         raise ConfigError(f"{out_dir}: the job wrote no checkpoint to evaluate")
@@ -60,10 +64,6 @@ def _model(out_dir: Path, average_last: int, device: str):
 
 def evaluate_claims(spec: dict[str, Any], summary: dict[str, Any], world: int, results_dir: str | Path) -> list[Path]:
     """Measure each claim of ``spec`` that names a metric; write one result per claim."""
-    from repro.data.registry import get_dataset, resolve_data_dir
-    from repro.data.vocab import SharedVocab
-    from repro.pipeline.evaluation import evaluate_bleu, evaluate_perplexity
-
     claims = [c for c in spec.get("claims", []) if c.split(".")[0] in ("table2", "table3", "table4", "sec5")]
     if not claims:
         return []
@@ -73,8 +73,11 @@ def evaluate_claims(spec: dict[str, Any], summary: dict[str, Any], world: int, r
     store = ResultStore(results_dir)
     scale = run_scale(spec, summary, world)
     vocab = SharedVocab.load(out_dir / "vocab.json")
-    averaged = any(c.startswith("table2.") for c in claims)
-    model, checkpoint, k = _model(out_dir, int(train["average_last"]) if averaged else 1, device)
+    if "decode" not in spec:
+        raise ConfigError(f"job {spec.get('name')}: its spec has no decoding settings (written by an older repro); "
+                          "resubmit it")
+    search = DecodeSettings(**spec["decode"])
+    model, checkpoint, k = _model(out_dir, int(train["average_last"]), device)
     dataset = get_dataset(train["dataset"], resolve_data_dir(train.get("data_dir")))
     common = dict(checkpoint=str(checkpoint), checkpoints_averaged=k, run_dir=str(out_dir), devices=world,
                   steps=summary.get("steps"), job=spec["name"])
@@ -90,31 +93,29 @@ def evaluate_claims(spec: dict[str, Any], summary: dict[str, Any], world: int, r
         kind = claim.split(".")[1]
         if claim.startswith(("table2.bleu", "table3.bleu")):
             split = "test" if claim.startswith("table2") else "dev"
-            bleu = evaluate_bleu(model, vocab, dataset, split, max_tokens=8000)
+            bleu = evaluate_bleu(model, vocab, dataset, split, search, max_tokens=8000)
             write(claim, round(bleu.paper.score, 2), "BLEU (tokenized, compound splitting)",
-                  f"beam 4, alpha 0.6, input + 50 on {dataset.name} {split}, {k} checkpoint(s) averaged; "
+                  f"beam {search.beam_size}, alpha {search.alpha}, input + {search.max_len_offset} on {dataset.name} "
+                  f"{split}, {k} checkpoint(s) averaged; "
                   f"sacreBLEU {bleu.sacrebleu.score:.2f} ({bleu.sacrebleu.signature})",
                   f"{dataset.name} {split} ({bleu.sentences} pairs)", bleu.paper.signature,
                   sacrebleu=round(bleu.sacrebleu.score, 2), sacrebleu_signature=bleu.sacrebleu.signature)
         elif kind == "ppl":
             ppl = evaluate_perplexity(model, vocab, dataset, "dev")
             write(claim, round(ppl.ppl, 3), "PPL per wordpiece (dev)",
-                  f"exp(mean NLL) over {ppl.tokens} wordpieces of {dataset.name} dev, newest checkpoint",
+                  f"exp(mean NLL) over {ppl.tokens} wordpieces of {dataset.name} dev, {k} checkpoint(s) averaged",
                   f"{dataset.name} dev")
         elif claim.startswith("table4.f1"):
-            from repro.decode.translate import translate
-            from repro.parsing.evaluate import score_split
-
             src, _ = dataset.split("test")
             sentences = Path(src).read_text(encoding="utf-8").splitlines()
-            outputs = translate(model, vocab, sentences, device=device, **PARSER_DECODING)
-            parsed = score_split(outputs, train["dataset"], "test", write_trees=out_dir / "test.parsed")
+            outputs = translate(model, vocab, sentences, search, device=device)
+            # the gold trees lie beside the prepared test split (repro.parsing.prepare)
+            parsed = score_split(outputs, Path(src).parent, "test", write_trees=out_dir / "test.parsed")
             write(claim, round(parsed.f1, 2), "F1 (EVALB, COLLINS.prm)",
-                  f"beam 21, alpha 0.3, input + 300; {parsed.repaired} of {parsed.sentences} outputs repaired",
+                  f"beam {search.beam_size}, alpha {search.alpha}, input + {search.max_len_offset}; "
+                  f"{parsed.repaired} of {parsed.sentences} outputs repaired",
                   f"{dataset.name} test ({parsed.sentences} trees)")
         elif claim.startswith("sec5.step-time"):
-            from repro.report.steptime import measure_peak_flops
-
             steps = max(1, int(summary.get("steps", 0)) - int(summary.get("resumed_from", 0)))
             seconds = float(summary.get("elapsed_s", 0.0)) / steps
             write(claim, round(seconds, 4), "s/step on the job's hardware",

@@ -13,11 +13,10 @@ claims the job serves (:mod:`repro.cluster.evaluate`).
 
 from __future__ import annotations
 
-import dataclasses
-import importlib
 import json
 import logging
 import os
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -26,10 +25,13 @@ import torch
 import torch.distributed as dist
 
 from repro.cluster.evaluate import evaluate_claims
-from repro.cluster.smoke import SYNTHETIC, distributed_gradients, train_synthetic
-from repro.cluster.update import plan_update
+from repro.data.synthetic import SYNTHETIC, SyntheticCorpus
 from repro.errors import ConfigError
 from repro.results import Result, ResultStore, collect_provenance
+from repro.train.config import TrainConfig
+from repro.train.data import prepare_training_data
+from repro.train.loop import first_update_gradients, train
+from repro.train.update import plan_update
 
 log = logging.getLogger("repro.cluster.job")
 
@@ -48,28 +50,35 @@ def init_distributed() -> tuple[int, int]:
     return dist.get_rank(), dist.get_world_size()
 
 
+def synthetic_corpus(synthetic: dict[str, Any] | None) -> SyntheticCorpus | None:
+    """The smoke job's corpus from its spec's ``synthetic`` settings."""
+    if synthetic is None:
+        return None
+    return SyntheticCorpus(int(synthetic.get("sentences", SyntheticCorpus.sentences)),
+                           int(synthetic.get("length", SyntheticCorpus.length)))
+
+
 def _train(spec: dict[str, Any]) -> dict[str, Any]:
-    """Run the training the spec describes; returns the summary as a dict."""
-    train = spec["train"]
-    if train.get("dataset") == SYNTHETIC:
-        return train_synthetic(train, spec["synthetic"]).to_dict()
-    # The real recipe: repro.train (owned by the train+decode area), per the agreed contract.
-    config = importlib.import_module("repro.train.config").TrainConfig.from_dict(train)
-    summary = importlib.import_module("repro.train.loop").train(config)
-    data = summary.to_dict() if hasattr(summary, "to_dict") else dataclasses.asdict(summary)
-    return json.loads(json.dumps(data, default=str))  # paths as strings: JSON for the results store
+    """Run the training the spec describes with repro.train's loop; returns the summary as a dict."""
+    config = TrainConfig.from_dict(spec["train"], source=f"job {spec['name']}")
+    pause = float((spec.get("synthetic") or {}).get("step_sleep_s", 0.0))
+    summary = train(config, synthetic=synthetic_corpus(spec.get("synthetic")),
+                    on_step=(lambda _step: time.sleep(pause)) if pause else None)
+    return json.loads(json.dumps(summary.to_dict(), default=str))  # paths as strings: JSON for the results store
 
 
-def gradient_probe(train: dict[str, Any], synthetic: dict[str, Any]) -> dict[str, Any]:
-    """A job whose every task returns one update's gradients on the synthetic batch.
+def gradient_probe(train_config: dict[str, Any], synthetic: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A job whose every task returns the first update's gradients, computed as training computes them.
 
     Submitted with several tasks, it checks on the cluster itself that DDP over the job's
-    process group gives the gradients of one process on the same global batch.
+    process group gives the gradients of one process on the same update.
     """
     torch.set_num_threads(int(os.environ.get("SLURM_CPUS_PER_TASK", "1")))
     init_distributed()
     try:
-        return distributed_gradients(train, synthetic)
+        cfg = TrainConfig.from_dict(train_config)
+        data = prepare_training_data(cfg, synthetic_corpus(synthetic))
+        return first_update_gradients(cfg, data.examples, data.vocab_size)
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from repro.errors import ConfigError
+from repro.shipped import shipped_dir
 
 ENV_PROFILE_DIR = "REPRO_SLURM_PROFILES"
 EXECUTORS = ("slurm", "local", "auto")
@@ -85,9 +86,9 @@ _FIELDS: dict[str, tuple[type, bool, Any]] = {
 
 
 def profile_dir() -> Path:
-    """``$REPRO_SLURM_PROFILES`` if set, else ``slurm/`` in the repository."""
+    """``$REPRO_SLURM_PROFILES`` if set, else ``slurm/`` of the checkout, else the profiles the package ships."""
     env = os.environ.get(ENV_PROFILE_DIR)
-    return Path(env) if env else Path(__file__).resolve().parents[2] / "slurm"
+    return Path(env) if env else shipped_dir("slurm", "slurm_profiles")
 
 
 def available_profiles() -> list[str]:

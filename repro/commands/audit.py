@@ -12,10 +12,10 @@ import json
 import sys
 from pathlib import Path
 
+from repro.atomic import atomic_write_text
 from repro.audit.audit import AuditRecord, auditable_claims, broken, render_audit, run_audit
 from repro.audit.load import load_adapter
-from repro.errors import ReproError
-from repro.atomic import atomic_write_text
+from repro.claims import Outcome
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -32,19 +32,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def main(args: argparse.Namespace) -> int:
     adapter = load_adapter(args.target)
-    claims = auditable_claims(args.claims_dir)
-    if args.only:
-        claims = [c for c in claims if any(c.id.startswith(p) for p in args.only)]
-        if not claims:
-            raise ReproError(f"no auditable claim id starts with {', '.join(args.only)}")
+    claims = auditable_claims(args.claims_dir, args.only)
 
     def progress(record: AuditRecord) -> None:
-        print(f"  {record.status:14s} {record.claim.id} ({record.check.seconds:.1f} s)", file=sys.stderr)
+        print(f"  {record.status.value:14s} {record.claim.id} ({record.check.seconds:.1f} s)", file=sys.stderr)
 
     records = run_audit(adapter, claims, seed=args.seed, on_record=progress)
     print(render_audit(records))
     if args.json:
         atomic_write_text(Path(args.json), json.dumps([r.to_dict() for r in records], indent=2, default=str) + "\n")
-    if all(r.status == "not applicable" for r in records):
+    if all(r.status == Outcome.NOT_APPLICABLE for r in records):
         print(f"repro audit: {adapter.name} exposes no part any claim needs: nothing was checked", file=sys.stderr)
     return 1 if broken(records) else 0

@@ -7,20 +7,19 @@ import json
 import sys
 from pathlib import Path
 
-from repro.claims import load_claims
-from repro.claims.runner import CheckRecord, run_checks
-from repro.claims.table import render
-from repro.errors import ReproError
-from repro.results import Result, ResultStore, collect_provenance
 from repro.atomic import atomic_write_text
-
-DEFAULT_RESULTS = Path("reports/local/results")
+from repro.audit.repro_adapter import ReproAdapter
+from repro.checks import run_checks, select_claims
+from repro.claims.runner import CheckRecord
+from repro.claims.table import render
+from repro.results import DEFAULT_RESULTS, ResultStore, store_records
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("check", help="run every local claim; exit non-zero when one fails")
     parser.add_argument("--json", metavar="FILE", help="write the records as a JSON array to FILE")
-    parser.add_argument("--claims-dir", default=None, help="directory of claims files (default: claims/)")
+    parser.add_argument("--claims-dir", default=None,
+                        help="directory of claims files (default: $REPRO_CLAIMS_DIR, else the claims repro ships)")
     parser.add_argument(
         "--results", metavar="DIR", default=None,
         help=f"results store to read metric results from (default: {DEFAULT_RESULTS} when it exists)",
@@ -31,35 +30,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=main)
 
 
-def store_records(records: list[CheckRecord], store: ResultStore) -> None:
-    """Write measured records (pass/fail) to a results store with this process's provenance."""
-    for r in records:
-        if r.status not in ("pass", "fail", "paper inconsistent") or r.claim.checker == "metric.result":
-            continue
-        prov = collect_provenance(
-            config={"claim": r.claim.id, "params": r.claim.params}, dataset="none (equation-level check)",
-            scale="local: equation-level check on the CPU",
-        )
-        store.write(Result(r.claim.id, r.measured, prov, unit=r.unit or r.claim.unit, status=r.status, detail=r.detail,
-                           extra=r.extra))
+def progress(record: CheckRecord) -> None:
+    """One line per claim on stderr as it finishes."""
+    print(f"  {record.status.value:14s} {record.claim.id} ({record.seconds:.1f} s)", file=sys.stderr)
 
 
 def main(args: argparse.Namespace) -> int:
-    claims = [c for c in load_claims(args.claims_dir) if c.scale == "local"]
-    if args.only:
-        claims = [c for c in claims if any(c.id.startswith(p) for p in args.only)]
-        if not claims:
-            raise ReproError(f"no local claim id starts with {', '.join(args.only)}")
+    claims = select_claims("local", args.only, args.claims_dir)
     results_dir = Path(args.results) if args.results else DEFAULT_RESULTS
     results = ResultStore(results_dir).latest() if (args.results or results_dir.exists()) else {}
-
-    def progress(record: CheckRecord) -> None:
-        print(f"  {record.status:14s} {record.claim.id} ({record.seconds:.1f} s)", file=sys.stderr)
-
-    records = run_checks(claims, results=results, seed=args.seed, on_record=progress)
+    records = run_checks(claims, ReproAdapter(), results=results, seed=args.seed, on_record=progress)
     print(render(records))
     if args.json:
         atomic_write_text(Path(args.json), json.dumps([r.to_dict() for r in records], indent=2, default=str) + "\n")
     if args.store:
         store_records(records, ResultStore(args.store))
-    return 1 if any(r.status in ("fail", "error") for r in records) else 0
+    return 1 if any(r.status.broken for r in records) else 0

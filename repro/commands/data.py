@@ -7,7 +7,7 @@ import json
 
 from repro.data.corpus import read_parallel
 from repro.data.fetch import fetch
-from repro.data.recipes import RECIPES
+from repro.data.downloads import RECIPES
 from repro.data.registry import get_dataset, registered_names, resolve_data_dir
 
 

@@ -7,7 +7,10 @@ import argparse
 import json
 from pathlib import Path
 
-from repro.commands.translate import add_search_arguments
+from repro.commands.translate import add_search_arguments, search_settings
+from repro.data.registry import get_dataset, resolve_data_dir
+from repro.decode.translate import find_vocab, load_model
+from repro.eval.translation import evaluate_bleu, evaluate_perplexity
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -24,10 +27,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from repro.data.registry import get_dataset, resolve_data_dir
-    from repro.decode.translate import find_vocab, load_model
-    from repro.pipeline.evaluation import evaluate_bleu, evaluate_perplexity
-
     model, state = load_model(args.checkpoint)
     vocab = find_vocab(args.checkpoint, args.vocab)
     train_cfg = state.get("train_config") or {}
@@ -38,9 +37,8 @@ def main(args: argparse.Namespace) -> int:
     if args.ppl_split != "none":
         ppl = evaluate_perplexity(model, vocab, dataset, args.ppl_split)
         report["perplexity"] = {"split": args.ppl_split, "ppl": ppl.ppl, "tokens": ppl.tokens}
-    bleu = evaluate_bleu(model, vocab, dataset, args.split, beam_size=args.beam, alpha=args.alpha,
-                         max_len_offset=args.max_len_offset, greedy=args.greedy, max_tokens=args.max_tokens,
-                         output=Path(args.hypotheses) if args.hypotheses else None)
+    bleu = evaluate_bleu(model, vocab, dataset, args.split, search_settings(args), greedy=args.greedy,
+                         max_tokens=args.max_tokens, output=Path(args.hypotheses) if args.hypotheses else None)
     report["bleu"] = {"split": args.split, "sacrebleu": bleu.sacrebleu.to_dict(), "paper": bleu.paper.to_dict(),
                       "decode_seconds": round(bleu.seconds, 1), **bleu.settings}
     print(json.dumps(report, indent=2))

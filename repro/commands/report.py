@@ -7,11 +7,10 @@ import argparse
 import sys
 from pathlib import Path
 
-DEFAULT_RESULTS = Path("reports/local/results")
+from repro.report import FIGURE3_SENTENCE, generate
+from repro.results import DEFAULT_RESULTS
+
 DEFAULT_OUT = Path("reports")
-#: The input sentence of the paper's Figure 3.
-FIGURE3_SENTENCE = ("It is in this spirit that a majority of American governments have passed new laws since 2009 "
-                    "making the registration or voting process more difficult .")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -29,8 +28,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from repro.report import generate
-
     result_dirs = [Path(d) for d in args.results] or [DEFAULT_RESULTS]
     doc = generate(
         result_dirs, Path(args.out), claims_dir=args.claims_dir, run_dirs=[Path(r) for r in args.runs],

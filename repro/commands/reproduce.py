@@ -9,6 +9,8 @@ import json
 import sys
 
 from repro.errors import ConfigError
+from repro.pipeline.local import reproduce_local
+from repro.pipeline.parsing import reproduce_parsing_local
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -21,6 +23,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--data-dir", help="data directory (default: $REPRO_DATA_DIR or ../shared/data)")
     parser.add_argument("--fresh", action="store_true", help="delete OUT_DIR first instead of resuming")
     parser.add_argument("--skip-checks", action="store_true", help="do not run the local claims first")
+    parser.add_argument("--claims-dir", default=None,
+                        help="directory of claims files (default: $REPRO_CLAIMS_DIR, else the claims repro ships)")
     parser.add_argument("--max-steps", type=int, help="override the profile's training steps")
     parser.add_argument("--test-limit", type=int, metavar="N",
                         help="local-parsing: decode only the first N test sentences (recorded in the result)")
@@ -38,10 +42,9 @@ def main(args: argparse.Namespace) -> int:
         return _parsing(args, out_dir, overrides)
     if args.test_limit is not None:
         raise ConfigError("--test-limit applies to --profile local-parsing only")
-    from repro.pipeline.local import reproduce_local
-
     report = reproduce_local(out_dir=out_dir, reports_dir=args.reports, data_dir=args.data_dir,
-                             fresh=args.fresh, checks=not args.skip_checks, overrides=overrides)
+                             fresh=args.fresh, checks=not args.skip_checks, overrides=overrides,
+                             claims_dir=args.claims_dir)
     print(json.dumps({k: report[k] for k in ("sacrebleu", "paper_protocol_bleu", "dev_ppl", "steps",
                                              "wall_minutes_total", "checks")}, indent=2))
     failed = report["checks"].get("failed") or []
@@ -52,8 +55,6 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _parsing(args: argparse.Namespace, out_dir: str, overrides: dict) -> int:
-    from repro.pipeline.parsing import reproduce_parsing_local
-
     report = reproduce_parsing_local(out_dir=out_dir, reports_dir=args.reports, data_dir=args.data_dir,
                                      fresh=args.fresh, overrides=overrides, test_limit=args.test_limit)
     print(json.dumps({k: report[k] for k in ("f1", "precision", "recall", "repaired", "at_length_limit",

@@ -11,10 +11,9 @@ from repro.cluster.executor import executor_parameters, new_submission_id, resol
 from repro.cluster.experiments import EXPERIMENTS, Plan, plan_jobs
 from repro.cluster.profiles import load_profile
 from repro.cluster.status import Ledger, default_state_dir
-from repro.cluster.update import plan_update
-from repro.errors import ConfigError
-
-DEFAULT_RESULTS = Path("reports/local/results")
+from repro.recipes import parse_assignments
+from repro.results import DEFAULT_RESULTS
+from repro.train.update import plan_update
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -34,21 +33,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--job-name", default=None, help="SLURM job name (default repro-EXPERIMENT)")
     p.add_argument("--timeout-min", type=int, default=None, help="override the profile's time limit")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",
-                   help="override a training config field for every job (VALUE as JSON), e.g. max_steps=10")
+                   help="override a recipe field for every job (VALUE as JSON), e.g. max_steps=10; "
+                        "a run changed so is recorded at scale 'reduced:'")
     p.set_defaults(func=run)
-
-
-def parse_overrides(items: list[str]) -> dict[str, Any]:
-    overrides: dict[str, Any] = {}
-    for item in items:
-        key, sep, raw = item.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"--set {item!r}: expected FIELD=VALUE")
-        try:
-            overrides[key] = json.loads(raw)
-        except json.JSONDecodeError:
-            overrides[key] = raw
-    return overrides
 
 
 def run(args: argparse.Namespace) -> int:
@@ -59,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     ledger = Ledger(state_dir)
     submission_id = new_submission_id()
     runs_dir = state_dir / "jobs" / submission_id  # each job's out_dir: checkpoints, metrics
-    specs = plan_jobs(args.experiment, Plan(profile, runs_dir, args.data_dir, parse_overrides(args.overrides)))
+    specs = plan_jobs(args.experiment, Plan(profile, runs_dir, args.data_dir, parse_assignments(args.overrides)))
     if args.dry_run:
         sbatch = executor_parameters(profile, job_name, args.timeout_min)
         jobs = []
@@ -67,7 +54,8 @@ def run(args: argparse.Namespace) -> int:
             update = plan_update(int(spec.train["tokens_per_batch"]), profile.world_size,
                                  int(spec.train["max_tokens_per_device"]))
             config = {**spec.train, **({"synthetic": spec.synthetic} if spec.synthetic else {})}
-            jobs.append({"name": spec.name, "claims": list(spec.claims), "config": config,
+            jobs.append({"name": spec.name, "recipe": spec.recipe, "claims": list(spec.claims), "config": config,
+                         "decode": dict(spec.decode),
                          "resources": {**profile.resources(), "update": update.to_dict(), "submitit": sbatch}})
         plan = {"experiment": args.experiment, "profile": profile.name, "profile_path": str(profile.path),
                 "executor": args.executor or profile.executor, "submission": submission_id, "array": len(jobs) > 1,

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
 
-from repro.errors import ConfigError
-from repro.train.config import PROFILES, TrainConfig, get_profile
+from repro.recipes import Recipe, apply_assignments, get_recipe, parse_assignments, recipe_names
+from repro.train.config import TrainConfig
+from repro.train.loop import train
 
 
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--profile", default="paper", choices=sorted(PROFILES),
-                        help="named recipe: 'paper' (base EN-DE), 'paper-big', 'local' (Multi30k on a CPU)")
-    parser.add_argument("--config", metavar="FILE", help="a JSON TrainConfig (replaces --profile)")
+    parser.add_argument("--profile", default="paper", choices=recipe_names(), metavar="RECIPE",
+                        help="a named recipe (repro.recipes): 'paper' (= base, EN-DE), 'paper-big' (= big), "
+                             "'local' (Multi30k on a CPU), a Table 3 row 'table3-<row>', 'smoke', ...")
+    parser.add_argument("--config", metavar="FILE", help="a JSON TrainConfig (replaces the recipe's training config)")
     parser.add_argument("--out-dir", help="run directory: checkpoints, vocab.json, metrics.csv")
     parser.add_argument("--data-dir", help="data directory (default: $REPRO_DATA_DIR or ../shared/data)")
     parser.add_argument("--dataset", help="registered dataset name, e.g. wmt14-en-de, multi30k-en-de")
@@ -22,26 +23,25 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", choices=["cpu", "cuda", "auto"])
     parser.add_argument("--threads", type=int, help="torch intra-op threads")
     parser.add_argument("--set", metavar="FIELD=JSON", action="append", default=[],
-                        help="override any TrainConfig field, e.g. --set warmup_steps=800 "
+                        help="override any recipe field (of TrainConfig, TransformerConfig or DecodeSettings), "
+                             "e.g. --set warmup_steps=800 --set d_model=256 "
                              "--set 'model_overrides={\"n_layers\": 2}'")
 
 
+def recipe_from_args(args: argparse.Namespace) -> Recipe:
+    """The recipe the flags name, with ``--config``, the dedicated flags and ``--set`` applied."""
+    recipe = get_recipe(args.profile)
+    if args.config:
+        recipe = Recipe(recipe.name, f"{recipe.source}; training config from {args.config}",
+                        TrainConfig.from_file(args.config), recipe.decode)
+    changes = {name: getattr(args, name) for name in ("out_dir", "data_dir", "dataset", "preset", "max_steps",
+                                                     "device", "threads") if getattr(args, name, None) is not None}
+    changes.update(parse_assignments(args.set))
+    return apply_assignments(recipe, changes) if changes else recipe
+
+
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
-    cfg = TrainConfig.from_file(args.config) if args.config else get_profile(args.profile)
-    changes: dict[str, Any] = {}
-    for name in ("out_dir", "data_dir", "dataset", "preset", "max_steps", "device", "threads"):
-        value = getattr(args, name, None)
-        if value is not None:
-            changes[name] = value
-    for item in args.set:
-        key, sep, raw = item.partition("=")
-        if not sep:
-            raise ConfigError(f"--set {item!r}: expected FIELD=VALUE")
-        try:
-            changes[key.strip()] = json.loads(raw)
-        except json.JSONDecodeError:
-            changes[key.strip()] = raw  # a bare string
-    return cfg.replace(**changes) if changes else cfg
+    return recipe_from_args(args).train
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -56,8 +56,6 @@ def main(args: argparse.Namespace) -> int:
     if args.print_config:
         print(json.dumps(cfg.to_dict(), indent=2))
         return 0
-    from repro.train.loop import train
-
     summary = train(cfg)
     print(json.dumps({
         "steps": summary.steps, "final_loss": summary.final_loss, "out_dir": str(summary.out_dir),

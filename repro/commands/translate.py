@@ -6,16 +6,26 @@ import argparse
 import sys
 from pathlib import Path
 
-from repro.data.corpus import _lines
 from repro.atomic import atomic_write_text
+from repro.data.corpus import _lines
+from repro.decode.settings import TRANSLATION, DecodeSettings
+from repro.decode.translate import find_vocab, load_model, translate
 
 
 def add_search_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--beam", type=int, default=4, help="beam size (Section 6.1: 4)")
-    parser.add_argument("--alpha", type=float, default=0.6, help="GNMT length penalty (Section 6.1: 0.6)")
-    parser.add_argument("--max-len-offset", type=int, default=50, help="max output length = input + this (50)")
+    parser.add_argument("--beam", type=int, default=TRANSLATION.beam_size,
+                        help=f"beam size (Section 6.1: {TRANSLATION.beam_size})")
+    parser.add_argument("--alpha", type=float, default=TRANSLATION.alpha,
+                        help=f"GNMT length penalty (Section 6.1: {TRANSLATION.alpha})")
+    parser.add_argument("--max-len-offset", type=int, default=TRANSLATION.max_len_offset,
+                        help=f"max output length = input + this (Section 6.1: {TRANSLATION.max_len_offset})")
     parser.add_argument("--greedy", action="store_true", help="greedy decoding instead of beam search")
     parser.add_argument("--max-tokens", type=int, default=2000, help="source tokens x beam per decoding batch")
+
+
+def search_settings(args: argparse.Namespace) -> DecodeSettings:
+    """The decoding settings the search flags give."""
+    return DecodeSettings(beam_size=args.beam, alpha=args.alpha, max_len_offset=args.max_len_offset)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -30,13 +40,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from repro.decode.translate import find_vocab, load_model, translate
-
     model, _ = load_model(args.checkpoint)
     vocab = find_vocab(args.checkpoint, args.vocab)
     lines = [line.rstrip("\r\n") for line in sys.stdin] if args.input == "-" else list(_lines(Path(args.input)))
-    hyps = translate(model, vocab, lines, beam_size=args.beam, alpha=args.alpha, max_len_offset=args.max_len_offset,
-                     greedy=args.greedy, max_tokens=args.max_tokens, use_cache=not args.no_cache)
+    hyps = translate(model, vocab, lines, search_settings(args), greedy=args.greedy, max_tokens=args.max_tokens,
+                     use_cache=not args.no_cache)
     text = "".join(h + "\n" for h in hyps)
     if args.output == "-":
         sys.stdout.write(text)

@@ -69,19 +69,6 @@ def collate(examples: Sequence[tuple[Sequence[int], Sequence[int]]], indices: Se
                  indices=list(indices))
 
 
-def accumulation_steps(tokens_per_update: int, max_tokens_per_device: int, world_size: int = 1) -> int:
-    """Device batches each worker accumulates so that one update sees ``tokens_per_update`` tokens per side.
-
-    ``ceil(tokens_per_update / (world_size * max_tokens_per_device))``; the paper: 25000 tokens per
-    side on 8 GPUs, i.e. 1 step when each GPU holds 3125 tokens, 8 steps on one such GPU.
-    """
-    for name, value in (("tokens_per_update", tokens_per_update),
-                        ("max_tokens_per_device", max_tokens_per_device), ("world_size", world_size)):
-        if value < 1:
-            raise ConfigError(f"{name} must be a positive integer, got {value}")
-    return math.ceil(tokens_per_update / (world_size * max_tokens_per_device))
-
-
 class TokenBatcher:
     """Batches of about ``max_tokens`` source and ``max_tokens`` target tokens, grouped by length.
 

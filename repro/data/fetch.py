@@ -27,7 +27,7 @@ from itertools import zip_longest
 from pathlib import Path
 from typing import IO
 
-from repro.data.recipes import RECIPES, Archive, Member, Output, Recipe
+from repro.data.downloads import RECIPES, Archive, Member, Output, Recipe
 from repro.errors import DataError
 from repro.atomic import atomic_open, atomic_write_text
 

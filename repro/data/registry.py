@@ -19,6 +19,9 @@ from pathlib import Path
 from repro.errors import DataError
 
 ENV_DATA_DIR = "REPRO_DATA_DIR"
+#: Section 6.3's parsing corpora, folders made by ``python -m repro.parsing.prepare``.
+WSJ_PARSING = "wsj-parsing"
+SEMI_PARSING = "wsj-parsing-semi"
 
 
 def default_data_dir() -> Path:
@@ -177,6 +180,8 @@ def _builtin() -> list[_Layout]:
         "test_2017_mscoco": "test_2017_mscoco", "test_2018_flickr": "test_2018_flickr"}.items()}
     onmt = {s: (f"opennmt-wmt-ende-sample/src-{f}.txt", f"opennmt-wmt-ende-sample/tgt-{f}.txt")
             for s, f in {"train": "train", "dev": "val", "test": "test"}.items()}
+    wsj = {s: (f"{WSJ_PARSING}/{s}.src", f"{WSJ_PARSING}/{s}.tgt") for s in ("train", "dev", "test")}
+    semi = {**wsj, "train": (f"{SEMI_PARSING}/train.src", f"{SEMI_PARSING}/train.tgt")}
     return [
         _Layout("wmt14-en-de", {
             "train": ("wmt14-en-de/train.en", "wmt14-en-de/train.de"),
@@ -197,6 +202,12 @@ def _builtin() -> list[_Layout]:
         _Layout("opennmt-wmt-ende-sample", onmt, "en", "de", tokenized=True,
                 description="10000 WMT EN-DE training pairs, newstest2012 dev, 2737 filtered newstest2014 test; "
                 "Moses-tokenized with Moses XML escapes (&apos; &quot; &amp;), applied inconsistently"),
+        _Layout(WSJ_PARSING, wsj, "words", "tree", tokenized=True,
+                description="Penn Treebank WSJ 02-21/22/23 as sentence -> linearised tree (Section 6.3); "
+                            "prepared from the user's treebank with `python -m repro.parsing.prepare`"),
+        _Layout(SEMI_PARSING, semi, "words", "tree", tokenized=True,
+                description="semi-supervised parsing corpus (~17M sentences; user-supplied, not obtainable "
+                            "here) with WSJ 22/23 as dev/test (Section 6.3)"),
     ]
 
 

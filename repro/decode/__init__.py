@@ -4,5 +4,6 @@ model's key/value cache, with a full-recompute mode that must give the same outp
 
 from repro.decode.beam import beam_search, length_penalty
 from repro.decode.greedy import greedy_decode
+from repro.decode.settings import PARSING, TRANSLATION, DecodeSettings
 
-__all__ = ["beam_search", "greedy_decode", "length_penalty"]
+__all__ = ["PARSING", "TRANSLATION", "DecodeSettings", "beam_search", "greedy_decode", "length_penalty"]

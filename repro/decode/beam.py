@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from repro.decode.settings import TRANSLATION
 from repro.decode.step import BOS, EOS, Stepper, source_lengths
 from repro.model import Transformer
 
@@ -45,9 +46,9 @@ def beam_search(
     model: Transformer,
     src: Tensor,
     *,
-    beam_size: int = 4,
-    alpha: float = 0.6,
-    max_len_offset: int = 50,
+    beam_size: int = TRANSLATION.beam_size,
+    alpha: float = TRANSLATION.alpha,
+    max_len_offset: int = TRANSLATION.max_len_offset,
     use_cache: bool = True,
     stop: str = "early",
     return_hypotheses: bool = False,

@@ -5,13 +5,14 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from repro.decode.settings import TRANSLATION
 from repro.decode.step import BOS, EOS, Stepper, source_lengths
 from repro.model import Transformer
 
 
 @torch.inference_mode()
 def greedy_decode(
-    model: Transformer, src: Tensor, *, max_len_offset: int = 50, use_cache: bool = True
+    model: Transformer, src: Tensor, *, max_len_offset: int = TRANSLATION.max_len_offset, use_cache: bool = True
 ) -> list[list[int]]:
     """Decode each row of ``src`` (batch, n); returns token ids without BOS/EOS.
 

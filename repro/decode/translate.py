@@ -19,6 +19,7 @@ from tqdm import tqdm
 from repro.data.vocab import SharedVocab
 from repro.decode.beam import beam_search
 from repro.decode.greedy import greedy_decode
+from repro.decode.settings import TRANSLATION, DecodeSettings
 from repro.errors import CheckpointError
 from repro.model import Transformer, TransformerConfig
 from repro.train.checkpoint import load_checkpoint
@@ -47,13 +48,14 @@ def find_vocab(checkpoint: str | os.PathLike[str], vocab: str | os.PathLike[str]
 
 
 def translate_ids(
-    model: Transformer, sources: Sequence[list[int]], *, beam_size: int = 4, alpha: float = 0.6,
-    max_len_offset: int = 50, max_tokens: int = 2000, greedy: bool = False, use_cache: bool = True,
+    model: Transformer, sources: Sequence[list[int]], settings: DecodeSettings = TRANSLATION, *,
+    max_tokens: int = 2000, greedy: bool = False, use_cache: bool = True,
     device: torch.device | str = "cpu", progress: bool | None = None,
 ) -> list[list[int]]:
+    """Output ids for each source (ids without BOS/EOS), searched with ``settings`` (or greedily)."""
     order = sorted((i for i, s in enumerate(sources) if s), key=lambda i: len(sources[i]))
     out: list[list[int]] = [[] for _ in sources]
-    width = 1 if greedy else beam_size
+    width = 1 if greedy else settings.beam_size
     batches, current, longest = [], [], 0
     for i in order:
         longest = max(longest, len(sources[i]))
@@ -70,16 +72,17 @@ def translate_ids(
             src[row, : len(sources[i])] = torch.tensor(sources[i])
         src = src.to(device)
         if greedy:
-            hyps = greedy_decode(model, src, max_len_offset=max_len_offset, use_cache=use_cache)
+            hyps = greedy_decode(model, src, max_len_offset=settings.max_len_offset, use_cache=use_cache)
         else:
-            hyps = beam_search(model, src, beam_size=beam_size, alpha=alpha, max_len_offset=max_len_offset,
-                               use_cache=use_cache)
+            hyps = beam_search(model, src, beam_size=settings.beam_size, alpha=settings.alpha,
+                               max_len_offset=settings.max_len_offset, use_cache=use_cache)
         for i, hyp in zip(batch, hyps):
             out[i] = hyp
     return out
 
 
-def translate(model: Transformer, vocab: SharedVocab, sentences: Sequence[str], **kwargs: Any) -> list[str]:
+def translate(model: Transformer, vocab: SharedVocab, sentences: Sequence[str],
+              settings: DecodeSettings = TRANSLATION, **kwargs: Any) -> list[str]:
     """Detokenised translations of raw ``sentences`` (Section 6.1 search settings by default)."""
     sources = vocab.encode_batch([s.strip() for s in sentences])
-    return [vocab.decode(ids) for ids in translate_ids(model, sources, **kwargs)]
+    return [vocab.decode(ids) for ids in translate_ids(model, sources, settings, **kwargs)]

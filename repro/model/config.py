@@ -37,7 +37,7 @@ class TransformerConfig:
     d_v: int | None = None
     dropout: float = 0.1
     positional: str = "sinusoidal"
-    max_len: int = 1024
+    max_positions: int = 1024         # length of the positional table (longest sequence the model takes)
     share_embeddings: bool = True
     tie_output: bool = True
     norm_first: bool = False
@@ -50,7 +50,7 @@ class TransformerConfig:
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ConfigError(f"config field '{name}' must be a positive integer, got {value!r}")
 
-        for name in ("src_vocab_size", "tgt_vocab_size", "n_layers", "d_model", "d_ff", "n_heads", "max_len"):
+        for name in ("src_vocab_size", "tgt_vocab_size", "n_layers", "d_model", "d_ff", "n_heads", "max_positions"):
             positive(name)
         if self.d_model % self.n_heads:
             raise ConfigError(
@@ -93,6 +93,10 @@ class TransformerConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "TransformerConfig":
+        """From :meth:`to_dict`'s form; ``max_len``, this field's name before ``max_positions``, is read too."""
+        data = dict(data)
+        if "max_len" in data and "max_positions" not in data:
+            data["max_positions"] = data.pop("max_len")
         unknown = set(data) - {f.name for f in dataclasses.fields(cls)}
         if unknown:
             raise ConfigError(f"unknown config field(s): {', '.join(sorted(unknown))}")

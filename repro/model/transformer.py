@@ -42,8 +42,8 @@ class Transformer(nn.Module):
             cfg.tgt_vocab_size, cfg.d_model, cfg.pad_id
         )
         positional = SinusoidalPositionalEncoding if cfg.positional == "sinusoidal" else LearnedPositionalEmbedding
-        self.src_pos = positional(cfg.d_model, cfg.max_len)
-        self.tgt_pos = positional(cfg.d_model, cfg.max_len)
+        self.src_pos = positional(cfg.d_model, cfg.max_positions)
+        self.tgt_pos = positional(cfg.d_model, cfg.max_positions)
         self.embed_dropout = nn.Dropout(cfg.dropout)
         self.encoder_layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.n_layers))
         self.decoder_layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.n_layers))

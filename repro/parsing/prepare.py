@@ -26,8 +26,8 @@ The cluster experiments (``repro submit table4-wsj`` / ``table4-semi``) name the
     python -m repro.parsing.prepare $DATA_DIR/wsj-parsing --wsj TREEBANK_DIR
     python -m repro.parsing.prepare $DATA_DIR/wsj-parsing-semi --semi SRC TGT --wsj-prepared $DATA_DIR/wsj-parsing
 
-(the semi-supervised corpus is the user's: it is not obtainable here). Both names are also
-registered with :mod:`repro.data.registry` when this module is imported; either way they resolve.
+(the semi-supervised corpus is the user's: it is not obtainable here). Both names are registered
+in :mod:`repro.data.registry`.
 The local sample: ``python -m repro.parsing.prepare OUT_DIR [--data-dir DIR]``.
 """
 
@@ -42,7 +42,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from repro.data.registry import _Layout, register
+from repro.data.registry import Dataset, register, resolve_data_dir
 from repro.errors import DataError, ReproError
 from repro.parsing.linearize import linearize, source_sentence
 from repro.parsing.trees import preprocess, read_trees, tree_to_line
@@ -201,28 +201,10 @@ def gold_trees_file(out_dir: str | Path, split: str) -> Path:
 
 def register_prepared(out_dir: str | Path, name: str, description: str = "") -> None:
     """Register a prepared directory with :mod:`repro.data.registry` (absolute paths)."""
-    from repro.data.registry import Dataset, register
-
     splits = {s: (a.resolve(), b.resolve()) for s, (a, b) in split_files(out_dir).items()}
     register(Dataset(name=name, splits=splits, src_lang="words", tgt_lang="tree", tokenized=True,
                      description=description or f"constituency parsing data prepared in {out_dir}"),
              overwrite=True)
-
-
-def _register_builtin() -> None:
-    files = {s: (f"wsj-parsing/{s}.src", f"wsj-parsing/{s}.tgt") for s in SPLITS}
-    register(_Layout("wsj-parsing", files, "words", "tree", tokenized=True,
-                     description="Penn Treebank WSJ 02-21/22/23 as sentence -> linearised tree (Section 6.3); "
-                                 "prepared from the user's treebank with `python -m repro.parsing.prepare`"),
-             overwrite=True)
-    semi = {**files, "train": ("wsj-parsing-semi/train.src", "wsj-parsing-semi/train.tgt")}
-    register(_Layout("wsj-parsing-semi", semi, "words", "tree", tokenized=True,
-                     description="semi-supervised parsing corpus (~17M sentences; user-supplied, not obtainable "
-                                 "here) with WSJ 22/23 as dev/test (Section 6.3)"),
-             overwrite=True)
-
-
-_register_builtin()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -244,7 +226,6 @@ def main(argv: list[str] | None = None) -> int:
         if args.wsj:
             infos = prepare_wsj(args.wsj, args.out_dir)
         else:
-            from repro.data.registry import resolve_data_dir
             infos = prepare_ptb_sample(resolve_data_dir(args.data_dir), args.out_dir)
     except ReproError as err:
         print(f"repro: error: {err}", file=sys.stderr)

@@ -1,10 +1,10 @@
 """``repro reproduce --profile local``: the whole recipe of Sections 5 and 6.1 at laptop scale.
 
 1. the local claims (equation-level checks of the implementation), recorded in the store;
-2. training of a small Transformer on Multi30k EN-DE (profile ``local``), checkpointing;
-3. the average of the last checkpoints (Section 6.1);
-4. beam search (beam 4, alpha 0.6, max length input + 50) on test_2016_flickr, scored with
-   sacreBLEU (reported) and the paper's tokenized protocol (for information);
+2. training of the ``local`` recipe (:mod:`repro.recipes`) on Multi30k EN-DE, checkpointing;
+3. the average of the recipe's last checkpoints (Section 6.1);
+4. the recipe's search (beam 4, alpha 0.6, max length input + 50) on test_2016_flickr, scored
+   with sacreBLEU (reported) and the paper's tokenized protocol (for information);
 5. per-wordpiece perplexity on the validation set;
 6. results for ``local.multi30k.bleu`` (the project's target) and ``local.multi30k.ppl``
    under ``REPORTS/results`` and a summary ``REPORTS/local_run.json``; run artifacts stay under
@@ -21,15 +21,28 @@ import json
 import shutil
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from repro.results import Result, ResultStore, collect_provenance
 from repro.atomic import atomic_write_text
-from repro.train.config import TrainConfig, get_profile
+from repro.audit.repro_adapter import ReproAdapter
+from repro.checks import run_checks, select_claims
+from repro.claims.runner import count
+from repro.data.registry import get_dataset, resolve_data_dir
+from repro.data.vocab import SharedVocab
+from repro.decode.translate import load_model
+from repro.eval.translation import BleuEvaluation, evaluate_bleu, evaluate_perplexity
+from repro.eval.perplexity import Perplexity
+from repro.recipes import Recipe, get_recipe
+from repro.report import FIGURE3_SENTENCE, generate
+from repro.results import Result, ResultStore, collect_provenance, store_records
+from repro.train.average import average_last
+from repro.train.checkpoint import list_checkpoints
+from repro.train.loop import TrainSummary, train
 
 BLEU_CLAIM = "local.multi30k.bleu"
 PPL_CLAIM = "local.multi30k.ppl"
@@ -40,28 +53,86 @@ def _say(msg: str) -> None:
     print(f"repro reproduce: {msg}", file=sys.stderr, flush=True)
 
 
-def run_local_checks(results_dir: Path) -> dict[str, Any]:
+@dataclass
+class Stages:
+    """Wall seconds of each stage of a pipeline, in order."""
+
+    began: float = field(default_factory=time.monotonic)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    def timed(self, name: str, work: Callable[[], Any]) -> Any:
+        start = time.monotonic()
+        value = work()
+        self.seconds[f"{name}_s"] = time.monotonic() - start
+        return value
+
+    @property
+    def total(self) -> float:
+        return time.monotonic() - self.began
+
+    def rounded(self) -> dict[str, float]:
+        return {k: round(v, 1) for k, v in self.seconds.items()}
+
+
+def replace_records(results_dir: Path, claim_ids: Iterable[str]) -> None:
+    """Drop earlier records of the claims this run measures, so the store holds this run's."""
+    for claim_id in claim_ids:
+        folder = results_dir / claim_id
+        if folder.is_dir():
+            for path in folder.glob("*.json"):
+                path.unlink()
+
+
+def run_local_checks(results_dir: Path, claims_dir: str | None = None,
+                     say: Callable[[str], None] = _say) -> dict[str, Any]:
     """The local, equation-level claims against repro's own implementation (``repro check``)."""
-    from repro.claims import load_claims
-    from repro.claims.runner import run_checks
-    from repro.commands.check import store_records
-
-    claims = [c for c in load_claims() if c.scale == "local" and c.checker != "metric.result"]
-    records = run_checks(claims, on_record=lambda r: _say(f"  {r.status:14s} {r.claim.id} ({r.seconds:.1f} s)"))
-    _replace_records(results_dir, tuple(r.claim.id for r in records))  # this run's records replace earlier ones
+    claims = [c for c in select_claims("local", claims_dir=claims_dir) if c.checker != "metric.result"]
+    records = run_checks(claims, ReproAdapter(),
+                         on_record=lambda r: say(f"  {r.status.value:14s} {r.claim.id} ({r.seconds:.1f} s)"))
+    replace_records(results_dir, (r.claim.id for r in records))  # this run's records replace earlier ones
     store_records(records, ResultStore(results_dir))
-    counts: dict[str, int] = {}
-    for r in records:
-        counts[r.status] = counts.get(r.status, 0) + 1
-    return {"status": "run", "counts": counts, "failed": [r.claim.id for r in records if r.status in ("fail", "error")]}
+    return {"status": "run", "counts": count(records), "failed": [r.claim.id for r in records if r.status.broken]}
 
 
-def scale_description(cfg: TrainConfig, steps: int) -> str:
-    m = cfg.model_overrides
+def scale_description(recipe: Recipe, steps: int) -> str:
+    m, t = recipe.model, recipe.train
     return (f"local: {torch.get_num_threads()}-thread CPU, Multi30k EN-DE (29k pairs), {steps} steps x "
-            f"~{cfg.tokens_per_batch} tokens per side, d_model={m.get('d_model')}, N={m.get('n_layers')}, "
-            f"d_ff={m.get('d_ff')}, h={m.get('n_heads')}, ~{cfg.vocab_size} shared BPE; "
-            f"average of the last {cfg.average_last} checkpoints; not the paper's scale")
+            f"~{t.tokens_per_batch} tokens per side, d_model={m.d_model}, N={m.n_layers}, "
+            f"d_ff={m.d_ff}, h={m.n_heads}, ~{t.vocab_size} shared BPE; "
+            f"average of the last {t.average_last} checkpoints; not the paper's scale")
+
+
+def _average(recipe: Recipe, out_dir: Path) -> tuple[Path, int]:
+    """Section 6.1's average of the recipe's last k checkpoints (fewer only when the run was cut short)."""
+    k = min(recipe.train.average_last, len(list_checkpoints(out_dir)))
+    return average_last(out_dir, k), k
+
+
+def _write_results(results_dir: Path, recipe: Recipe, summary: TrainSummary, bleu: BleuEvaluation, ppl: Perplexity,
+                   common: dict[str, Any]) -> None:
+    scale = scale_description(recipe, summary.steps)
+    config = recipe.train.to_dict()
+    replace_records(results_dir, (BLEU_CLAIM, PPL_CLAIM))
+    store = ResultStore(results_dir)
+    d = recipe.decode
+    store.write(Result(
+        BLEU_CLAIM, round(bleu.sacrebleu.score, 2),
+        collect_provenance(config=config, dataset=f"multi30k-en-de test_2016_flickr ({bleu.sentences} pairs, raw)",
+                           scale=scale, bleu_signature=bleu.sacrebleu.signature, **common),
+        unit="sacreBLEU (detokenized)",
+        detail=(f"beam {d.beam_size}, alpha {d.alpha}, max length input + {d.max_len_offset}, average of the last "
+                f"{common['checkpoints_averaged']} checkpoints; paper protocol (tokenized, compound-split) BLEU "
+                f"{bleu.paper.score:.2f}; decoding took {bleu.seconds:.0f} s"),
+        extra={"paper_protocol_bleu": round(bleu.paper.score, 2), "paper_signature": bleu.paper.signature,
+               "sacrebleu": bleu.sacrebleu.to_dict(), "decode_seconds": round(bleu.seconds, 1)},
+    ))
+    store.write(Result(
+        PPL_CLAIM, round(ppl.ppl, 3),
+        collect_provenance(config=config, dataset="multi30k-en-de val (raw)", scale=scale, **common),
+        unit="PPL per wordpiece",
+        detail=f"exp(mean NLL) over {ppl.tokens} target wordpieces incl. EOS, no label smoothing, averaged model",
+        extra={"tokens": ppl.tokens, "nll_per_token": round(ppl.nll_per_token, 5)},
+    ))
 
 
 def reproduce_local(
@@ -73,106 +144,61 @@ def reproduce_local(
     checks: bool = True,
     overrides: dict[str, Any] | None = None,
     write_report: bool = True,
+    claims_dir: str | None = None,
     say: Callable[[str], None] = _say,
 ) -> dict[str, Any]:
-    from repro.data.registry import get_dataset, resolve_data_dir
-    from repro.decode.translate import load_model
-    from repro.pipeline.evaluation import evaluate_bleu, evaluate_perplexity
-    from repro.train.average import average_last
-    from repro.data.vocab import SharedVocab
-    from repro.train.loop import train
-
-    t0 = time.monotonic()
-    stages: dict[str, float] = {}
+    """Run the stages above; returns the summary it writes to ``REPORTS/local_run.json``."""
+    stages = Stages()
     out_dir, reports_dir = Path(out_dir), Path(reports_dir)
     results_dir = reports_dir / "results"
-    cfg = get_profile("local").replace(out_dir=str(out_dir), data_dir=data_dir, **(overrides or {}))
+    recipe = get_recipe("local").replace(out_dir=str(out_dir), data_dir=data_dir, **(overrides or {}))
     if fresh and out_dir.exists():
         shutil.rmtree(out_dir)
 
     check_summary: dict[str, Any] = {"status": "skipped"}
     if checks:
         say("1/5 local claims")
-        check_summary = run_local_checks(results_dir)
-        stages["checks_s"] = time.monotonic() - t0
+        check_summary = stages.timed("checks", lambda: run_local_checks(results_dir, claims_dir, say))
 
-    say(f"2/5 training ({cfg.max_steps} steps) in {out_dir}")
-    t = time.monotonic()
-    summary = train(cfg)
-    stages["train_s"] = time.monotonic() - t
+    say(f"2/5 training ({recipe.train.max_steps} steps) in {out_dir}")
+    summary = stages.timed("train", lambda: train(recipe.train))
 
-    from repro.train.checkpoint import list_checkpoints
-
-    k = min(cfg.average_last, len(list_checkpoints(out_dir)))  # fewer only when --max-steps cut the run short
-    say(f"3/5 averaging the last {k} checkpoints")
-    t = time.monotonic()
-    averaged = average_last(out_dir, k)
+    say(f"3/5 averaging the last {min(recipe.train.average_last, len(list_checkpoints(out_dir)))} checkpoints")
+    averaged, k = stages.timed("average", lambda: _average(recipe, out_dir))
     model, _ = load_model(averaged)
     vocab = SharedVocab.load(out_dir / "vocab.json")
-    stages["average_s"] = time.monotonic() - t
 
-    dataset = get_dataset(cfg.dataset, resolve_data_dir(data_dir))
-    say("4/5 beam search on test_2016_flickr (beam 4, alpha 0.6, max length input + 50)")
-    t = time.monotonic()
-    bleu = evaluate_bleu(model, vocab, dataset, TEST_SPLIT, output=out_dir / "test_2016_flickr.hyp.de",
-                         max_tokens=6000)
-    stages["decode_s"] = time.monotonic() - t
+    dataset = get_dataset(recipe.train.dataset, resolve_data_dir(data_dir))
+    d = recipe.decode
+    say(f"4/5 beam search on test_2016_flickr (beam {d.beam_size}, alpha {d.alpha}, max length input + "
+        f"{d.max_len_offset})")
+    bleu = stages.timed("decode", lambda: evaluate_bleu(model, vocab, dataset, TEST_SPLIT, d, max_tokens=6000,
+                                                        output=out_dir / "test_2016_flickr.hyp.de"))
     say(f"    sacreBLEU {bleu.sacrebleu.score:.2f} ({bleu.sacrebleu.signature}); "
         f"paper protocol {bleu.paper.score:.2f}")
 
     say("5/5 perplexity on the validation set")
-    t = time.monotonic()
-    ppl = evaluate_perplexity(model, vocab, dataset, DEV_SPLIT)
-    stages["perplexity_s"] = time.monotonic() - t
-    total = time.monotonic() - t0
+    ppl = stages.timed("perplexity", lambda: evaluate_perplexity(model, vocab, dataset, DEV_SPLIT))
+    total = stages.total
     say(f"    dev PPL {ppl.ppl:.2f} over {ppl.tokens} wordpieces; total {total / 60:.1f} min")
 
-    scale = scale_description(cfg, summary.steps)
     common = dict(
         steps=summary.steps, resumed_from=summary.resumed_from, train_tokens_per_s=round(summary.tokens_per_s, 1),
-        wall_minutes_total=round(total / 60, 2), stages_s={k: round(v, 1) for k, v in stages.items()},
+        wall_minutes_total=round(total / 60, 2), stages_s=stages.rounded(),
         checkpoint=str(averaged), checkpoints_averaged=k, filtered_train_pairs=summary.extra.get("filtered"),
         vocab_size=len(vocab), threads=torch.get_num_threads(), run_dir=str(out_dir),
     )
-    _replace_records(results_dir, (BLEU_CLAIM, PPL_CLAIM))
-    store = ResultStore(results_dir)
-    store.write(Result(
-        BLEU_CLAIM, round(bleu.sacrebleu.score, 2),
-        collect_provenance(config=cfg.to_dict(), dataset=f"multi30k-en-de test_2016_flickr ({bleu.sentences} pairs, raw)",
-                           scale=scale, bleu_signature=bleu.sacrebleu.signature, **common),
-        unit="sacreBLEU (detokenized)",
-        detail=(f"beam 4, alpha 0.6, max length input + 50, average of the last {k} checkpoints; paper protocol (tokenized, "
-                f"compound-split) BLEU {bleu.paper.score:.2f}; decoding took {bleu.seconds:.0f} s"),
-        extra={"paper_protocol_bleu": round(bleu.paper.score, 2), "paper_signature": bleu.paper.signature,
-               "sacrebleu": bleu.sacrebleu.to_dict(), "decode_seconds": round(bleu.seconds, 1)},
-    ))
-    store.write(Result(
-        PPL_CLAIM, round(ppl.ppl, 3),
-        collect_provenance(config=cfg.to_dict(), dataset="multi30k-en-de val (raw)", scale=scale, **common),
-        unit="PPL per wordpiece",
-        detail=f"exp(mean NLL) over {ppl.tokens} target wordpieces incl. EOS, no label smoothing, averaged model",
-        extra={"tokens": ppl.tokens, "nll_per_token": round(ppl.nll_per_token, 5)},
-    ))
+    _write_results(results_dir, recipe, summary, bleu, ppl, common)
     report = {
         "profile": "local", "claims_written": [BLEU_CLAIM, PPL_CLAIM], "checks": check_summary,
         "sacrebleu": round(bleu.sacrebleu.score, 2), "sacrebleu_signature": bleu.sacrebleu.signature,
         "paper_protocol_bleu": round(bleu.paper.score, 2), "dev_ppl": round(ppl.ppl, 3),
-        "final_train_loss": summary.final_loss, "scale": scale, "config": cfg.to_dict(), **common,
+        "final_train_loss": summary.final_loss, "scale": scale_description(recipe, summary.steps),
+        "config": recipe.train.to_dict(), **common,
     }
     atomic_write_text(reports_dir / "local_run.json", json.dumps(report, indent=2, default=str) + "\n")
     if write_report:
-        from repro.commands.report import FIGURE3_SENTENCE
-        from repro.report import generate
-
         say(f"report: {reports_dir.parent}/report.md, report.html, report.json")
-        generate([results_dir], reports_dir.parent, run_dirs=[out_dir], attention_sentence=FIGURE3_SENTENCE)
+        generate([results_dir], reports_dir.parent, claims_dir=claims_dir, run_dirs=[out_dir],
+                 attention_sentence=FIGURE3_SENTENCE)
     return report
-
-
-def _replace_records(results_dir: Path, claim_ids: tuple[str, ...]) -> None:
-    """Drop earlier records of the claims this run measures, so the store holds this run's."""
-    for claim_id in claim_ids:
-        folder = results_dir / claim_id
-        if folder.is_dir():
-            for path in folder.glob("*.json"):
-                path.unlink()

@@ -10,10 +10,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from repro.claims import load_claims
+from repro.checks import select_claims
 from repro.report import render_html, render_json, render_md
 from repro.report.build import ReportData, build_report, load_results
 from repro.report.document import Document, make_document
+from repro.report.figures import FIGURE3_SENTENCE
 from repro.report.publish import publish
 from repro.report.runs import find_runs
 
@@ -41,7 +42,7 @@ def generate(
     attention_sentence: str | None = None,
 ) -> Document:
     """Build the report from ``result_dirs`` and write it to ``out_dir``; returns the document."""
-    claims = load_claims(claims_dir)
+    claims = select_claims(claims_dir=claims_dir)
     results = load_results([Path(d) for d in result_dirs])
     data = build_report(claims, results, result_dirs)
     base = Path(result_dirs[0]).parent if result_dirs else None
@@ -51,5 +52,5 @@ def generate(
     return doc
 
 
-__all__ = ["OUTPUTS", "Document", "ReportData", "build_report", "generate", "load_results", "make_document",
+__all__ = ["FIGURE3_SENTENCE", "OUTPUTS", "Document", "ReportData", "build_report", "generate", "load_results", "make_document",
            "render_files"]

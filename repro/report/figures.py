@@ -21,6 +21,11 @@ from repro.results.provenance import Provenance
 from repro.results.store import Result
 
 
+#: The input sentence of the paper's Figure 3 (the attention maps are drawn for it by default).
+FIGURE3_SENTENCE = ("It is in this spirit that a majority of American governments have passed new laws since 2009 "
+                    "making the registration or voting process more difficult .")
+
+
 @dataclass(frozen=True)
 class Figure:
     name: str  # file stem under figures/

@@ -33,22 +33,44 @@ because the report must not certify what its own comparison contradicts.
 
 from __future__ import annotations
 
+import enum
 import math
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from repro.claims.claim import Claim
+from repro.claims.outcome import Outcome
 from repro.results.store import Result
 
-REPRODUCED = "reproduced"
-WITHIN = "within tolerance"
-DEVIATES = "deviates"
-INCONSISTENT = "paper inconsistent"
-NEEDS_CLUSTER = "needs cluster"
-NOT_RUN = "not run"
-ERROR = "error"
-NOT_APPLICABLE = "not applicable"
+
+class ReportStatus(str, enum.Enum):
+    """The report's verdict on a claim (its value is what the report prints)."""
+
+    REPRODUCED = "reproduced"
+    WITHIN = "within tolerance"
+    DEVIATES = "deviates"
+    INCONSISTENT = "paper inconsistent"
+    NEEDS_CLUSTER = "needs cluster"
+    NOT_RUN = "not run"
+    ERROR = "error"
+    NOT_APPLICABLE = "not applicable"
+
+    def __str__(self) -> str:
+        return self.value
+
+    # Hash as the text, so that a mapping keyed by outcomes finds them by their text and back.
+    __hash__ = str.__hash__
+
+
+REPRODUCED = ReportStatus.REPRODUCED
+WITHIN = ReportStatus.WITHIN
+DEVIATES = ReportStatus.DEVIATES
+INCONSISTENT = ReportStatus.INCONSISTENT
+NEEDS_CLUSTER = ReportStatus.NEEDS_CLUSTER
+NOT_RUN = ReportStatus.NOT_RUN
+ERROR = ReportStatus.ERROR
+NOT_APPLICABLE = ReportStatus.NOT_APPLICABLE
 
 #: Every status the report prints, best first (also the order of the summary).
 STATUSES = (REPRODUCED, WITHIN, DEVIATES, INCONSISTENT, NEEDS_CLUSTER, NOT_RUN, ERROR, NOT_APPLICABLE)
@@ -71,7 +93,7 @@ _EXACT_KINDS = ("equation", "hyperparameter")
 
 @dataclass(frozen=True)
 class Verdict:
-    status: str
+    status: ReportStatus
     note: str = ""
 
 
@@ -106,7 +128,7 @@ def _equal_at_precision(claim: Claim, expected: Any, measured: Any) -> bool:
     return expected == measured
 
 
-def compare(claim: Claim, measured: Any) -> str:
+def compare(claim: Claim, measured: Any) -> ReportStatus:
     """The status of ``measured`` against the paper's value, ignoring scale and checker verdicts."""
     if not claim.within(measured):
         return INCONSISTENT if claim.inconsistency else DEVIATES
@@ -120,27 +142,27 @@ def compare(claim: Claim, measured: Any) -> str:
 def verdict(claim: Claim, result: Result | None) -> Verdict:
     """The report's status of ``claim`` given its newest ``result`` (or none)."""
     missing = NEEDS_CLUSTER if claim.scale == "cluster" else NOT_RUN
-    if result is None or result.status == "not run":
+    if result is None or result.status == Outcome.NOT_RUN:
         return Verdict(missing)
-    if result.status == "error":
+    if result.status == Outcome.ERROR:
         return Verdict(ERROR, result.detail)
-    if result.status == "not applicable":
+    if result.status == Outcome.NOT_APPLICABLE:
         return Verdict(NOT_APPLICABLE, result.detail)
     if claim.scale == "cluster" and result_scale(result) != "cluster":
         return Verdict(NEEDS_CLUSTER, "the measured value is from a local-scale run and is shown for its scale only")
-    if isinstance(claim.expected, dict) and result.status in ("pass", "fail", "paper inconsistent"):
+    if isinstance(claim.expected, dict) and result.status in (Outcome.PASS, Outcome.FAIL, Outcome.INCONSISTENT):
         # Structured values (Table 1's fitted exponents) carry their tolerance in the checker's
         # params; the claim alone cannot compare them, so the checker's verdict stands.
-        if result.status == "pass":
+        if result.status == Outcome.PASS:
             exact = claim.kind in _EXACT_KINDS or claim.expected == result.measured
             return Verdict(REPRODUCED if exact else WITHIN)
         return Verdict(INCONSISTENT if claim.inconsistency else DEVIATES, "the checker reported fail")
     status = compare(claim, result.measured)
-    if result.status == "fail" and status in (REPRODUCED, WITHIN):
+    if result.status == Outcome.FAIL and status in (REPRODUCED, WITHIN):
         return Verdict(INCONSISTENT if claim.inconsistency else DEVIATES,
                        "the checker that produced this result reported fail")
-    if result.status == "pass" and status in (DEVIATES, INCONSISTENT):
+    if result.status == Outcome.PASS and status in (DEVIATES, INCONSISTENT):
         return Verdict(status, "the checker reported pass, but the value lies outside the claim's tolerance")
-    if result.status == "paper inconsistent" and status in (REPRODUCED, WITHIN):
+    if result.status == Outcome.INCONSISTENT and status in (REPRODUCED, WITHIN):
         return Verdict(INCONSISTENT, "the checker reported the paper inconsistent")
     return Verdict(status, claim.inconsistency if status == INCONSISTENT else "")

@@ -19,6 +19,9 @@ from repro.atomic import atomic_write_text
 from repro.errors import ResultError
 from repro.results.provenance import Provenance
 
+#: Where results go and are read from by default (``repro check``, ``report``, ``submit``, ``reproduce``).
+DEFAULT_RESULTS = Path("reports/local/results")
+
 
 @dataclass(frozen=True)
 class Result:

@@ -1,11 +1,9 @@
-"""Training configuration (Sections 5 and 6.1) and named profiles.
+"""Training configuration (Sections 5 and 6.1).
 
-``TrainConfig`` is the one object a training run is described by; it is JSON-serialisable
-and hashed into every result's provenance. A *profile* is a named ``TrainConfig``:
-
-- ``paper``      the base EN-DE recipe of Sections 5 and 6.1 (100k steps, 25000 tokens, 8 GPUs);
-- ``paper-big``  the big EN-DE model (300k steps, P_drop 0.3, average of the last 20 checkpoints);
-- ``local``      a small Transformer on Multi30k that trains on a 2-core CPU in minutes.
+``TrainConfig`` describes a training run; it is JSON-serialisable, written into every checkpoint
+and hashed into every result's provenance. Its model is a preset of :mod:`repro.model.presets`
+(the architecture) with ``model_overrides``. The named recipes (the paper's, the local ones)
+live in :mod:`repro.recipes`; this class's defaults are the base recipe of Sections 5 and 6.1.
 """
 
 from __future__ import annotations
@@ -21,7 +19,7 @@ from repro.errors import ConfigError
 from repro.model import TransformerConfig, get_preset
 
 
-@dataclass
+@dataclass(frozen=True)
 class TrainConfig:
     """Everything a training run needs. Defaults are the paper's base recipe."""
 
@@ -76,9 +74,11 @@ class TrainConfig:
                 f"training config keeps {self.keep_checkpoints} checkpoints but averages the last {self.average_last}"
             )
 
-    def model_config(self, vocab_size: int) -> TransformerConfig:
-        """The preset's model with the overrides applied and the vocabulary actually built."""
-        overrides = {**self.model_overrides, "src_vocab_size": vocab_size, "tgt_vocab_size": vocab_size}
+    def model_config(self, vocab_size: int | None = None) -> TransformerConfig:
+        """The preset's model with the overrides applied and, when given, the vocabulary actually built."""
+        overrides = dict(self.model_overrides)
+        if vocab_size is not None:
+            overrides.update(src_vocab_size=vocab_size, tgt_vocab_size=vocab_size)
         return get_preset(self.preset).model.replace(**overrides)
 
     def replace(self, **changes: Any) -> "TrainConfig":
@@ -112,38 +112,3 @@ class TrainConfig:
         except json.JSONDecodeError as err:
             raise ConfigError(f"{path}:{err.lineno}: not valid JSON ({err.msg})") from None
         return cls.from_dict(data, source=str(path))
-
-
-#: The local profile: d_model 256, 3 layers, d_ff 1024, 4 heads, one 8k BPE, on Multi30k.
-LOCAL_MODEL = {"n_layers": 3, "d_model": 256, "d_ff": 1024, "n_heads": 4, "attention": "fused"}
-
-PROFILES: dict[str, TrainConfig] = {
-    "paper": TrainConfig(),
-    "paper-big": TrainConfig(preset="big", max_steps=300_000, average_last=20, keep_checkpoints=20),
-    "local": TrainConfig(
-        preset="base",
-        model_overrides=dict(LOCAL_MODEL),
-        dataset="multi30k-en-de",
-        vocab_size=8000,
-        tokens_per_batch=2500,
-        max_tokens_per_device=2500,
-        max_steps=1000,
-        warmup_steps=300,
-        lr_scale=0.5,              # Eq. 3 peaks at 1.8e-3 after the short warm-up of a short run
-        max_len=100,
-        checkpoint_every_steps=80,
-        checkpoint_every_minutes=10.0,
-        keep_checkpoints=5,
-        average_last=5,
-        out_dir="runs/local",
-        device="cpu",
-        log_every=10,
-    ),
-}
-
-
-def get_profile(name: str) -> TrainConfig:
-    try:
-        return dataclasses.replace(PROFILES[name], model_overrides=dict(PROFILES[name].model_overrides))
-    except KeyError:
-        raise ConfigError(f"unknown training profile '{name}'; known profiles: {', '.join(PROFILES)}") from None

@@ -3,6 +3,7 @@
 The vocabulary is learned on the training source and target text together and saved as
 ``OUT_DIR/vocab.json``; a resumed run (and decoding) reloads it. Pairs longer than
 ``max_len`` wordpieces on either side are filtered and counted, never dropped silently.
+The ``synthetic`` dataset (:mod:`repro.data.synthetic`) needs no files and no vocabulary.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 
 from repro.data.corpus import read_parallel
 from repro.data.registry import Dataset, get_dataset, resolve_data_dir, with_splits
+from repro.data.synthetic import SYNTHETIC, SyntheticCorpus
 from repro.data.vocab import SharedVocab
 from repro.errors import ConfigError
 from repro.train.config import TrainConfig
@@ -22,8 +24,9 @@ Examples = list[tuple[list[int], list[int]]]
 
 @dataclass
 class TrainingData:
-    vocab: SharedVocab
+    vocab: SharedVocab | None          # None for the synthetic corpus (ids are drawn directly)
     examples: Examples
+    vocab_size: int
     filtered: int = 0
     filtered_lines: list[int] = field(default_factory=list)
     source: tuple[Path, Path] | None = None
@@ -64,7 +67,11 @@ def encode_pairs(vocab: SharedVocab, pairs: list[tuple[str, str]], max_len: int 
     return examples, dropped
 
 
-def prepare_training_data(cfg: TrainConfig) -> TrainingData:
+def prepare_training_data(cfg: TrainConfig, synthetic: SyntheticCorpus | None = None) -> TrainingData:
+    """The encoded training pairs of ``cfg.dataset`` (``synthetic``'s corpus for the synthetic dataset)."""
+    if cfg.dataset == SYNTHETIC:
+        examples = (synthetic or SyntheticCorpus()).examples(cfg.vocab_size, cfg.seed)
+        return TrainingData(None, examples, cfg.vocab_size)
     dataset = dataset_for(cfg)
     src_path, tgt_path = dataset.split("train")
     corpus = read_parallel(src_path, tgt_path)
@@ -78,4 +85,4 @@ def prepare_training_data(cfg: TrainConfig) -> TrainingData:
         shown = ", ".join(map(str, lines[:10])) + (" ..." if len(lines) > 10 else "")
         print(f"repro train: filtered {len(dropped)} of {len(corpus.pairs)} pairs of {src_path} longer than "
               f"{cfg.max_len} wordpieces (lines {shown})", file=sys.stderr)
-    return TrainingData(vocab, examples, len(dropped), lines, (src_path, tgt_path))
+    return TrainingData(vocab, examples, len(vocab), len(dropped), lines, (src_path, tgt_path))

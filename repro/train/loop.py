@@ -2,9 +2,8 @@
 
 One update sees about ``tokens_per_batch`` source and target tokens (Section 5.1: 25000),
 whatever the number of devices: each device takes batches of ``max_tokens_per_device``
-tokens and accumulates ``ceil(tokens_per_batch / (world_size * max_tokens_per_device))`` of
-them before the update. The loss of an update is the label-smoothed cross-entropy summed
-over its target tokens and divided by their number (over all devices).
+tokens and accumulates them as :mod:`repro.train.update` plans before the update
+(:mod:`repro.train.step`).
 
 Exact resume: every checkpoint holds the model, Adam's state, the step, the RNG states and
 the batcher's position, and training restarts from the newest checkpoint in ``out_dir``; an
@@ -13,36 +12,32 @@ interrupted and resumed run ends with the same parameters as an uninterrupted on
 
 from __future__ import annotations
 
-import math
 import random
 import sys
 import time
 from collections.abc import Callable, Iterable
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 import torch
-import torch.distributed as dist
 from tqdm import tqdm
 
-from repro.errors import CheckpointError, ReproError
+from repro.data.batching import TokenBatcher
+from repro.data.synthetic import SyntheticCorpus
+from repro.errors import CheckpointError
 from repro.model import Transformer, TransformerConfig
-from repro.train.checkpoint import (
-    checkpoint_path, list_checkpoints, load_checkpoint, prune_checkpoints, save_checkpoint,
-)
+from repro.train.cadence import CheckpointCadence
+from repro.train.checkpoint import checkpoint_path, list_checkpoints, load_checkpoint, prune_checkpoints, save_checkpoint
 from repro.train.config import TrainConfig
+from repro.train.data import prepare_training_data
 from repro.train.loss import TranslationLoss
 from repro.train.metrics import MetricsLog
 from repro.train.optimizer import build_optimizer
-from repro.train.schedule import learning_rate, set_learning_rate
+from repro.train.step import TrainingDiverged, UpdateStats, accumulate, update, world
+from repro.train.update import plan_update
 
-
-class TrainingDiverged(ReproError):
-    """The loss became NaN or infinite; the message names the step. No checkpoint is written for it."""
-
-    exit_code = 1
+__all__ = ["TrainSummary", "Trainer", "TrainingDiverged", "build", "first_update_gradients", "run", "train"]
 
 
 class Batcher(Protocol):
@@ -66,6 +61,7 @@ class TrainSummary:
     accumulation: int = 1
     world_size: int = 1
     elapsed_s: float = 0.0
+    first_loss: float | None = None    # the loss of this process's first update (after a resume: its first)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -73,7 +69,8 @@ class TrainSummary:
         return {"steps": self.steps, "final_loss": self.final_loss, "out_dir": str(self.out_dir),
                 "checkpoints": [str(p) for p in self.checkpoints], "tokens_per_s": self.tokens_per_s,
                 "resumed_from": self.resumed_from, "accumulation": self.accumulation,
-                "world_size": self.world_size, "elapsed_s": self.elapsed_s, **self.extra}
+                "world_size": self.world_size, "elapsed_s": self.elapsed_s, "first_loss": self.first_loss,
+                **self.extra}
 
 
 def resolve_device(name: str) -> torch.device:
@@ -83,32 +80,57 @@ def resolve_device(name: str) -> torch.device:
 
 
 def _default_batcher(examples: list, max_tokens: int, seed: int, num_shards: int, shard: int) -> Batcher:
-    from repro.data.batching import TokenBatcher
-
     return TokenBatcher(examples, max_tokens, shuffle=True, seed=seed, num_shards=num_shards, shard=shard)
 
 
-def _world() -> tuple[int, int]:
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_world_size(), dist.get_rank()
-    return 1, 0
+@dataclass
+class Trainer:
+    """Everything one process of a run trains with, built from its config."""
+
+    cfg: TrainConfig
+    model_cfg: TransformerConfig
+    model: Transformer
+    objective: torch.nn.Module          # the loss the loop back-propagates (DDP-wrapped on several devices)
+    optimizer: torch.optim.Optimizer
+    batcher: Batcher
+    device: torch.device
+    world_size: int
+    rank: int
+    accumulation: int
+
+    def micro_batches(self, batches: Iterable) -> list:
+        """The next update's batches on this device."""
+        it = iter(batches)
+        return [next(it) for _ in range(self.accumulation)]
 
 
-def _all_reduce_sum(value: float, device: torch.device) -> float:
-    if not (dist.is_available() and dist.is_initialized()):
-        return value
-    t = torch.tensor([value], dtype=torch.float64, device=device)
-    dist.all_reduce(t)
-    return float(t.item())
+def build(cfg: TrainConfig, examples: list[tuple[list[int], list[int]]], vocab_size: int,
+          make_batcher: BatcherFactory | None = None) -> Trainer:
+    """Seed, then build the model, the training objective, Adam and the batcher, in that order
+    (the order fixes what the seeded RNG draws, so resumed and repeated runs agree)."""
+    world_size, rank = world()
+    device = resolve_device(cfg.device)
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    plan = plan_update(cfg.tokens_per_batch, world_size, cfg.max_tokens_per_device)
+    torch.manual_seed(cfg.seed)
+    random.seed(cfg.seed)
+    model_cfg = cfg.model_config(vocab_size)
+    model = Transformer(model_cfg).to(device)
+    objective: torch.nn.Module = TranslationLoss(model, cfg.label_smoothing)
+    if world_size > 1:
+        objective = torch.nn.parallel.DistributedDataParallel(objective)
+    optimizer = build_optimizer(model, (cfg.adam_beta1, cfg.adam_beta2), cfg.adam_eps)
+    batcher = (make_batcher or _default_batcher)(examples, cfg.max_tokens_per_device, cfg.seed, world_size, rank)
+    return Trainer(cfg, model_cfg, model, objective, optimizer, batcher, device, world_size, rank, plan.accumulation)
 
 
-def train(cfg: TrainConfig, **kwargs: Any) -> TrainSummary:
-    """Train on ``cfg.dataset`` (BPE built or reloaded under ``cfg.out_dir``), resuming when possible."""
-    from repro.train.data import prepare_training_data
-
-    data = prepare_training_data(cfg)
-    summary = run(cfg, data.examples, len(data.vocab), **kwargs)
-    summary.extra.update(filtered=data.filtered, train_pairs=len(data.examples), vocab_size=len(data.vocab))
+def train(cfg: TrainConfig, *, synthetic: SyntheticCorpus | None = None, **kwargs: Any) -> TrainSummary:
+    """Train on ``cfg.dataset`` (BPE built or reloaded under ``cfg.out_dir``; the synthetic corpus
+    when the dataset is ``synthetic``), resuming when possible."""
+    data = prepare_training_data(cfg, synthetic)
+    summary = run(cfg, data.examples, data.vocab_size, **kwargs)
+    summary.extra.update(filtered=data.filtered, train_pairs=len(data.examples), vocab_size=data.vocab_size)
     return summary
 
 
@@ -120,142 +142,144 @@ def run(
     make_batcher: BatcherFactory | None = None,
     on_step: Callable[[int], None] | None = None,
     log: Callable[[str], None] | None = None,
+    clock: Callable[[], float] | None = None,
 ) -> TrainSummary:
     """The loop itself, on already encoded ``examples``; ``on_step(step)`` is called after each update."""
     say = log or (lambda msg: print(msg, file=sys.stderr))
+    clock = clock or time.monotonic
     out_dir = Path(cfg.out_dir)
-    world_size, rank = _world()
-    device = resolve_device(cfg.device)
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
-    accum = math.ceil(cfg.tokens_per_batch / (world_size * cfg.max_tokens_per_device))
-    say(f"repro train: {world_size} device(s) x {accum} accumulation step(s) x {cfg.max_tokens_per_device} tokens "
-        f"= {world_size * accum * cfg.max_tokens_per_device} tokens per side per update "
-        f"(asked: {cfg.tokens_per_batch}; Section 5.1)")
-
-    torch.manual_seed(cfg.seed)
-    random.seed(cfg.seed)
-    model_cfg = cfg.model_config(vocab_size)
-    model = Transformer(model_cfg).to(device)
-    objective: torch.nn.Module = TranslationLoss(model, cfg.label_smoothing)
-    if world_size > 1:
-        objective = torch.nn.parallel.DistributedDataParallel(objective)
-    optimizer = build_optimizer(model, (cfg.adam_beta1, cfg.adam_beta2), cfg.adam_eps)
-    batcher = (make_batcher or _default_batcher)(examples, cfg.max_tokens_per_device, cfg.seed, world_size, rank)
-
+    trainer = build(cfg, examples, vocab_size, make_batcher)
+    say(f"repro train: {trainer.world_size} device(s) x {trainer.accumulation} accumulation step(s) x "
+        f"{cfg.max_tokens_per_device} tokens = {trainer.world_size * trainer.accumulation * cfg.max_tokens_per_device} "
+        f"tokens per side per update (asked: {cfg.tokens_per_batch}; Section 5.1)")
     step = 0
     existing = list_checkpoints(out_dir)
     if existing:
-        step = _restore(existing[-1], model, optimizer, batcher, model_cfg, rank)
+        step = _restore(existing[-1], trainer)
         say(f"repro train: resumed from {existing[-1]} (step {step})")
     resumed_from = step
-    metrics = MetricsLog(out_dir / "metrics.csv", resume_step=step, tensorboard=cfg.tensorboard) if rank == 0 else None
-
-    model.train()
-    batches = iter(batcher)
+    progress = _Progress(cfg, out_dir, step, trainer, clock)
+    cadence = CheckpointCadence(cfg.checkpoint_every_steps, cfg.checkpoint_every_minutes, cfg.max_steps, clock)
+    trainer.model.train()
+    batches = iter(trainer.batcher)
     written: list[Path] = []
-    last_ckpt_time = time.monotonic()
-    start = time.monotonic()
-    window_start, window_tokens, run_tokens = start, 0, 0
-    loss_per_token = float("nan")
-    bar = tqdm(total=cfg.max_steps, initial=step, disable=rank != 0 or not sys.stderr.isatty(),
-               desc="train", unit="step", dynamic_ncols=True)
+    start = clock()
     try:
         while step < cfg.max_steps:
-            micro = [next(batches) for _ in range(accum)]
-            tgt_tokens = _all_reduce_sum(sum(b.tgt_tokens for b in micro), device)
-            src_tokens = _all_reduce_sum(sum(b.src_tokens for b in micro), device)
             step += 1
-            lr = learning_rate(step, model_cfg.d_model, cfg.warmup_steps, cfg.lr_scale)
-            set_learning_rate(optimizer, lr)
-            optimizer.zero_grad(set_to_none=True)
-            # DDP averages gradients over devices; scaling by world_size / tokens makes it a per-token mean.
-            scale = world_size / max(tgt_tokens, 1.0)
-            loss_sum = nll_sum = 0.0
-            for i, batch in enumerate(micro):
-                sync = objective.no_sync() if world_size > 1 and i < accum - 1 else nullcontext()  # type: ignore[operator]
-                with sync:
-                    loss, nll, _ = objective(batch.src.to(device), batch.tgt_in.to(device), batch.tgt_out.to(device), scale)
-                    if not torch.isfinite(loss):
-                        raise TrainingDiverged(
-                            f"step {step}: the loss is {loss.item()} (lr {lr:.3g}, batch of {batch.tgt_tokens} target "
-                            f"tokens); no checkpoint written for this step; the last one is "
-                            f"{(list_checkpoints(out_dir) or ['none'])[-1]}"
-                        )
-                    loss.backward()
-                loss_sum += float(loss.detach()) / scale / world_size
-                nll_sum += float(nll)
-            optimizer.step()
-            loss_per_token = _all_reduce_sum(loss_sum, device) / max(tgt_tokens, 1.0)
-            nll_per_token = _all_reduce_sum(nll_sum, device) / max(tgt_tokens, 1.0)  # every rank joins the reduce
-            window_tokens += int(src_tokens + tgt_tokens)
-            run_tokens += int(src_tokens + tgt_tokens)
-            bar.update(1)
-            if metrics is not None and (step % cfg.log_every == 0 or step == cfg.max_steps):
-                now = time.monotonic()
-                tps = window_tokens / max(now - window_start, 1e-9)
-                metrics.log({"step": step, "loss": round(loss_per_token, 6),
-                             "nll": round(nll_per_token, 6),
-                             "lr": lr, "tokens_per_s": round(tps, 1), "src_tokens": int(src_tokens),
-                             "tgt_tokens": int(tgt_tokens), "elapsed_s": round(now - start, 2),
-                             "epoch": batcher.state_dict().get("epoch", "")})
-                bar.set_postfix(loss=f"{loss_per_token:.3f}", lr=f"{lr:.2e}", tok_s=f"{tps:.0f}")
-                window_start, window_tokens = now, 0
-            due = (cfg.checkpoint_every_steps and step % cfg.checkpoint_every_steps == 0) or (
-                cfg.checkpoint_every_minutes and time.monotonic() - last_ckpt_time >= 60 * cfg.checkpoint_every_minutes
-            ) or step == cfg.max_steps
-            if due and rank == 0:
-                written.append(_save(out_dir, step, model, optimizer, batcher, model_cfg, cfg))
+            try:
+                stats = update(trainer.objective, trainer.optimizer, trainer.micro_batches(batches), trainer.device,
+                               step=step, d_model=trainer.model_cfg.d_model, warmup_steps=cfg.warmup_steps,
+                               lr_scale=cfg.lr_scale, world_size=trainer.world_size)
+            except TrainingDiverged as err:
+                raise TrainingDiverged(f"{err}; the last checkpoint is {(list_checkpoints(out_dir) or ['none'])[-1]}") \
+                    from None
+            progress.record(stats)
+            if cadence.due(step) and trainer.rank == 0:
+                written.append(_save(out_dir, step, trainer))
                 prune_checkpoints(out_dir, cfg.keep_checkpoints)
-                last_ckpt_time = time.monotonic()
+                cadence.written()
             if on_step is not None:
                 on_step(step)
     finally:
-        bar.close()
-        if metrics is not None:
-            metrics.close()
-    elapsed = time.monotonic() - start
+        progress.close()
+    elapsed = clock() - start
     return TrainSummary(
-        steps=step, final_loss=loss_per_token, out_dir=out_dir,
-        checkpoints=[p for p in written if p.exists()], tokens_per_s=run_tokens / max(elapsed, 1e-9),
-        resumed_from=resumed_from, accumulation=accum, world_size=world_size, elapsed_s=elapsed,
+        steps=step, final_loss=progress.last_loss, out_dir=out_dir,
+        checkpoints=[p for p in written if p.exists()], tokens_per_s=progress.run_tokens / max(elapsed, 1e-9),
+        resumed_from=resumed_from, accumulation=trainer.accumulation, world_size=trainer.world_size,
+        elapsed_s=elapsed, first_loss=progress.first_loss,
     )
 
 
-def _save(out_dir: Path, step: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-          batcher: Batcher, model_cfg: TransformerConfig, cfg: TrainConfig) -> Path:
+class _Progress:
+    """The metrics log (every ``log_every`` updates and the last) and the terminal progress bar."""
+
+    def __init__(self, cfg: TrainConfig, out_dir: Path, step: int, trainer: Trainer,
+                 clock: Callable[[], float]) -> None:
+        self.cfg, self.trainer, self.clock = cfg, trainer, clock
+        self.metrics = (MetricsLog(out_dir / "metrics.csv", resume_step=step, tensorboard=cfg.tensorboard)
+                        if trainer.rank == 0 else None)
+        self.bar = tqdm(total=cfg.max_steps, initial=step, disable=trainer.rank != 0 or not sys.stderr.isatty(),
+                        desc="train", unit="step", dynamic_ncols=True)
+        self.start = clock()
+        self.window_start, self.window_tokens, self.run_tokens = self.start, 0, 0
+        self.first_loss: float | None = None
+        self.last_loss = float("nan")
+
+    def record(self, stats: UpdateStats) -> None:
+        tokens = stats.src_tokens + stats.tgt_tokens
+        self.window_tokens += tokens
+        self.run_tokens += tokens
+        self.last_loss = stats.loss_per_token
+        if self.first_loss is None:
+            self.first_loss = stats.loss_per_token
+        self.bar.update(1)
+        if self.metrics is not None and (stats.step % self.cfg.log_every == 0 or stats.step == self.cfg.max_steps):
+            now = self.clock()
+            tps = self.window_tokens / max(now - self.window_start, 1e-9)
+            self.metrics.log({"step": stats.step, "loss": round(stats.loss_per_token, 6),
+                              "nll": round(stats.nll_per_token, 6), "lr": stats.lr, "tokens_per_s": round(tps, 1),
+                              "src_tokens": stats.src_tokens, "tgt_tokens": stats.tgt_tokens,
+                              "elapsed_s": round(now - self.start, 2),
+                              "epoch": self.trainer.batcher.state_dict().get("epoch", "")})
+            self.bar.set_postfix(loss=f"{stats.loss_per_token:.3f}", lr=f"{stats.lr:.2e}", tok_s=f"{tps:.0f}")
+            self.window_start, self.window_tokens = now, 0
+
+    def close(self) -> None:
+        self.bar.close()
+        if self.metrics is not None:
+            self.metrics.close()
+
+
+def first_update_gradients(cfg: TrainConfig, examples: list[tuple[list[int], list[int]]],
+                           vocab_size: int) -> dict[str, Any]:
+    """The gradients of a fresh model's first update, computed exactly as :func:`run` computes
+    them, in the current process group (DDP over its ranks, if any). With any number of devices
+    and passes they must equal one process's gradients on the same update (the cluster checks it)."""
+    trainer = build(cfg, examples, vocab_size)
+    trainer.model.train()
+    loss_sum, _, _, tgt_tokens = accumulate(trainer.objective, trainer.micro_batches(trainer.batcher),
+                                            trainer.device, step=1, world_size=trainer.world_size)
+    grads = {n: p.grad.detach().cpu().clone() for n, p in trainer.model.named_parameters() if p.grad is not None}
+    return {"rank": trainer.rank, "world_size": trainer.world_size, "accumulation": trainer.accumulation,
+            "loss": loss_sum / max(tgt_tokens, 1), "grads": grads}
+
+
+def _save(out_dir: Path, step: int, trainer: Trainer) -> Path:
     return save_checkpoint(checkpoint_path(out_dir, step), {
         "step": step,
-        "model": model.state_dict(),
-        "optimizer": optimizer.state_dict(),
-        "model_config": model_cfg.to_dict(),
-        "train_config": cfg.to_dict(),
+        "model": trainer.model.state_dict(),
+        "optimizer": trainer.optimizer.state_dict(),
+        "model_config": trainer.model_cfg.to_dict(),
+        "train_config": trainer.cfg.to_dict(),
         "rng": {"torch": torch.get_rng_state(), "python": random.getstate(),
                 "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []},
-        "data": batcher.state_dict(),
+        "data": trainer.batcher.state_dict(),
     })
 
 
-def _restore(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, batcher: Batcher,
-             model_cfg: TransformerConfig, rank: int) -> int:
+def _restore(path: Path, trainer: Trainer) -> int:
     state = load_checkpoint(path)
-    if state["model_config"] != model_cfg.to_dict():
-        diff = sorted(k for k in model_cfg.to_dict() if state["model_config"].get(k) != model_cfg.to_dict()[k])
+    mine = trainer.model_cfg.to_dict()
+    theirs = TransformerConfig.from_dict(state["model_config"]).to_dict()
+    if theirs != mine:
+        diff = sorted(k for k in mine if theirs.get(k) != mine[k])
         raise CheckpointError(f"{path}: written for another model (fields {', '.join(diff)} differ); "
                               "use another out_dir or the same configuration")
     for key in ("optimizer", "rng", "data", "step"):
         if key not in state:
             raise CheckpointError(f"{path}: not a training checkpoint (no '{key}'); cannot resume from it")
     try:
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
+        trainer.model.load_state_dict(state["model"])
+        trainer.optimizer.load_state_dict(state["optimizer"])
     except (RuntimeError, ValueError, KeyError) as err:
         raise CheckpointError(f"{path}: does not fit this model/optimizer ({str(err).splitlines()[0][:200]})") from None
     torch.set_rng_state(state["rng"]["torch"])
     random.setstate(_as_random_state(state["rng"]["python"]))
     if torch.cuda.is_available() and state["rng"].get("cuda"):
         torch.cuda.set_rng_state_all(state["rng"]["cuda"])
-    batcher.load_state_dict(state["data"])
+    trainer.batcher.load_state_dict(state["data"])
     return int(state["step"])
 
 

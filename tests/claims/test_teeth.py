@@ -16,6 +16,7 @@ from repro.audit.adapter import EncoderLayerParts, FeedForwardParts
 from repro.audit.repro_adapter import ReproAdapter
 from repro.checks.attention import reference_attention
 from repro.claims import load_claims
+from repro.checks import CHECKERS
 from repro.claims.runner import run_claim
 from repro.model.positional import sinusoidal_encoding
 
@@ -23,7 +24,8 @@ CLAIMS = {c.id: c for c in load_claims()}
 
 
 def status(claim_id: str, adapter) -> str:
-    return run_claim(CLAIMS[claim_id], adapter, {}).status
+    claim = CLAIMS[claim_id]
+    return run_claim(claim, CHECKERS[claim.checker], adapter, {}).status
 
 
 class ScaleAfterSoftmax(ReproAdapter):

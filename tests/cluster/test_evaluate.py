@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from repro.cluster.evaluate import evaluate_claims, run_scale
+from repro.decode.settings import TRANSLATION
 from repro.results import ResultStore
 from repro.train.config import TrainConfig
 from repro.train.loop import train
@@ -23,7 +24,7 @@ def tiny_run(tmp_path_factory: pytest.TempPathFactory, tiny_multi30k) -> tuple[d
     summary = train(cfg).to_dict()
     spec = {"name": "t", "experiment": "table2-base-ende", "preset": "base", "profile": "local",
             "claims": ["table2.bleu.base-ende", "sec5.step-time.base", "table3.ppl.base"],
-            "train": cfg.to_dict(), "overrides": {"max_steps": 6}}
+            "train": cfg.to_dict(), "decode": TRANSLATION.to_dict(), "overrides": {"max_steps": 6}}
     return spec, summary
 
 

@@ -12,7 +12,8 @@ import pytest
 
 from repro.cluster.experiments import EXPERIMENTS, Plan, plan_jobs
 from repro.cluster.profiles import load_profile
-from repro.model import TABLE3_ROWS, get_preset
+from repro.model import TABLE3_ROWS
+from repro.recipes import get_recipe
 
 
 def dry_run(*args: str, cwd: Path) -> dict:
@@ -34,8 +35,9 @@ def test_table3_dry_run_is_one_array_of_20_jobs(tmp_path: Path) -> None:
     for job in jobs:
         row = job["config"]["preset"]
         assert job["claims"] == [f"table3.ppl.{row}", f"table3.bleu.{row}"]
-        assert job["config"]["max_steps"] == get_preset(row).train_steps  # 100K, big: 300K
-        assert job["config"]["average_last"] == 1                         # Table 3: no averaging
+        assert job["config"]["max_steps"] == (300_000 if row == "big" else 100_000)  # Section 5.2
+        assert job["config"]["average_last"] == 1                                   # Table 3: no averaging
+        assert job["recipe"] == f"table3-{row}" and job["decode"] == get_recipe("base").decode.to_dict()
         res = job["resources"]
         assert (res["nodes"], res["tasks_per_node"], res["gpus_per_node"]) == (1, 8, 8)
         assert res["update"]["tokens_per_update"] >= 25000 and res["update"]["accumulation"] == 1
@@ -64,6 +66,7 @@ def test_table2_jobs_follow_the_paper(tmp_path: Path) -> None:
     assert (big.train["max_steps"], big.train["average_last"]) == (300_000, 20)
     assert enfr.preset == "big-enfr" and enfr.train["dataset"] == "wmt14-en-fr"
     assert base.claims == ("table2.bleu.base-ende", "sec5.step-time.base")
+    assert (base.decode["beam_size"], base.decode["alpha"], base.decode["max_len_offset"]) == (4, 0.6, 50)  # 6.1
 
 
 def in_process(capsys: pytest.CaptureFixture, *args: str) -> tuple[int, str, str]:
@@ -81,6 +84,8 @@ def test_table4_jobs_match_the_parsing_experiments(tmp_path: Path) -> None:
     assert (wsj.preset, wsj.claims, wsj.train["vocab_size"]) == ("parser-wsj", ("table4.f1.wsj-only",), 16000)
     assert (semi.preset, semi.claims, semi.train["vocab_size"]) == ("parser-semi", ("table4.f1.semi",), 32000)
     assert wsj.train["dataset"] == "wsj-parsing" and semi.train["dataset"] == "wsj-parsing-semi"
+    for job in (wsj, semi):  # Section 6.3's search, which the job's evaluation runs
+        assert (job.decode["beam_size"], job.decode["alpha"], job.decode["max_len_offset"]) == (21, 0.3, 300)
 
 
 def test_local_cpu_accumulates_to_25000_tokens(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
@@ -98,6 +103,8 @@ def test_overrides_and_bad_overrides(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert code == 0 and json.loads(out)["jobs"][0]["config"]["max_steps"] == 3
     code, _, err = in_process(capsys, "smoke", "--cluster", "local", "--set", "max_stepz=3", "--dry-run")
     assert code == 2 and "job smoke" in err and "max_stepz" in err
+    code, _, err = in_process(capsys, "smoke", "--cluster", "local", "--set", "max_steps=three", "--dry-run")
+    assert code == 2 and "max_steps" in err and "JSON" in err  # not taken as the string "three"
 
 
 def test_every_job_serves_claims_that_exist(tmp_path: Path, repo_root: Path) -> None:
@@ -107,4 +114,4 @@ def test_every_job_serves_claims_that_exist(tmp_path: Path, repo_root: Path) -> 
              for c in tomllib.loads(f.read_text(encoding="utf-8")).get("claim", [])}
     plan = Plan(load_profile("paper-p100"), tmp_path)
     served = {c for e in EXPERIMENTS for job in plan_jobs(e, plan) for c in job.claims}
-    assert len(served) == 3 + 40 + 2 + 2  # Table 2 BLEU, Table 3 PPL+BLEU, Table 4 F1, step times and served <= known, sorted(served - known)
+    assert len(served) == 4 + 40 + 2 + 2  # Table 2 BLEU, Table 3 PPL+BLEU, Table 4 F1, step times and served <= known, sorted(served - known)

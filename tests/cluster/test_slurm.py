@@ -22,9 +22,13 @@ from repro.cluster.executor import make_executor, submit_jobs
 from repro.cluster.experiments import SMOKE_SYNTHETIC, JobSpec, Plan, plan_jobs
 from repro.cluster.job import gradient_probe
 from repro.cluster.profiles import ClusterProfile, ClusterProfileError
-from repro.cluster.smoke import checkpoint_path, distributed_gradients, load_checkpoint, train_synthetic
 from repro.cluster.status import Ledger, job_states
+from repro.data.synthetic import SyntheticCorpus
+from repro.recipes import get_recipe
 from repro.results import ResultStore
+from repro.train.checkpoint import checkpoint_path, load_checkpoint
+from repro.train.config import TrainConfig
+from repro.train.loop import first_update_gradients, train
 
 pytestmark = [pytest.mark.slurm, pytest.mark.xdist_group("slurm")]
 
@@ -111,8 +115,9 @@ def test_preempted_job_resumes_from_its_checkpoint(tmp_path: Path, slurm_profile
     assert "requeue 1 of at most" in job.stderr()
 
     torch.set_num_threads(1)
-    reference = train_synthetic({**spec.train, "out_dir": str(tmp_path / "straight")}, SMOKE_SYNTHETIC)
-    assert reference.resumed_from is None
+    reference = train(TrainConfig.from_dict({**spec.train, "out_dir": str(tmp_path / "straight")}),
+                      synthetic=SyntheticCorpus())
+    assert reference.resumed_from == 0
     got = load_checkpoint(checkpoint_path(out, steps))["model"]
     want = load_checkpoint(checkpoint_path(tmp_path / "straight", steps))["model"]
     assert all(torch.equal(got[k], want[k]) for k in want)
@@ -152,13 +157,12 @@ def test_cancelled_job_is_reported_cancelled(tmp_path: Path, slurm_profile: Clus
 def test_two_task_gloo_job_matches_one_process(tmp_path: Path, slurm_profile: ClusterProfile, job_name: str,
                                                wait_done) -> None:
     """Two SLURM tasks (submitit tasks_per_node=2, TorchDistributedEnvironment, gloo) = one process."""
-    train = {"tokens_per_batch": 128, "max_tokens_per_device": 32, "vocab_size": 32, "seed": 5,
-             "label_smoothing": 0.1}
+    cfg = get_recipe("smoke").replace(seed=5, label_smoothing=0.1).train
     profile = dataclasses.replace(slurm_profile, tasks_per_node=2)
     executor = make_executor(profile, tmp_path / "submitit", "slurm", job_name)
-    job = executor.submit(gradient_probe, train, SMOKE_SYNTHETIC)
+    job = executor.submit(gradient_probe, cfg.to_dict(), SMOKE_SYNTHETIC)
     torch.set_num_threads(1)
-    single = distributed_gradients(train, SMOKE_SYNTHETIC)
+    single = first_update_gradients(cfg, SyntheticCorpus().examples(cfg.vocab_size, cfg.seed), cfg.vocab_size)
     wait_done(job, 120)
     results = job.results()  # one per task
     assert sorted(r["rank"] for r in results) == [0, 1]

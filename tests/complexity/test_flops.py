@@ -83,6 +83,6 @@ def test_band_masked_full_attention_fails_the_restricted_claim(monkeypatch: pyte
 
 
 def table1_context():
-    from repro.checks.registry import CheckContext
+    from repro.claims.outcome import CheckContext
 
     return CheckContext(target=None)  # the Table 1 checkers never touch the target

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from repro.checks import table1
-from repro.checks.registry import CheckContext
+from repro.claims.outcome import CheckContext
 from repro.claims import load_claims
 from repro.complexity.layers import ConvolutionalLayer, RecurrentLayer
 from repro.complexity.path import closed_form, max_path_length, recurrent_path_lengths, stack_path_lengths

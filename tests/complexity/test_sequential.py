@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from repro.checks import table1
-from repro.checks.registry import CheckContext
+from repro.claims.outcome import CheckContext
 from repro.claims import load_claims
 from repro.complexity.layers import RecurrentLayer
 from repro.complexity.sequential import measure_sequential, sequential_operations

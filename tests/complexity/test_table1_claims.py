@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from repro.checks.registry import audits_implementation
-from repro.claims import load_claims
-from repro.claims.runner import run_checks
+from repro.checks import audits_implementation, run_checks, select_claims
 
 CELLS = [
     f"table1.{row}.{column}"
@@ -14,7 +12,7 @@ CELLS = [
 
 
 def table1_claims():
-    return [c for c in load_claims() if c.id.startswith("table1.")]
+    return select_claims(only=["table1."])
 
 
 def test_every_cell_is_a_local_complexity_claim() -> None:

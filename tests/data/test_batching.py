@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 import torch
 
-from repro.data.batching import TokenBatcher, accumulation_steps, collate
+from repro.data.batching import TokenBatcher, collate
 from repro.data.vocab import BOS, EOS, PAD
 from repro.errors import ConfigError, DataError
 
@@ -126,13 +126,3 @@ def test_example_longer_than_budget_is_an_error():
         TokenBatcher([([5], [5]), ([5] * 30, [5])], max_tokens=20)
 
 
-def test_accumulation_keeps_paper_tokens_per_update():
-    # Paper: ~25000 tokens per side per update on 8 GPUs.
-    assert accumulation_steps(25000, 3125, world_size=8) == 1
-    assert accumulation_steps(25000, 3125, world_size=1) == 8
-    assert accumulation_steps(25000, 4096, world_size=2) == 4  # 4*2*4096 = 32768 >= 25000 > 3*2*4096
-    for world in (1, 2, 3, 8):
-        steps = accumulation_steps(25000, 2000, world_size=world)
-        assert steps * world * 2000 >= 25000 > (steps - 1) * world * 2000
-    with pytest.raises(ConfigError):
-        accumulation_steps(25000, 0)

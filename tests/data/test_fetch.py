@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from repro.data.fetch import download, fetch
-from repro.data.recipes import RECIPES, Archive, Member, Output, Recipe
+from repro.data.downloads import RECIPES, Archive, Member, Output, Recipe
 from repro.errors import DataError
 
 

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from repro.cli import main
-from repro.train.config import get_profile
+from repro.recipes import get_recipe
 from repro.train.data import prepare_training_data
 
 TINY_MODEL = '{"n_layers": 1, "d_model": 16, "d_ff": 32, "n_heads": 2, "attention": "fused"}'
@@ -74,7 +74,7 @@ def test_over_long_pairs_are_filtered_and_counted(tiny_data, tmp_path):
     lines = path.read_text().splitlines()
     lines[2] = " ".join(["word"] * 80)
     path.write_text("\n".join(lines) + "\n")
-    cfg = get_profile("local").replace(data_dir=str(tiny_data), out_dir=str(tmp_path / "run"), vocab_size=300, max_len=30)
+    cfg = get_recipe("local").train.replace(data_dir=str(tiny_data), out_dir=str(tmp_path / "run"), vocab_size=300, max_len=30)
     data = prepare_training_data(cfg)
     assert data.filtered == 1 and data.filtered_lines == [3] and len(data.examples) == 39
 

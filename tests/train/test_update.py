@@ -6,8 +6,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from repro.cluster.update import PAPER_TOKENS_PER_BATCH, UpdatePlan, plan_update
 from repro.errors import ConfigError
+from repro.recipes import get_recipe
+from repro.train.update import UpdatePlan, plan_update
+
+PAPER_TOKENS_PER_BATCH = get_recipe("base").train.tokens_per_batch  # Section 5.1: 25000 per side
 
 
 def test_paper_p100_needs_no_accumulation() -> None:
@@ -42,3 +45,13 @@ def test_wrong_plans_fail_the_check(wrong: UpdatePlan) -> None:
 def test_bad_input() -> None:
     with pytest.raises(ConfigError, match="world_size"):
         plan_update(25000, 0, 3125)
+
+
+def test_accumulation_keeps_paper_tokens_per_update():
+    # Paper: ~25000 tokens per side per update on 8 GPUs.
+    assert plan_update(25000, 8, 3125).accumulation == 1
+    assert plan_update(25000, 1, 3125).accumulation == 8
+    assert plan_update(25000, 2, 4096).accumulation == 4  # 4*2*4096 = 32768 >= 25000 > 3*2*4096
+    for world in (1, 2, 3, 8):
+        steps = plan_update(25000, world, 2000).accumulation
+        assert steps * world * 2000 >= 25000 > (steps - 1) * world * 2000

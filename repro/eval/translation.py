@@ -1,5 +1,5 @@
-"""Scoring a checkpoint on a dataset split: BLEU of its beam-search translations (Section 6.1)
-and per-wordpiece perplexity (Table 3's PPL)."""
+"""Scoring a translation model on a dataset split: BLEU of its beam-search translations
+(Section 6.1) and per-wordpiece perplexity (Table 3's PPL)."""
 
 from __future__ import annotations
 
@@ -8,14 +8,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from repro.atomic import atomic_write_text
 from repro.data.corpus import read_parallel
 from repro.data.registry import Dataset
 from repro.data.vocab import SharedVocab
+from repro.decode.settings import TRANSLATION, DecodeSettings
 from repro.decode.translate import translate
 from repro.eval.bleu import BleuResult, score
 from repro.eval.perplexity import Perplexity, perplexity
 from repro.model import Transformer
-from repro.atomic import atomic_write_text
 from repro.train.data import encode_pairs
 
 
@@ -30,16 +31,15 @@ class BleuEvaluation:
     settings: dict[str, Any] = field(default_factory=dict)
 
 
-def evaluate_bleu(model: Transformer, vocab: SharedVocab, dataset: Dataset, split: str, *,
-                  beam_size: int = 4, alpha: float = 0.6, max_len_offset: int = 50, greedy: bool = False,
+def evaluate_bleu(model: Transformer, vocab: SharedVocab, dataset: Dataset, split: str,
+                  settings: DecodeSettings = TRANSLATION, *, greedy: bool = False,
                   max_tokens: int = 2000, output: Path | None = None) -> BleuEvaluation:
-    """Translate ``split``'s source side and score it against the target side with sacreBLEU
-    (the figure to report) and the paper's tokenized protocol (for information)."""
+    """Translate ``split``'s source side with ``settings`` (or greedily) and score it against the
+    target side with sacreBLEU and the paper's tokenized protocol."""
     src_path, tgt_path = dataset.split(split)
     corpus = read_parallel(src_path, tgt_path)
     start = time.monotonic()
-    hyps = translate(model, vocab, [s for s, _ in corpus.pairs], beam_size=beam_size, alpha=alpha,
-                     max_len_offset=max_len_offset, greedy=greedy, max_tokens=max_tokens)
+    hyps = translate(model, vocab, [s for s, _ in corpus.pairs], settings, greedy=greedy, max_tokens=max_tokens)
     seconds = time.monotonic() - start
     refs = [t for _, t in corpus.pairs]
     if output is not None:
@@ -50,7 +50,7 @@ def evaluate_bleu(model: Transformer, vocab: SharedVocab, dataset: Dataset, spli
     return BleuEvaluation(
         split=split, sacrebleu=score(hyps, refs, "sacrebleu"), paper=score(hyps, refs, "paper", **paper_kwargs),
         hypotheses=hyps, seconds=seconds, sentences=len(hyps),
-        settings={"beam_size": 1 if greedy else beam_size, "alpha": alpha, "max_len_offset": max_len_offset,
+        settings={**settings.to_dict(), **({"beam_size": 1} if greedy else {}),
                   "search": "greedy" if greedy else "beam"},
     )
 

@@ -6,8 +6,8 @@ each fit ``max_tokens_per_device`` tokens in one forward pass, gradients are acc
 
     accumulation = ceil(tokens_per_batch / (W * max_tokens_per_device))
 
-micro-batches, so that one update still sees ~tokens_per_batch tokens per side. Jobs check
-this invariant before training and log it.
+micro-batches, so that one update still sees ~tokens_per_batch tokens per side. The training
+loop runs this plan; cluster jobs check it before training and log it.
 """
 
 from __future__ import annotations
@@ -17,8 +17,6 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from repro.errors import ConfigError
-
-PAPER_TOKENS_PER_BATCH = 25_000  # Section 5.1, per side
 
 
 @dataclass(frozen=True)

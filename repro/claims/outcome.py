@@ -1,0 +1,76 @@
+"""What a checker can say about a claim: a measurement, or why there is none, and the outcome.
+
+A checker measures and returns a :class:`Measurement`; when it cannot (the implementation
+under audit lacks the part, or the claim needs a run nobody has made) it raises
+:class:`NotApplicable` or :class:`NotRun`. The engine turns that into one :class:`Outcome`.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from repro.claims.claim import Claim
+    from repro.results.store import Result
+
+
+class Outcome(str, enum.Enum):
+    """The outcome of checking one claim against one implementation (its value is what JSON shows)."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    #: outside the tolerance where the claim records that the paper contradicts itself
+    INCONSISTENT = "paper inconsistent"
+    NOT_RUN = "not run"
+    NOT_APPLICABLE = "not applicable"
+    ERROR = "error"
+
+    def __str__(self) -> str:
+        return self.value
+
+    # Hash as the text, so that a mapping keyed by outcomes finds them by their text and back.
+    __hash__ = str.__hash__
+
+    @property
+    def measured(self) -> bool:
+        """The checker measured something (the record carries a value)."""
+        return self in (Outcome.PASS, Outcome.FAIL, Outcome.INCONSISTENT)
+
+    @property
+    def broken(self) -> bool:
+        """The implementation failed the claim or its checker broke."""
+        return self in (Outcome.FAIL, Outcome.ERROR)
+
+
+class NotApplicable(Exception):
+    """The implementation under audit does not expose the part this claim needs."""
+
+
+class NotRun(Exception):
+    """The measurement needs a run (training, a cluster job) that has not produced a result."""
+
+
+@dataclass
+class Measurement:
+    """What a checker measured. ``passed`` is set when the checker itself decides (e.g. an
+    equation holding to tolerance); otherwise the claim's expected value and tolerance decide."""
+
+    value: Any
+    passed: bool | None = None
+    detail: str = ""
+    unit: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class CheckContext:
+    """What a checker may use: the implementation under test and any stored results."""
+
+    target: Any
+    seed: int = 0
+    results: dict[str, "Result"] = field(default_factory=dict)
+
+
+__all__ = ["CheckContext", "Measurement", "NotApplicable", "NotRun", "Outcome"]

@@ -1,0 +1,31 @@
+"""Check records into the results store: what ``repro check`` and the main job keep of a check."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from repro.results.provenance import collect_provenance
+from repro.results.store import Result, ResultStore
+
+if TYPE_CHECKING:
+    from repro.claims.runner import CheckRecord
+
+#: Checkers that read stored results rather than measure: their records are not measurements.
+_READS_STORE = "metric.result"
+
+
+def store_records(records: Iterable["CheckRecord"], store: ResultStore) -> list:
+    """Write each measured record (pass, fail, paper inconsistent) with this process's provenance;
+    records of claims that read stored results are skipped (they would only copy them)."""
+    written = []
+    for r in records:
+        if not r.status.measured or r.claim.checker == _READS_STORE:
+            continue
+        prov = collect_provenance(
+            config={"claim": r.claim.id, "params": r.claim.params}, dataset="none (equation-level check)",
+            scale="local: equation-level check on the CPU",
+        )
+        written.append(store.write(Result(r.claim.id, r.measured, prov, unit=r.unit or r.claim.unit,
+                                          status=r.status.value, detail=r.detail, extra=r.extra)))
+    return written

@@ -1,0 +1,98 @@
+"""One update of Section 5: the gradients of ~25000 + 25000 tokens, then Adam at Eq. 3's rate.
+
+The update's micro-batches are spread over the devices (DDP) and accumulated on each; the loss
+of the update is the label-smoothed cross-entropy summed over all its target tokens and divided
+by their number (over every device), so the gradient is that of the mean loss whatever the
+number of devices and passes. :func:`accumulate` forms the gradients (the cluster's gradient
+probe calls it alone); :func:`update` adds the learning rate and the optimizer step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+from repro.data.batching import Batch
+from repro.errors import ReproError
+from repro.train.schedule import learning_rate, set_learning_rate
+
+
+class TrainingDiverged(ReproError):
+    """The loss became NaN or infinite; the message names the step. No checkpoint is written for it."""
+
+    exit_code = 1
+
+
+@dataclass(frozen=True)
+class UpdateStats:
+    """What one update saw: its rate, token counts (over every device) and per-token losses."""
+
+    step: int
+    lr: float
+    src_tokens: int
+    tgt_tokens: int
+    loss_per_token: float
+    nll_per_token: float
+
+
+def world() -> tuple[int, int]:
+    """(world size, rank) of the current process group; (1, 0) without one."""
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_world_size(), dist.get_rank()
+    return 1, 0
+
+
+def all_reduce_sum(value: float, device: torch.device) -> float:
+    """``value`` summed over every process of the group (itself without one)."""
+    if not (dist.is_available() and dist.is_initialized()):
+        return value
+    t = torch.tensor([value], dtype=torch.float64, device=device)
+    dist.all_reduce(t)
+    return float(t.item())
+
+
+def accumulate(objective: torch.nn.Module, micro: Sequence[Batch], device: torch.device, *,
+               step: int, world_size: int = 1, context: str = "") -> tuple[float, float, int, int]:
+    """Back-propagate one update's micro-batches through ``objective`` (a
+    :class:`~repro.train.loss.TranslationLoss`, possibly DDP-wrapped); returns this update's
+    (loss sum, NLL sum, source tokens, target tokens), each summed over every device.
+
+    DDP averages gradients over devices; scaling each pass by world_size / (the update's target
+    tokens) makes the result the gradient of the per-token mean loss of the whole update.
+    """
+    tgt_tokens = all_reduce_sum(sum(b.tgt_tokens for b in micro), device)
+    src_tokens = all_reduce_sum(sum(b.src_tokens for b in micro), device)
+    scale = world_size / max(tgt_tokens, 1.0)
+    loss_sum = nll_sum = 0.0
+    for i, batch in enumerate(micro):
+        last = i == len(micro) - 1
+        sync = objective.no_sync() if world_size > 1 and not last else nullcontext()  # type: ignore[operator]
+        with sync:
+            loss, nll, _ = objective(batch.src.to(device), batch.tgt_in.to(device), batch.tgt_out.to(device), scale)
+            if not torch.isfinite(loss):
+                raise TrainingDiverged(
+                    f"step {step}: the loss is {loss.item()} (batch of {batch.tgt_tokens} target tokens"
+                    f"{'; ' + context if context else ''}); no checkpoint written for this step"
+                )
+            loss.backward()
+        loss_sum += float(loss.detach()) / scale  # this pass's summed loss, unscaled
+        nll_sum += float(nll)
+    return all_reduce_sum(loss_sum, device), all_reduce_sum(nll_sum, device), int(src_tokens), int(tgt_tokens)
+
+
+def update(objective: torch.nn.Module, optimizer: torch.optim.Optimizer, micro: Sequence[Batch],
+           device: torch.device, *, step: int, d_model: int, warmup_steps: int, lr_scale: float = 1.0,
+           world_size: int = 1) -> UpdateStats:
+    """Update ``step`` (counted from 1): Eq. 3's rate, the update's gradients, one Adam step."""
+    lr = learning_rate(step, d_model, warmup_steps, lr_scale)
+    set_learning_rate(optimizer, lr)
+    optimizer.zero_grad(set_to_none=True)
+    loss_sum, nll_sum, src_tokens, tgt_tokens = accumulate(
+        objective, micro, device, step=step, world_size=world_size, context=f"lr {lr:.3g}")
+    optimizer.step()
+    tokens = max(tgt_tokens, 1)
+    return UpdateStats(step, lr, src_tokens, tgt_tokens, loss_sum / tokens, nll_sum / tokens)
