@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
 import pytest
 
 from repro.decode.settings import DecodeSettings
 from repro.errors import ConfigError
-from repro.model import TABLE3_ROWS, TransformerConfig
+from repro.model import TABLE3_ROWS
 from repro.pipeline.parsing import on_prepared_data
 from repro.recipes import RECIPES, get_recipe, parse_assignments, recipe_names
 from repro.train.config import TrainConfig
@@ -60,15 +59,6 @@ def test_replace_routes_each_field_to_its_class():
         get_recipe("local").replace(warmup=5)
     with pytest.raises(ConfigError, match="divisible"):
         get_recipe("local").replace(n_heads=3)  # a bad model is refused when the variant is made
-
-
-def test_no_field_is_defined_in_two_classes():
-    classes = (TransformerConfig, TrainConfig, DecodeSettings)
-    seen: dict[str, str] = {}
-    for cls in classes:
-        for f in dataclasses.fields(cls):
-            assert f.name not in seen, f"field '{f.name}' is defined in {seen[f.name]} and {cls.__name__}"
-            seen[f.name] = cls.__name__
 
 
 def test_assignments_parse_json_and_refuse_what_is_not():

@@ -8,6 +8,7 @@ status: measured against expected for a pass or a fail, the missing adapter meth
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -111,8 +112,6 @@ def summary(records: Sequence[AuditRecord]) -> str:
 
 def render_audit(records: Sequence[AuditRecord], why_width: int = 72) -> str:
     """A fixed-width table: claim id, source, status, why (wrapped to ``why_width``)."""
-    import textwrap
-
     header = ("claim", "source", "status", "why")
     rows = [(r.claim.id, r.claim.source, r.status.value, r.why) for r in records]
     widths = [min(max(len(row[i]) for row in [header, *rows]), limit) for i, limit in enumerate((34, 24, 18))]

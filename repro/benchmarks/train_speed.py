@@ -6,7 +6,8 @@ Adam (0.9, 0.98, 1e-9) and label smoothing 0.1, on the same batch of ``--sentenc
 ``--length`` tokens per side (default 128 x 32 = 4096). The reference computes logits for
 every target position and ``nn.CrossEntropyLoss(label_smoothing=0.1, ignore_index=PAD)``;
 repro projects only non-padding positions, in chunks, with the gradient formed in place
-(repro.train.loss). Steps alternate between the two so that both see the same machine load.
+(repro.train.loss). Both are stepped by the training loop's own update (repro.train.step: Eq. 3's
+rate, the gradients, Adam). Steps alternate between the two so that both see the same machine load.
 
     python -m repro.benchmarks.train_speed [--steps 3] [--warmup 1] [--threads 2]
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import resource
 import statistics
 import time
 
@@ -23,10 +25,12 @@ import torch
 from torch import nn
 
 from repro.benchmarks.matmul_peak import matmul_gflops
+from repro.data.batching import Batch
 from repro.model import Transformer, count_parameters, get_preset
 from repro.model.positional import sinusoidal_encoding
 from repro.train.loss import TranslationLoss
 from repro.train.optimizer import build_optimizer
+from repro.train.step import update
 
 PAD = 0
 
@@ -54,6 +58,21 @@ class ReferenceTransformer(nn.Module):
         return hidden @ self.embed.weight.t()  # tied pre-softmax projection
 
 
+class ReferenceObjective(nn.Module):
+    """The reference's training objective, called as the loop calls repro's: (loss x scale, NLL, tokens)."""
+
+    def __init__(self, model: ReferenceTransformer, smoothing: float) -> None:
+        super().__init__()
+        self.model = model
+        self.loss = nn.CrossEntropyLoss(label_smoothing=smoothing, ignore_index=PAD, reduction="sum")
+
+    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor, tgt_out: torch.Tensor,
+                scale: float = 1.0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        logits = self.model(src, tgt_in)
+        loss = self.loss(logits.view(-1, logits.size(-1)), tgt_out.reshape(-1))
+        return loss * scale, loss.detach(), (tgt_out != PAD).sum()
+
+
 def training_flops(model: Transformer, src_tokens: int, tgt_tokens: int) -> float:
     """Matmul FLOPs of one update (forward + backward = 3 x forward), attention scores excluded."""
     cfg = model.cfg
@@ -64,11 +83,11 @@ def training_flops(model: Transformer, src_tokens: int, tgt_tokens: int) -> floa
     return 3 * 2 * (src_tokens * enc + tgt_tokens * (dec + proj))
 
 
-def make_batch(sentences: int, length: int, vocab: int, seed: int = 0) -> tuple[torch.Tensor, ...]:
+def make_batch(sentences: int, length: int, vocab: int, seed: int = 0) -> Batch:
     g = torch.Generator().manual_seed(seed)
     src = torch.randint(4, vocab, (sentences, length), generator=g)
     tgt = torch.randint(4, vocab, (sentences, length + 1), generator=g)
-    return src, tgt[:, :-1].contiguous(), tgt[:, 1:].contiguous()
+    return Batch(src, tgt[:, :-1].contiguous(), tgt[:, 1:].contiguous(), src.numel(), sentences * length)
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -88,34 +107,22 @@ def main(argv: list[str] | None = None) -> dict:
     cfg = get_preset("base").model.replace(src_vocab_size=args.vocab, tgt_vocab_size=args.vocab, attention=args.attention,
                                            **({"n_layers": args.layers} if args.layers else {}))
     ours = Transformer(cfg)
-    ours_loss = TranslationLoss(ours, 0.1)
     ref = ReferenceTransformer(args.vocab, cfg.d_model, cfg.n_heads, cfg.n_layers, cfg.d_ff, cfg.dropout)
-    ref_loss = nn.CrossEntropyLoss(label_smoothing=0.1, ignore_index=PAD)
-    opt_ours, opt_ref = build_optimizer(ours), build_optimizer(ref)
-    for opt in (opt_ours, opt_ref):
-        for group in opt.param_groups:
-            group["lr"] = 1e-4
-    src, tgt_in, tgt_out = make_batch(args.sentences, args.length, args.vocab)
-    tokens = int((src != PAD).sum() + (tgt_out != PAD).sum())
+    batch = make_batch(args.sentences, args.length, args.vocab)
+    src, tgt_out = batch.src, batch.tgt_out
+    tokens = batch.src_tokens + batch.tgt_tokens
+    device = torch.device("cpu")
 
-    def step_ours() -> float:
-        opt_ours.zero_grad(set_to_none=True)
-        loss, _, n = ours_loss(src, tgt_in, tgt_out, 1.0 / float((tgt_out != PAD).sum()))
-        loss.backward()
-        opt_ours.step()
-        return float(loss)
+    def stepper(objective: nn.Module, model: nn.Module):
+        optimizer, steps = build_optimizer(model), iter(range(1, 10**9))
+        return lambda: update(objective, optimizer, [batch], device, step=next(steps), d_model=cfg.d_model,
+                              warmup_steps=4000).loss_per_token
 
-    def step_ref() -> float:
-        opt_ref.zero_grad(set_to_none=True)
-        logits = ref(src, tgt_in)
-        loss = ref_loss(logits.view(-1, logits.size(-1)), tgt_out.reshape(-1))
-        loss.backward()
-        opt_ref.step()
-        return float(loss)
-
+    steppers = (("repro", stepper(TranslationLoss(ours, 0.1), ours)),
+                ("torch.nn.Transformer", stepper(ReferenceObjective(ref, 0.1), ref)))
     timings: dict[str, list[dict[str, float]]] = {"repro": [], "torch.nn.Transformer": []}
     for i in range(args.warmup + args.steps):
-        for name, fn in (("repro", step_ours), ("torch.nn.Transformer", step_ref)):
+        for name, fn in steppers:
             wall, cpu = time.perf_counter(), time.process_time()
             start_times = _rusage()
             fn()
@@ -145,8 +152,6 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 def _rusage() -> tuple[float, float]:
-    import resource
-
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime, r.ru_stime
 

@@ -6,9 +6,10 @@ import math
 
 import torch
 
-from repro.claims.outcome import CheckContext, Measurement, NotApplicable
 from repro.checks.registry import checker
 from repro.claims.claim import Claim
+from repro.claims.outcome import CheckContext, Measurement, NotApplicable
+from repro.model import Transformer, get_preset
 
 
 @checker("layers.feed_forward")
@@ -84,8 +85,6 @@ def embedding_shared(claim: Claim, ctx: CheckContext) -> Measurement:
 @checker("model.base_dimensions")
 def base_dimensions(claim: Claim, ctx: CheckContext) -> Measurement:
     """Section 3: the base model's dimensions, read off the parameter shapes of the built model."""
-    from repro.model import Transformer, get_preset
-
     if not ctx.target.has_repro_presets:
         raise NotApplicable(f"{ctx.target.name}: the base preset is repro's own")
     model = Transformer(get_preset("base").model)

@@ -3,7 +3,7 @@
 submitit runs :class:`TrainingJob` on every task of the allocation. Each task joins
 ``torch.distributed`` (NCCL on GPUs, gloo on CPUs) through submitit's
 ``TorchDistributedEnvironment``, checks and logs the update-size invariant of Section 5.1
-(:mod:`repro.cluster.update`) and trains. On preemption or at the time limit SLURM sends
+(:mod:`repro.train.update`) and trains with repro.train's loop. On preemption or at the time limit SLURM sends
 USR2; submitit calls :meth:`TrainingJob.checkpoint`, which hands back a copy of the job with
 its requeue count raised, and the job is requeued; the copy resumes from the newest checkpoint
 in its ``out_dir``. After ``max_requeues`` requeues it refuses, and the job ends as failed.

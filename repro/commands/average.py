@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from repro.errors import ReproError
-from repro.train.average import average_checkpoints, average_last
-from repro.train.checkpoint import save_checkpoint
+from repro.train.average import average_last, write_average
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -23,7 +21,7 @@ def main(args: argparse.Namespace) -> int:
     if args.checkpoints:
         if not args.output:
             raise ReproError("--checkpoints needs --output")
-        out = save_checkpoint(Path(args.output), average_checkpoints(args.checkpoints))
+        out = write_average(args.checkpoints, args.output)
     elif args.run_dir:
         out = average_last(args.run_dir, args.last, args.output)
     else:

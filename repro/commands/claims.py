@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from repro.claims import load_claims
+from repro.checks import select_claims
 from repro.claims.table import format_value
 from repro.errors import ReproError
 
@@ -33,7 +33,7 @@ def _as_dict(claim) -> dict:
 
 
 def list_claims(args: argparse.Namespace) -> int:
-    claims = load_claims(args.claims_dir)
+    claims = select_claims(claims_dir=args.claims_dir)
     if args.json:
         print(json.dumps([_as_dict(c) for c in claims], indent=2))
         return 0
@@ -43,7 +43,7 @@ def list_claims(args: argparse.Namespace) -> int:
 
 
 def show_claim(args: argparse.Namespace) -> int:
-    claims = {c.id: c for c in load_claims(args.claims_dir)}
+    claims = {c.id: c for c in select_claims(claims_dir=args.claims_dir)}
     if args.id not in claims:
         raise ReproError(f"no claim with id '{args.id}' (see 'repro claims list')")
     for key, value in _as_dict(claims[args.id]).items():

@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import warnings
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -32,6 +33,10 @@ from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+from nltk.translate.bleu_score import corpus_bleu
+from sacrebleu.metrics import BLEU
+from sacremoses import MosesPunctNormalizer, MosesTokenizer
 
 from repro.errors import DataError
 
@@ -73,16 +78,12 @@ def compound_split(line: str) -> str:
 
 @lru_cache(maxsize=8)
 def _moses(lang: str) -> Any:
-    from sacremoses import MosesTokenizer
-
     return MosesTokenizer(lang=lang)
 
 
 def moses_tokenize(line: str, lang: str = "de", *, normalize_punct: bool = False) -> str:
     """``tokenizer.perl -l LANG`` with its defaults (escaping on, no aggressive hyphen splitting)."""
     if normalize_punct:
-        from sacremoses import MosesPunctNormalizer
-
         line = MosesPunctNormalizer(lang=lang).replace_unicode_punct(line)
     return _moses(lang).tokenize(line, return_str=True, escape=True, aggressive_dash_splits=False)
 
@@ -159,8 +160,6 @@ def paper_bleu(
 # -- sacreBLEU and the NLTK cross-check --------------------------------------------------------------
 def sacre_bleu(hyps: Sequence[str], refs: Sequence[str], *, tokenize: str | None = None) -> BleuResult:
     """sacreBLEU's corpus BLEU of detokenized text, with its signature (13a tokenization by default)."""
-    from sacrebleu.metrics import BLEU
-
     _check_lengths(hyps, refs)
     metric = BLEU(tokenize=tokenize) if tokenize else BLEU()
     res = metric.corpus_score(list(hyps), [list(refs)])
@@ -174,14 +173,10 @@ def nltk_bleu(hyps: Sequence[str], refs: Sequence[str]) -> float:
     Equals multi-bleu's whenever every hypothesis has at least 4 tokens; NLTK counts a sentence
     shorter than n as one (unmatched) n-gram, multi-bleu.perl counts it as none.
     """
-    from nltk.translate.bleu_score import corpus_bleu
-
     _check_lengths(hyps, refs)
     hyp_words = [h.split() for h in hyps]
     if sum(map(len, hyp_words)) == 0:
         return 0.0
-    import warnings
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # NLTK warns when an n-gram order has no match; the score is then 0
         return 100 * corpus_bleu([[r.split()] for r in refs], hyp_words)

@@ -16,9 +16,16 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure as MplFigure
 
+import torch
+
+from repro.data.vocab import SharedVocab
+from repro.errors import ConfigError
+from repro.model import Transformer, TransformerConfig, get_preset
 from repro.report.runs import Run
 from repro.results.provenance import Provenance
 from repro.results.store import Result
+from repro.train.checkpoint import load_checkpoint
+from repro.train.schedule import learning_rate
 
 
 #: The input sentence of the paper's Figure 3 (the attention maps are drawn for it by default).
@@ -60,19 +67,15 @@ def _d_model(run: Run) -> int | None:
     if (cfg.get("model_overrides") or {}).get("d_model"):
         return int(cfg["model_overrides"]["d_model"])
     if cfg.get("preset"):
-        from repro.model import get_preset
-
         try:
             return get_preset(cfg["preset"]).model.d_model
-        except Exception:  # noqa: BLE001 - an unknown preset only means no Eq. 3 curve
+        except ConfigError:  # an unknown preset only means no Eq. 3 curve
             return None
     return None
 
 
 def schedule_figure(run: Run) -> Figure | str:
     """Section 5.3, Eq. 3 against the learning rate the run logged."""
-    from repro.train.schedule import learning_rate
-
     df = run.metrics
     if df is None or "lr" not in df.columns or df["lr"].isna().all():
         return f"{run.path}: no logged lr; Eq. 3 schedule figure not drawn"
@@ -186,8 +189,6 @@ def attention_figure(model: Any, src_ids: Sequence[int], tokens: Sequence[str], 
 
     ``model`` is a :class:`repro.model.Transformer`; ``src_ids`` the encoded sentence,
     ``tokens`` its wordpieces (labels of both axes)."""
-    import torch
-
     attn = model.encoder_layers[layer].self_attn
     was_training, attn.record_weights = model.training, True
     try:
@@ -219,10 +220,6 @@ def run_attention_figure(run: Run, sentence: str) -> Figure | str:
     ckpt, vocab_path = run.newest_checkpoint(), run.path / "vocab.json"
     if ckpt is None or not vocab_path.is_file():
         return f"{run.path}: no checkpoint or vocab.json; attention maps not drawn"
-    from repro.data.vocab import SharedVocab
-    from repro.model import Transformer, TransformerConfig
-    from repro.train.checkpoint import load_checkpoint
-
     state = load_checkpoint(ckpt)
     model = Transformer(TransformerConfig.from_dict(state["model_config"]))
     model.load_state_dict(state["model"])

@@ -18,6 +18,7 @@ import pandas as pd
 from repro.errors import ResultError
 from repro.results.provenance import Provenance
 from repro.results.store import Result
+from repro.train.checkpoint import load_checkpoint
 
 
 @dataclass
@@ -58,8 +59,6 @@ def _config_from_checkpoint(run: Run) -> None:
     ckpt = run.newest_checkpoint()
     if ckpt is None:
         return
-    from repro.train.checkpoint import load_checkpoint
-
     state = load_checkpoint(ckpt)
     run.train_config = dict(state.get("train_config") or {})
     run.model_config = dict(state.get("model_config") or {})

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
+import torch
 
 from repro.checks.table2 import FOOTNOTE5_TFLOPS
 from repro.claims.claim import Claim
@@ -153,8 +154,6 @@ def table(step_times: list[StepTime], claims: dict[str, Claim]) -> pd.DataFrame:
 def measure_peak_flops(device: str = "cpu", size: int = 1024, repeats: int = 5) -> float:
     """Float32 matmul throughput of ``device`` (FLOP/s): a measured lower bound on its peak,
     for a run to record as ``peak_flops`` when the vendor's figure is not at hand."""
-    import torch
-
     a = torch.randn(size, size, device=device)
     b = torch.randn(size, size, device=device)
     best = float("inf")

@@ -16,6 +16,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import torch
+
 REQUIRED_FIELDS = ("commit", "config_hash", "hardware", "dataset", "date", "scale")
 
 
@@ -67,8 +69,6 @@ def git_commit(repo: Path | None = None) -> str:
 
 def hardware_description() -> str:
     """A one-line description of the device a measurement ran on."""
-    import torch
-
     if torch.cuda.is_available():
         name = torch.cuda.get_device_name(0)
         return f"{torch.cuda.device_count()}x {name} (CUDA {torch.version.cuda}), torch {torch.__version__}"

@@ -55,6 +55,11 @@ def average_checkpoints(paths: list[str | os.PathLike[str]]) -> dict[str, Any]:
     }
 
 
+def write_average(paths: list[str | os.PathLike[str]], output: str | os.PathLike[str]) -> Path:
+    """Average the checkpoints ``paths`` into the checkpoint file ``output``."""
+    return save_checkpoint(Path(output), average_checkpoints(paths))
+
+
 def average_last(out_dir: str | os.PathLike[str], k: int, output: str | os.PathLike[str] | None = None) -> Path:
     """Average the newest ``k`` checkpoints of a run into ``output`` (default OUT_DIR/average_last{k}.pt)."""
     paths = list_checkpoints(out_dir)
@@ -63,4 +68,4 @@ def average_last(out_dir: str | os.PathLike[str], k: int, output: str | os.PathL
     if len(paths) < k:
         raise CheckpointError(f"{Path(out_dir) / 'checkpoints'}: asked to average the last {k} checkpoints, found {len(paths)}")
     output = Path(output) if output else Path(out_dir) / f"average_last{k}.pt"
-    return save_checkpoint(output, average_checkpoints(paths[-k:]))
+    return write_average(paths[-k:], output)

@@ -77,7 +77,7 @@ def in_process(capsys: pytest.CaptureFixture, *args: str) -> tuple[int, str, str
     return code, out.out, out.err
 
 
-def test_table4_jobs_match_the_parsing_experiments(tmp_path: Path) -> None:
+def test_table4_jobs_use_the_parser_recipes(tmp_path: Path) -> None:
     plan = Plan(load_profile("paper-p100"), tmp_path)
     wsj, = plan_jobs("table4-wsj", plan)
     semi, = plan_jobs("table4-semi", plan)
