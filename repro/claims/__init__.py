@@ -8,9 +8,9 @@
 - ``table``    the terminal table of ``repro check``
 """
 
-from repro.claims.claim import KINDS, SCALES, Claim
+from repro.claims.claim import BASES, KINDS, SCALES, Claim
 from repro.claims.loader import default_claims_dir, load_claims
 from repro.claims.outcome import CheckContext, Measurement, NotApplicable, NotRun, Outcome
 
-__all__ = ["KINDS", "SCALES", "CheckContext", "Claim", "Measurement", "NotApplicable", "NotRun", "Outcome",
+__all__ = ["BASES", "KINDS", "SCALES", "CheckContext", "Claim", "Measurement", "NotApplicable", "NotRun", "Outcome",
            "default_claims_dir", "load_claims"]

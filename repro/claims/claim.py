@@ -9,6 +9,9 @@ from typing import Any
 
 KINDS = ("equation", "hyperparameter", "count", "complexity", "cost", "metric")
 SCALES = ("local", "cluster")
+#: The kind of evidence a claim's measurement is: a ``setting`` read from the code's configuration,
+#: a ``behaviour`` measured on the code that runs, or the ``result`` of a run (a metric).
+BASES = ("setting", "behaviour", "result")
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,12 @@ class Claim:
     bound: str | None = None
     notes: str = ""
     inconsistency: str = ""
+    basis: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.basis:  # unstated: a metric is a run's result, a recipe value a setting, the rest behaviour
+            basis = "result" if self.kind == "metric" else "setting" if self.checker == "recipe.value" else "behaviour"
+            object.__setattr__(self, "basis", basis)
 
     def within(self, measured: Any) -> bool:
         """Whether ``measured`` agrees with the paper's value under this claim's tolerance."""

@@ -46,6 +46,7 @@ class CheckRecord:
             "id": c.id,
             "source": c.source,
             "kind": c.kind,
+            "basis": c.basis,
             "scale": c.scale,
             "statement": c.statement,
             "status": self.status.value,

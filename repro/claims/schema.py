@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from repro.claims.claim import KINDS, SCALES
+from repro.claims.claim import BASES, KINDS, SCALES
 
 _VALUE = {"type": ["number", "string", "boolean", "array", "object"]}
 
@@ -30,6 +30,7 @@ CLAIM_SCHEMA: dict = {
         "bound": {"enum": ["at_least", "at_most"]},
         "notes": {"type": "string"},
         "inconsistency": {"type": "string"},
+        "basis": {"enum": list(BASES)},
     },
     "allOf": [
         # A numeric paper value needs a stated tolerance or the paper's rounding.
