@@ -5,12 +5,21 @@ Every method is optional: one left as is raises :class:`~repro.checks.registry.N
 and each claim needing it is reported "not applicable", never passed.
 
 Conventions: tensors are float32 on the CPU; batch first; attention masks are boolean with
-``True`` where attention is allowed; modules are returned in ``eval()`` mode with dropout off.
+``True`` where attention is allowed; modules are returned in ``eval()`` mode with dropout off,
+except by :meth:`Adapter.training_model`. Token ids 0-3 are the special ids of repro's
+vocabulary (PAD=0, BOS=1, EOS=2, UNK=3); the claims' random token inputs draw from 4 upwards.
+
+Methods added after the first version of the protocol (``attention_paths``, ``model_paths``,
+``decoder_layer``, ``training_model``, ``update_rates``, ``search``, ``beam_search``,
+``average_last``, ``checkpoint_steps``) and the optional fields of :class:`ModelParts` after
+``module`` are optional like the rest: an adapter written before them runs unchanged, and the
+claims needing them read "not applicable" (``attention_paths`` and ``model_paths`` default to
+``attention`` and ``model``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +53,21 @@ class EncoderLayerParts:
 
 
 @dataclass
+class DecoderLayerParts:
+    """One decoder layer and its pieces: the whole layer called as ``layer(x, memory)`` (causal
+    self-attention over ``x``, attention over the encoder output ``memory``), its three sub-layer
+    functions without residual or norm: ``self_attention(x)`` (masked so that position i sees
+    positions <= i), ``cross_attention(x, memory)`` (queries from ``x``, keys and values from
+    ``memory``), ``feed_forward(x)``; and its three layer normalisations, in the order applied."""
+
+    layer: Callable[[Tensor, Tensor], Tensor]
+    self_attention: Callable[[Tensor], Tensor]
+    cross_attention: Callable[[Tensor, Tensor], Tensor]
+    feed_forward: Callable[[Tensor], Tensor]
+    norms: tuple[Callable[[Tensor], Tensor], Callable[[Tensor], Tensor], Callable[[Tensor], Tensor]]
+
+
+@dataclass
 class ModelParts:
     """A whole encoder-decoder built at a given size.
 
@@ -51,6 +75,15 @@ class ModelParts:
     ``embed_source(tokens)`` returns what the encoder stack receives before positional encoding
     is added (the scaled embedding); the weight tensors are the raw parameter matrices, each
     vocab x d_model (the output projection too), or ``None`` where the implementation has none.
+
+    Optional, for the claims that follow the data through the stacks (``None`` where absent):
+    ``embed_target(tokens)`` the scaled target embedding; ``encoder_input(src)`` and
+    ``decoder_input(tgt_in)`` what the first encoder / decoder layer receives (embedding plus
+    positional encoding, after the embedding dropout in train mode); ``encode(src)`` the encoder
+    stack's output; ``encoder_layers`` / ``decoder_layers`` the parts of each layer, in order;
+    ``incremental(src, tgt_in, chunks)`` the logits of ``forward(src, tgt_in)`` computed by the
+    implementation's incremental decoder, feeding ``tgt_in`` through its cache in chunks of the
+    given sizes (one position at a time, or several at once).
     """
 
     forward: Callable[[Tensor, Tensor], Tensor]
@@ -62,6 +95,18 @@ class ModelParts:
     target_embedding: Tensor | None = None
     output_projection: Tensor | None = None
     module: torch.nn.Module | None = None
+    embed_target: Callable[[Tensor], Tensor] | None = None
+    encoder_input: Callable[[Tensor], Tensor] | None = None
+    decoder_input: Callable[[Tensor], Tensor] | None = None
+    encode: Callable[[Tensor], Tensor] | None = None
+    encoder_layers: Sequence[EncoderLayerParts] | None = None
+    decoder_layers: Sequence[DecoderLayerParts] | None = None
+    incremental: Callable[[Tensor, Tensor, Sequence[int]], Tensor] | None = None
+
+
+#: ``next_log_probs(prefix)``: log-probabilities (vocab,) of the next token after ``prefix`` (the
+#: tokens so far, without BOS), for :meth:`Adapter.search`.
+NextLogProbs = Callable[[tuple[int, ...]], Tensor]
 
 
 class Adapter:
@@ -79,6 +124,11 @@ class Adapter:
         """Scaled dot-product attention on (batch, heads, n, d_k) inputs; returns (batch, heads, n, d_v)."""
         raise self._missing("attention")
 
+    def attention_paths(self) -> dict[str, Callable[[Tensor, Tensor, Tensor, Tensor | None], Tensor]]:
+        """Every attention function the implementation's model can run (e.g. a reference path and
+        a fused kernel), each called as :meth:`attention` is. Default: :meth:`attention` alone."""
+        return {"attention": self.attention}
+
     def multi_head_attention(self, d_model: int, n_heads: int) -> Callable[[Tensor, Tensor, Tensor], Tensor]:
         """A multi-head attention module with h heads of d_model/h, called as (query, key, value)."""
         raise self._missing("multi_head_attention")
@@ -95,8 +145,22 @@ class Adapter:
     def encoder_layer(self, d_model: int, n_heads: int, d_ff: int) -> EncoderLayerParts:
         raise self._missing("encoder_layer")
 
+    def decoder_layer(self, d_model: int, n_heads: int, d_ff: int) -> DecoderLayerParts:
+        raise self._missing("decoder_layer")
+
     def model(self, vocab_size: int, d_model: int, n_heads: int, d_ff: int, n_layers: int) -> ModelParts:
         raise self._missing("model")
+
+    def model_paths(self, vocab_size: int, d_model: int, n_heads: int, d_ff: int,
+                    n_layers: int) -> dict[str, ModelParts]:
+        """The model built with each attention path it can run (see :meth:`attention_paths`), for
+        the claims about masks. Default: :meth:`model` alone."""
+        return {"model": self.model(vocab_size, d_model, n_heads, d_ff, n_layers)}
+
+    def training_model(self, vocab_size: int, d_model: int, n_heads: int, d_ff: int, n_layers: int,
+                       dropout: float) -> ModelParts:
+        """The model as training runs it: residual dropout rate ``dropout`` (Section 5.4), in train mode."""
+        raise self._missing("training_model")
 
     # -- Section 5 --------------------------------------------------------------------------
     def optimizer(self, params: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
@@ -112,3 +176,34 @@ class Adapter:
     def hyperparameters(self) -> dict[str, Any]:
         """The recipe's settings: keys as in claims' ``params.key`` (e.g. ``dropout``, ``beam_size``)."""
         raise self._missing("hyperparameters")
+
+    def update_rates(self, steps: Sequence[int], d_model: int, warmup_steps: int) -> list[float]:
+        """The learning rate the training loop applies in each of these updates, the first update
+        being update 1 (whatever the implementation counts internally: report the rate the k-th
+        optimizer step uses), with the schedule set for ``d_model`` and ``warmup_steps``."""
+        raise self._missing("update_rates")
+
+    def average_last(self, states: Sequence[dict[str, Tensor]], k: int) -> dict[str, Tensor]:
+        """Section 6.1: the model the evaluation decodes with, averaged from these checkpoints'
+        parameters (oldest first) as the implementation averages "the last k"."""
+        raise self._missing("average_last")
+
+    def checkpoint_steps(self, seconds_per_update: float, updates: int) -> list[int]:
+        """The updates after which training writes a checkpoint, when each update takes
+        ``seconds_per_update`` of wall time and the run has ``updates`` updates (the paper's
+        recipe: every 10 minutes)."""
+        raise self._missing("checkpoint_steps")
+
+    # -- Section 6.1: decoding ----------------------------------------------------------------
+    def search(self, next_log_probs: NextLogProbs, source_length: int, vocab_size: int, *, beam_size: int,
+               alpha: float, max_len_offset: int) -> list[int]:
+        """The implementation's beam search (as its evaluation runs it) over a scripted model: the
+        best output's tokens, without BOS and EOS. ``next_log_probs`` gives the distribution after
+        a prefix; the source has ``source_length`` tokens; token ids 1 and 2 are BOS and EOS."""
+        raise self._missing("search")
+
+    def beam_search(self, parts: ModelParts, src: Tensor, *, beam_size: int, alpha: float,
+                    max_len_offset: int) -> list[list[int]]:
+        """The implementation's beam search over one of its models (as ``model`` or
+        ``training_model`` built it, in whatever mode it is in): the best output per row of ``src``."""
+        raise self._missing("beam_search")

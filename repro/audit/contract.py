@@ -132,3 +132,8 @@ class CheckedAdapter:
 
     def hyperparameters(self) -> dict[str, Any]:
         return _instance("hyperparameters", self._target.hyperparameters(), dict)
+
+    def __getattr__(self, name: str) -> Any:
+        """Methods whose return values are not checked here (later additions to the protocol) go
+        straight to the adapter."""
+        return getattr(self._target, name)

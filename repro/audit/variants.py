@@ -27,7 +27,7 @@ import torch
 from torch import Tensor
 
 import repro.model.transformer as transformer_module
-from repro.audit.adapter import Adapter, ModelParts
+from repro.audit.adapter import Adapter
 from repro.audit.repro_adapter import ReproAdapter
 from repro.model import Transformer
 from repro.model.positional import sinusoidal_encoding
@@ -77,19 +77,7 @@ class LeakyTransformer(Transformer):
 
 class LeakyMaskAdapter(_Variant):
     mistake = "causal mask leaking one future position"
-
-    def model(self, vocab_size: int, d_model: int, n_heads: int, d_ff: int, n_layers: int) -> ModelParts:
-        cfg = self._config(
-            src_vocab_size=vocab_size, tgt_vocab_size=vocab_size, d_model=d_model, n_heads=n_heads,
-            d_ff=d_ff, n_layers=n_layers,
-        )
-        model = LeakyTransformer(cfg).eval()
-        return ModelParts(
-            forward=model, vocab_size=vocab_size, d_model=d_model, pad_id=cfg.pad_id,
-            embed_source=model.src_embed, source_embedding=model.src_embed.weight,
-            target_embedding=model.tgt_embed.weight, output_projection=model.output_projection.weight,
-            module=model,
-        )
+    transformer_class = LeakyTransformer
 
 
 class SinCosSwappedAdapter(_Variant):

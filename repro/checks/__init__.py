@@ -10,7 +10,10 @@ import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from repro.checks import attention, layers, metrics, positional, table1, table2, table3, training  # noqa: F401
+from repro.checks import (  # noqa: F401  (importing a module registers its checkers)
+    attention, bleu_protocol, decoding, dropout, invariants, layers, metrics, positional, recipe_runs, relations,
+    section4, stacks, table1, table2, table3, training,
+)
 from repro.checks.registry import AUDITING, CHECKERS, audits_implementation, checker
 from repro.claims import Claim, load_claims
 from repro.claims.runner import CheckRecord, run_claims

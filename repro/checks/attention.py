@@ -92,24 +92,48 @@ def multihead_cost(claim: Claim, ctx: CheckContext) -> Measurement:
 
 @checker("attention.causal_mask")
 def causal_mask(claim: Claim, ctx: CheckContext) -> Measurement:
-    """Section 3.1: the decoder's output at i depends only on target positions <= i.
+    """Section 3.1: the decoder's output at i depends only on target positions <= i, on every
+    attention path the model runs.
 
     Perturbation test: change the target token at j; logits at every i < j must not move,
     and (to show the probe can see a dependency) logits at i >= j must. Measured: the number
     of (i, j) pairs where a future position leaked into an earlier output."""
-    parts = ctx.target.model(vocab_size=40, d_model=32, n_heads=4, d_ff=64, n_layers=2)
     gen = torch.Generator().manual_seed(ctx.seed)
-    src = torch.randint(4, 40, (2, 7), generator=gen)
-    tgt = torch.randint(4, 40, (2, 9), generator=gen)
-    leaks, blind = 0, 0
-    with torch.no_grad():
-        base = parts.forward(src, tgt)
-        for j in range(tgt.size(1)):
-            changed = tgt.clone()
-            changed[:, j] = 4 + (changed[:, j] - 4 + 7) % 36
-            out = parts.forward(src, changed)
-            delta = (out - base).abs().amax(dim=(0, 2))
-            leaks += int((delta[:j] > 1e-6).sum())
-            blind += int(delta[j] <= 1e-6)
-    detail = f"{leaks} leaking (i < j) pairs; {blind} positions insensitive to their own input"
+    leaks, blind, paths = 0, 0, []
+    for path, parts in ctx.target.model_paths(vocab_size=40, d_model=32, n_heads=4, d_ff=64, n_layers=2).items():
+        src = torch.randint(4, 40, (2, 7), generator=gen)
+        tgt = torch.randint(4, 40, (2, 9), generator=gen)
+        with torch.no_grad():
+            base = parts.forward(src, tgt)
+            for j in range(tgt.size(1)):
+                changed = tgt.clone()
+                changed[:, j] = 4 + (changed[:, j] - 4 + 7) % 36
+                out = parts.forward(src, changed)
+                delta = (out - base).abs().amax(dim=(0, 2))
+                leaks += int((delta[:j] > 1e-6).sum())
+                blind += int(delta[j] <= 1e-6)
+        paths.append(path)
+    detail = (f"{leaks} leaking (i < j) pairs; {blind} positions insensitive to their own input "
+              f"(attention paths: {', '.join(paths)})")
     return Measurement(leaks, passed=leaks == 0 and blind == 0, detail=detail)
+
+
+@checker("attention.eq1_paths")
+def eq1_paths(claim: Claim, ctx: CheckContext) -> Measurement:
+    """Eq. 1 on every attention function the model can run (a reference path and a fused kernel,
+    say), with padding masks and the decoder's causal mask: the worst error over all of them."""
+    gen = torch.Generator().manual_seed(ctx.seed)
+    worst, details = 0.0, []
+    for path, fn in ctx.target.attention_paths().items():
+        path_worst = 0.0
+        for trial in range(int(claim.params.get("trials", 30))):
+            q, k, v, mask = random_attention_case(gen)
+            if trial % 2:  # the decoder's self-attention: square, causal
+                k, v = q.clone(), torch.randn(*q.shape[:-1], v.size(-1), generator=gen)
+                mask = torch.ones(q.size(-2), q.size(-2), dtype=torch.bool).tril()[None, None]
+            with torch.no_grad():
+                got = fn(q, k, v, mask)
+            path_worst = max(path_worst, (got.double() - reference_attention(q, k, v, mask)).abs().max().item())
+        worst = max(worst, path_worst)
+        details.append(f"{path}: {path_worst:.1e}")
+    return Measurement(worst, detail="max abs error per path: " + ", ".join(details))

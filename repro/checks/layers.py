@@ -100,3 +100,20 @@ def base_dimensions(claim: Claim, ctx: CheckContext) -> Measurement:
         "d_v": attn.w_v.weight.shape[0] // attn.n_heads,
     }
     return Measurement(measured, detail=", ".join(f"{k}={v}" for k, v in measured.items()))
+
+
+@checker("layers.position_wise")
+def position_wise(claim: Claim, ctx: CheckContext) -> Measurement:
+    """Section 3.3: the FFN "is applied to each position separately and identically": permuting
+    the positions permutes the outputs, and each position alone gives its output in the sequence.
+    Measured: the worst difference of the two."""
+    d_model, d_ff = claim.params.get("d_model", 64), claim.params.get("d_ff", 256)
+    parts = ctx.target.feed_forward(d_model, d_ff)
+    gen = torch.Generator().manual_seed(ctx.seed)
+    x = torch.randn(2, 9, d_model, generator=gen)
+    perm = torch.randperm(9, generator=gen)
+    with torch.no_grad():
+        out = parts.module(x)
+        permuted = (parts.module(x[:, perm]) - out[:, perm]).abs().max().item()
+        alone = max((parts.module(x[:, i : i + 1])[:, 0] - out[:, i]).abs().max().item() for i in range(9))
+    return Measurement(max(permuted, alone), detail=f"permuted {permuted:.1e}, one position at a time {alone:.1e}")

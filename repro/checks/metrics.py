@@ -7,7 +7,7 @@ from repro.checks.registry import checker
 from repro.claims.claim import Claim
 
 
-@checker("metric.result", audits=False)
+@checker("metric.result", audits=False, reads_results=True)
 def result(claim: Claim, ctx: CheckContext) -> Measurement:
     """The newest stored result for this claim; "not run" when no run has produced one."""
     stored = ctx.results.get(claim.id)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from repro.claims.outcome import CheckContext, Measurement
+from repro.claims.outcome import CheckContext, Measurement, NotApplicable
 from repro.checks.registry import checker
 from repro.claims.claim import Claim
 
@@ -88,3 +88,29 @@ def relative_linear(claim: Claim, ctx: CheckContext) -> Measurement:
             fits.append(torch.stack(blocks))
         worst = max(worst, (fits[0] - fits[1]).abs().max().item())
     return Measurement(worst, detail=f"worst residual or disagreement between ranges {worst:.2e}")
+
+
+@checker("positional.both_stacks")
+def both_stacks(claim: Claim, ctx: CheckContext) -> Measurement:
+    """Section 3.5: the positional encodings are added to the input embeddings "at the bottoms
+    of the encoder and decoder stacks". With dropout off, what each stack's first layer receives
+    minus the scaled embedding must be the positional table (the implementation's own table when
+    it exposes one, else the paper's sinusoids). Measured: the worst difference over both stacks."""
+    d_model = 32
+    parts = ctx.target.model(vocab_size=40, d_model=d_model, n_heads=4, d_ff=64, n_layers=1)
+    needed = {"encoder_input": parts.encoder_input, "decoder_input": parts.decoder_input,
+              "embed_source": parts.embed_source, "embed_target": parts.embed_target}
+    missing = [k for k, v in needed.items() if v is None]
+    if missing:
+        raise NotApplicable(f"{ctx.target.name} does not expose {', '.join(missing)} (ModelParts)")
+    gen = torch.Generator().manual_seed(ctx.seed)
+    tokens = torch.randint(4, 40, (2, 12), generator=gen)
+    try:
+        table = ctx.target.positional_encoding(12, d_model).detach().double()
+    except NotApplicable:
+        table = reference_encoding(12, d_model)
+    with torch.no_grad():
+        enc = (parts.encoder_input(tokens) - parts.embed_source(tokens)).double()
+        dec = (parts.decoder_input(tokens) - parts.embed_target(tokens)).double()
+    errors = {"encoder": (enc - table).abs().max().item(), "decoder": (dec - table).abs().max().item()}
+    return Measurement(max(errors.values()), detail=", ".join(f"{k} {v:.1e}" for k, v in errors.items()))

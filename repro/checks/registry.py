@@ -20,13 +20,16 @@ CHECKERS: dict[str, CheckerFn] = {}
 AUDITING: set[str] = set()
 
 
-def checker(name: str, *, audits: bool = True) -> Callable[[CheckerFn], CheckerFn]:
+def checker(name: str, *, audits: bool = True, reads_results: bool = False) -> Callable[[CheckerFn], CheckerFn]:
     """Register ``fn`` as the checker that claims name ``name``; ``audits=False`` for checkers
-    that do not look at the implementation (they are left out of ``repro audit``)."""
+    that do not look at the implementation (they are left out of ``repro audit``);
+    ``reads_results=True`` for checkers that derive their value from stored results (their
+    records are not stored again as measurements)."""
 
     def register(fn: CheckerFn) -> CheckerFn:
         if name in CHECKERS:
             raise RuntimeError(f"checker '{name}' registered twice")
+        fn.reads_results = reads_results  # type: ignore[attr-defined]
         CHECKERS[name] = fn
         if audits:
             AUDITING.add(name)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from repro.claims.outcome import CheckContext, Measurement
+from repro.claims.outcome import CheckContext, Measurement, NotRun
 from repro.checks.registry import checker
 from repro.claims.claim import Claim
 
@@ -34,3 +34,28 @@ def cost(claim: Claim, ctx: CheckContext) -> Measurement:
         float(f"{flops:.3e}"), unit="FLOP",
         detail=f"{basis} x {p['gpus']} {p['gpu']} x {FOOTNOTE5_TFLOPS[p['gpu']]} TFLOPS = {flops:.3e}",
     )
+
+
+@checker("table2.cost_from_run", audits=False, reads_results=True)
+def cost_from_run(claim: Claim, ctx: CheckContext) -> Measurement:
+    """Table 2's cost for a run that was made: its measured seconds per step x the paper's number
+    of steps x its devices x each device's peak (footnote 5's figure where the device is one it
+    lists, else the peak the job measured and recorded as ``peak_flops``)."""
+    source = claim.params["step_time_claim"]
+    stored = ctx.results.get(source)
+    if stored is None:
+        raise NotRun(f"needs a measured step time ({source}, written by a cluster job)")
+    extra = stored.provenance.extra
+    devices = int(extra.get("devices", 1))
+    listed = next((gpu for gpu in FOOTNOTE5_TFLOPS if gpu.lower() in stored.provenance.hardware.lower()), None)
+    if listed is not None:
+        peak, peak_from = FOOTNOTE5_TFLOPS[listed] * 1e12, f"footnote 5's {FOOTNOTE5_TFLOPS[listed]} TFLOPS ({listed})"
+    elif extra.get("peak_flops"):
+        peak, peak_from = float(extra["peak_flops"]), f"the measured peak {float(extra['peak_flops']) / 1e12:.2f} TFLOPS"
+    else:
+        raise NotRun(f"{source}: the run recorded no device peak (peak_flops) and its device is not in footnote 5")
+    steps = claim.params["steps"]
+    flops = float(stored.measured) * steps * devices * peak
+    return Measurement(float(f"{flops:.3e}"), unit="FLOP", detail=(
+        f"{stored.measured} s/step x {steps:,} steps x {devices} device(s) x {peak_from} "
+        f"[{stored.provenance.scale}; {stored.provenance.hardware}]"))

@@ -83,3 +83,48 @@ def recipe_value(claim: Claim, ctx: CheckContext) -> Measurement:
         raise NotApplicable(f"{ctx.target.name} reports no setting '{key}'")
     value, where = settings[key] if isinstance(settings[key], tuple) else (settings[key], "")
     return Measurement(value, detail=f"{key} = {value!r}" + (f" (from {where})" if where else ""))
+
+
+@checker("training.loop_rates")
+def loop_rates(claim: Claim, ctx: CheckContext) -> Measurement:
+    """Eq. 3 as the training loop applies it: the rate the optimizer holds in updates 1, 2, ...,
+    4000, 4001, ... (the first update is update 1: it must not run at rate 0, and the peak must
+    land on update ``warmup_steps``, not one later). Measured: the worst relative error."""
+    d_model, warmup = claim.params.get("d_model", 512), claim.params.get("warmup", 4000)
+    steps = claim.params.get("steps", [1, 2, warmup - 1, warmup, warmup + 1, 2 * warmup])
+    rates = ctx.target.update_rates(steps, d_model, warmup)
+    errors = [abs(r / eq3(s, d_model, warmup) - 1) for s, r in zip(steps, rates)]
+    worst = max(errors)
+    shown = ", ".join(f"update {s}: {r:.3e}" for s, r in zip(steps, rates))
+    return Measurement(worst, None if rates[0] > 0 else False, f"{shown}; worst relative error {worst:.1e}")
+
+
+@checker("training.checkpoint_cadence")
+def checkpoint_cadence(claim: Claim, ctx: CheckContext) -> Measurement:
+    """Section 6.1: checkpoints "written at 10-minute intervals", observed on the training loop with
+    a fake clock (each update taking ``seconds_per_update``). Measured: the wall time between
+    consecutive checkpoints, in minutes (the last, written at the end of the run, left out)."""
+    seconds, updates = claim.params.get("seconds_per_update", 60), claim.params.get("updates", 35)
+    steps = ctx.target.checkpoint_steps(seconds, updates)
+    gaps = sorted({(b - a) * seconds / 60 for a, b in zip([0, *steps[:-2]], steps[:-1])})
+    if not gaps:
+        return Measurement(None, False, f"checkpoints after updates {steps}: no interval to measure")
+    value = gaps[0] if len(gaps) == 1 else gaps
+    return Measurement(value, detail=f"{updates} updates of {seconds} s: checkpoints after updates {steps}")
+
+
+@checker("training.average_last")
+def average_last(claim: Claim, ctx: CheckContext) -> Measurement:
+    """Section 6.1: "a single model obtained by averaging the last 5 checkpoints": the average the
+    implementation makes of synthetic checkpoints, against the mean of the newest k. Measured: the
+    worst difference (0: the newest k, each weighed 1/k)."""
+    k, total = claim.params.get("k", 5), claim.params.get("checkpoints", 8)
+    gen = torch.Generator().manual_seed(ctx.seed)
+    shapes = {"w": (3, 4), "b": (4,)}
+    states = [{n: torch.randn(shape, generator=gen) for n, shape in shapes.items()} for _ in range(total)]
+    got = ctx.target.average_last(states, k)
+    worst = 0.0
+    for name in shapes:
+        want = torch.stack([s[name] for s in states[-k:]]).double().mean(0)
+        worst = max(worst, (got[name].double() - want).abs().max().item())
+    return Measurement(worst, detail=f"average of the last {k} of {total} checkpoints: max |difference| {worst:.1e}")

@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-KINDS = ("equation", "hyperparameter", "count", "complexity", "cost", "metric")
+KINDS = ("equation", "hyperparameter", "count", "complexity", "cost", "metric", "relation", "invariant", "structure")
 SCALES = ("local", "cluster")
 #: The kind of evidence a claim's measurement is: a ``setting`` read from the code's configuration,
 #: a ``behaviour`` measured on the code that runs, or the ``result`` of a run (a metric).

@@ -39,6 +39,8 @@ class CheckRecord:
     unit: str | None = None
     seconds: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
+    #: The value was derived from stored results (a metric, a relation), not measured by the check.
+    derived: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         c = self.claim
@@ -107,6 +109,7 @@ def run_claim(claim: Claim, check: CheckerFn, target: Any, results: Mapping[str,
     return CheckRecord(
         claim, status, measurement.value, measurement.detail,
         measurement.unit, time.perf_counter() - start, measurement.extra,
+        derived=bool(getattr(check, "reads_results", False)),
     )
 
 

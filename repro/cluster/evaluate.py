@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from repro.benchmarks.matmul_peak import measure_peak_flops
 from repro.data.registry import get_dataset, resolve_data_dir
 from repro.data.vocab import SharedVocab
 from repro.decode.settings import DecodeSettings
@@ -34,7 +35,6 @@ from repro.decode.translate import load_model, translate
 from repro.errors import ConfigError
 from repro.eval.translation import evaluate_bleu, evaluate_perplexity
 from repro.parsing.evaluate import score_split
-from repro.report.steptime import measure_peak_flops
 from repro.results import Result, ResultStore, collect_provenance
 from repro.train.average import average_last as average
 from repro.train.checkpoint import list_checkpoints

@@ -128,3 +128,35 @@ class RestrictedSelfAttentionLayer(nn.Module):
 def convolution_stack(d: int, kernel: int, depth: int, dilated: bool) -> nn.Sequential:
     """``depth`` causal convolutions; dilation k^l at depth l when ``dilated``, else 1."""
     return nn.Sequential(*(ConvolutionalLayer(d, kernel, kernel**level if dilated else 1) for level in range(depth)))
+
+
+class SeparableConvolutionalLayer(nn.Module):
+    """Section 4's separable convolution [6]: a depthwise convolution of width k (each of the d
+    channels on its own, k n d multiply-adds) followed by a point-wise d x d projection (n d^2):
+    O(k n d + n d^2)."""
+
+    positionwise = ()
+    causal = True
+
+    def __init__(self, d: int, kernel: int) -> None:
+        super().__init__()
+        self.left = kernel - 1
+        self.depthwise = nn.Conv1d(d, d, kernel, groups=d)
+        self.pointwise = nn.Linear(d, d)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.pointwise(self.depthwise(F.pad(x.transpose(1, 2), (self.left, 0))).transpose(1, 2))
+
+
+class FeedForwardLayer(nn.Module):
+    """The position-wise feed-forward network of Eq. 2 with inner width ``d_ff`` (Section 3.3)."""
+
+    positionwise = ()
+    causal = False
+
+    def __init__(self, d: int, d_ff: int) -> None:
+        super().__init__()
+        self.w_1, self.w_2 = nn.Linear(d, d_ff), nn.Linear(d_ff, d)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.w_2(torch.relu(self.w_1(x)))

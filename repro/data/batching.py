@@ -73,7 +73,8 @@ class TokenBatcher:
     """Batches of about ``max_tokens`` source and ``max_tokens`` target tokens, grouped by length.
 
     With ``shuffle=True`` iteration is endless: each epoch draws a new random order of examples
-    (ties between equal lengths broken at random), packs length-sorted runs greedily into batches,
+    (ties between equal lengths broken at random), packs runs sorted by length (the longer side
+    first, then source, then target) greedily into batches,
     and shuffles the batches, all from ``(seed, epoch)`` alone; so ``state_dict()`` = (epoch,
     offset) restores the exact position. With ``shuffle=False`` one iteration is one pass in
     length order (for evaluation). Shards are padded with repeated batches to equal length, so
@@ -106,6 +107,10 @@ class TokenBatcher:
         self.max_sentences = max_sentences
         self._src_cost = np.array([max(len(s), 1) for s, _ in examples], dtype=np.int64)
         self._tgt_cost = np.array([len(t) + 1 for _, t in examples], dtype=np.int64)  # + EOS / BOS
+        # Pairs are ordered by their longer side (as tensor2tensor buckets by max(input, target)
+        # length): a batch's padded size is set by its longest source and its longest target, and
+        # ordering by the source alone left the target side ~30% padding on WMT EN-DE (~5% so).
+        self._longer = np.maximum(self._src_cost, self._tgt_cost)
         worst = int(np.argmax(np.maximum(self._src_cost, self._tgt_cost)))
         if max(self._src_cost[worst], self._tgt_cost[worst]) > max_tokens:
             raise DataError(
@@ -142,9 +147,9 @@ class TokenBatcher:
         if self.shuffle:
             rng = np.random.default_rng([self.seed, epoch])
             perm = rng.permutation(n)
-            order = perm[np.lexsort((self._tgt_cost[perm], self._src_cost[perm]))]
+            order = perm[np.lexsort((self._tgt_cost[perm], self._src_cost[perm], self._longer[perm]))]
         else:
-            order = np.lexsort((self._tgt_cost, self._src_cost))
+            order = np.lexsort((self._tgt_cost, self._src_cost, self._longer))
         batches = self._pack(order)
         if self.shuffle:
             batches = [batches[j] for j in rng.permutation(len(batches))]

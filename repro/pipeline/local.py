@@ -30,7 +30,7 @@ import torch
 
 from repro.atomic import atomic_write_text
 from repro.audit.repro_adapter import ReproAdapter
-from repro.checks import run_checks, select_claims
+from repro.checks import CHECKERS, run_checks, select_claims
 from repro.claims.runner import count
 from repro.data.registry import get_dataset, resolve_data_dir
 from repro.data.vocab import SharedVocab
@@ -86,7 +86,7 @@ def replace_records(results_dir: Path, claim_ids: Iterable[str]) -> None:
 def run_local_checks(results_dir: Path, claims_dir: str | None = None,
                      say: Callable[[str], None] = _say) -> dict[str, Any]:
     """The local, equation-level claims against repro's own implementation (``repro check``)."""
-    claims = [c for c in select_claims("local", claims_dir=claims_dir) if c.checker != "metric.result"]
+    claims = [c for c in select_claims("local", claims_dir=claims_dir) if not CHECKERS[c.checker].reads_results]
     records = run_checks(claims, ReproAdapter(),
                          on_record=lambda r: say(f"  {r.status.value:14s} {r.claim.id} ({r.seconds:.1f} s)"))
     replace_records(results_dir, (r.claim.id for r in records))  # this run's records replace earlier ones

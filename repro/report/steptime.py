@@ -13,18 +13,16 @@ with a smaller model or batch is shown for its scale, not compared.
 
 The training cost follows Table 2's method (footnote 5): time x devices x peak FLOPS.
 The device peak comes from the result (``provenance.extra["peak_flops"]``, per device, and
-``provenance.extra["devices"]``); :func:`measure_peak_flops` measures a lower bound for a run
+``provenance.extra["devices"]``); :func:`repro.benchmarks.matmul_peak.measure_peak_flops` measures a lower bound for a run
 to record. Without it, a step time is listed but not normalised.
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
-import torch
 
 from repro.checks.table2 import FOOTNOTE5_TFLOPS
 from repro.claims.claim import Claim
@@ -149,20 +147,3 @@ def table(step_times: list[StepTime], claims: dict[str, Claim]) -> pd.DataFrame:
             "commit": st.commit,
         })
     return pd.DataFrame(rows)
-
-
-def measure_peak_flops(device: str = "cpu", size: int = 1024, repeats: int = 5) -> float:
-    """Float32 matmul throughput of ``device`` (FLOP/s): a measured lower bound on its peak,
-    for a run to record as ``peak_flops`` when the vendor's figure is not at hand."""
-    a = torch.randn(size, size, device=device)
-    b = torch.randn(size, size, device=device)
-    best = float("inf")
-    for _ in range(repeats):
-        if device.startswith("cuda"):
-            torch.cuda.synchronize()
-        start = time.perf_counter()
-        a @ b
-        if device.startswith("cuda"):
-            torch.cuda.synchronize()
-        best = min(best, time.perf_counter() - start)
-    return 2 * size**3 / best

@@ -11,16 +11,12 @@ from repro.results.store import Result, ResultStore
 if TYPE_CHECKING:
     from repro.claims.runner import CheckRecord
 
-#: Checkers that read stored results rather than measure: their records are not measurements.
-_READS_STORE = "metric.result"
-
-
 def store_records(records: Iterable["CheckRecord"], store: ResultStore) -> list:
     """Write each measured record (pass, fail, paper inconsistent) with this process's provenance;
-    records of claims that read stored results are skipped (they would only copy them)."""
+    records derived from stored results (metrics, relations) are skipped: they would only copy them."""
     written = []
     for r in records:
-        if not r.status.measured or r.claim.checker == _READS_STORE:
+        if not r.status.measured or r.derived:
             continue
         prov = collect_provenance(
             config={"claim": r.claim.id, "params": r.claim.params}, dataset="none (equation-level check)",

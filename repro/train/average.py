@@ -7,13 +7,15 @@ same tensor over the checkpoints; the checkpoints must share one model configura
 from __future__ import annotations
 
 import os
+import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from repro.errors import CheckpointError
-from repro.train.checkpoint import list_checkpoints, load_checkpoint, save_checkpoint
+from repro.train.checkpoint import checkpoint_path, list_checkpoints, load_checkpoint, save_checkpoint
 
 
 def average_state_dicts(states: list[dict[str, torch.Tensor]], names: list[str]) -> dict[str, torch.Tensor]:
@@ -69,3 +71,13 @@ def average_last(out_dir: str | os.PathLike[str], k: int, output: str | os.PathL
         raise CheckpointError(f"{Path(out_dir) / 'checkpoints'}: asked to average the last {k} checkpoints, found {len(paths)}")
     output = Path(output) if output else Path(out_dir) / f"average_last{k}.pt"
     return write_average(paths[-k:], output)
+
+
+def average_of_run(states: Sequence[dict[str, torch.Tensor]], k: int, model_config: dict[str, Any]) -> dict[str, torch.Tensor]:
+    """What ``repro average --last k`` makes of a run whose checkpoints hold ``states`` (oldest
+    first, one every 10 updates): the run is written to a temporary directory and averaged there
+    by :func:`average_last`, the evaluation's own path (for the audit of Section 6.1)."""
+    with tempfile.TemporaryDirectory(prefix="repro-average-") as tmp:
+        for i, state in enumerate(states, start=1):
+            save_checkpoint(checkpoint_path(tmp, 10 * i), {"model": state, "model_config": model_config, "step": 10 * i})
+        return load_checkpoint(average_last(tmp, k))["model"]

@@ -33,7 +33,7 @@ from repro.train.config import TrainConfig
 from repro.train.data import prepare_training_data
 from repro.train.loss import TranslationLoss
 from repro.train.metrics import MetricsLog
-from repro.train.optimizer import build_optimizer
+from repro.train.optimizer import optimizer_for
 from repro.train.step import TrainingDiverged, UpdateStats, accumulate, update, world
 from repro.train.update import plan_update
 
@@ -120,7 +120,7 @@ def build(cfg: TrainConfig, examples: list[tuple[list[int], list[int]]], vocab_s
     objective: torch.nn.Module = TranslationLoss(model, cfg.label_smoothing)
     if world_size > 1:
         objective = torch.nn.parallel.DistributedDataParallel(objective)
-    optimizer = build_optimizer(model, (cfg.adam_beta1, cfg.adam_beta2), cfg.adam_eps)
+    optimizer = optimizer_for(cfg, model)
     batcher = (make_batcher or _default_batcher)(examples, cfg.max_tokens_per_device, cfg.seed, world_size, rank)
     return Trainer(cfg, model_cfg, model, objective, optimizer, batcher, device, world_size, rank, plan.accumulation)
 

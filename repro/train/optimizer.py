@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 from torch import nn
+
+if TYPE_CHECKING:
+    from repro.train.config import TrainConfig
 
 
 def build_optimizer(
@@ -17,3 +22,8 @@ def build_optimizer(
             seen.add(id(param))
             params.append(param)
     return torch.optim.Adam(params, lr=0.0, betas=betas, eps=eps)
+
+
+def optimizer_for(cfg: "TrainConfig", model: nn.Module) -> torch.optim.Adam:
+    """The optimizer a training run with ``cfg`` builds (the loop's and the audit's one builder)."""
+    return build_optimizer(model, (cfg.adam_beta1, cfg.adam_beta2), cfg.adam_eps)

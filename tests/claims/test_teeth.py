@@ -104,22 +104,7 @@ class Untied(ReproAdapter):
 class LeakyMask(ReproAdapter):
     """The decoder sees one position ahead: causal mask tril(1) instead of tril(0)."""
 
-    def model(self, *args, **kwargs):
-        import repro.model.transformer as tr
-
-        parts = super().model(*args, **kwargs)
-        forward = parts.forward
-
-        def leaky(src, tgt):
-            original = tr.causal_mask
-            tr.causal_mask = lambda n, device=None: torch.ones(n, n, dtype=torch.bool).tril(1)[None, None]
-            try:
-                return forward(src, tgt)
-            finally:
-                tr.causal_mask = original
-
-        parts.forward = leaky
-        return parts
+    from repro.audit.variants import LeakyTransformer as transformer_class
 
 
 class FullDimensionHeads(ReproAdapter):

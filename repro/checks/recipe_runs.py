@@ -1,0 +1,200 @@
+"""Section 5's recipe observed on the code that runs the paper's experiments (repro's own).
+
+The job specs of ``repro submit`` (the table2-base-ende job on the paper's 8 P100) feed the
+batcher, the training objective and the model the loop builds; these checkers run those pieces
+on real data and measure what they do: tokens per update, batching by length, one vocabulary
+for both languages, the right shift of the decoder's input, the smoothing the objective hands to
+its loss, and the dropout rate of each job's model.
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+from unittest import mock
+
+import numpy as np
+import torch
+
+import repro.train.loss as loss_module
+from repro.cluster.paper_jobs import job_config, job_spec
+from repro.checks.dropout import SIZE, observe
+from repro.checks.registry import checker
+from repro.claims.claim import Claim
+from repro.claims.outcome import CheckContext, Measurement, NotApplicable, NotRun
+from repro.data.batching import TokenBatcher, collate
+from repro.data.corpus import read_parallel
+from repro.data.registry import get_dataset, resolve_data_dir
+from repro.data.vocab import BOS, EOS, SharedVocab
+from repro.errors import DataError
+from repro.train.config import TrainConfig
+from repro.train.data import encode_pairs, prepare_training_data
+from repro.train.loop import build
+from repro.train.update import plan_update
+
+#: Real WMT 2014 EN-DE sentence pairs (10000; tensor2tensor-style tokenized) from the data directory.
+SAMPLE = "opennmt-wmt-ende-sample"
+
+
+def _own(ctx: CheckContext) -> None:
+    if not ctx.target.has_repro_presets:
+        raise NotApplicable(f"{ctx.target.name}: this claim is measured on repro's own experiments and data path")
+
+
+@lru_cache(maxsize=2)
+def _sample_examples(vocab_size: int) -> list[tuple[list[int], list[int]]]:
+    """The WMT sample encoded with a joint BPE learned on it (cached: several claims use it)."""
+    try:
+        src, tgt = get_dataset(SAMPLE, resolve_data_dir()).split("train")
+    except DataError as err:
+        raise NotRun(f"needs the data directory's {SAMPLE} ({err})") from None
+    pairs = read_parallel(src, tgt).pairs
+    vocab = SharedVocab.train([s for s, _ in pairs] + [t for _, t in pairs], vocab_size)
+    return encode_pairs(vocab, pairs, max_len=256)[0]
+
+
+@checker("run.tokens_per_update")
+def tokens_per_update(claim: Claim, ctx: CheckContext) -> Measurement:
+    """The job's update on the paper's hardware: every device's batcher (its shard of the data,
+    batches of max_tokens_per_device) and accumulation as the loop plans it, on real WMT text.
+    Measured: mean [source, target] tokens per update over the updates of one pass."""
+    _own(ctx)
+    cfg = job_config(claim.params.get("experiment", "table2-base-ende"))
+    world = claim.params.get("devices", 8)
+    plan = plan_update(cfg.tokens_per_batch, world, cfg.max_tokens_per_device)
+    examples = _sample_examples(claim.params.get("vocab_size", 8000))
+    shards = [iter(TokenBatcher(examples, cfg.max_tokens_per_device, shuffle=True, seed=cfg.seed, num_shards=world,
+                                shard=r)) for r in range(world)]
+    updates = min(len(examples) // 64, claim.params.get("updates", 20))
+    src, tgt = [], []
+    for _ in range(updates):
+        batches = [next(it) for it in shards for _ in range(plan.accumulation)]
+        src.append(sum(b.src_tokens for b in batches))
+        tgt.append(sum(b.tgt_tokens for b in batches))
+    measured = [round(statistics.mean(src)), round(statistics.mean(tgt))]
+    return Measurement(measured, detail=(
+        f"{world} devices x {plan.accumulation} pass(es) of <= {cfg.max_tokens_per_device} tokens, "
+        f"{updates} updates of {SAMPLE}: source {min(src)}-{max(src)}, target {min(tgt)}-{max(tgt)} per update"))
+
+
+@checker("run.batch_by_length")
+def batch_by_length(claim: Claim, ctx: CheckContext) -> Measurement:
+    """"Sentence pairs were batched together by approximate sequence length": the padding the
+    job's batcher leaves, as a fraction of the padding of batches drawn at random (same token
+    budget), over one epoch of real WMT text."""
+    _own(ctx)
+    cfg = job_config("table2-base-ende")
+    examples = _sample_examples(claim.params.get("vocab_size", 8000))
+    batcher = TokenBatcher(examples, cfg.max_tokens_per_device, shuffle=True, seed=cfg.seed)
+
+    def padding(batches: list[np.ndarray]) -> float:
+        real = padded = 0
+        for idx in batches:
+            b = collate([examples[i] for i in idx])
+            real += b.src_tokens + b.tgt_tokens
+            padded += b.src.numel() + b.tgt_out.numel()
+        return 1 - real / padded
+
+    ours = padding(batcher.epoch_batches(0))
+    rng = np.random.default_rng(cfg.seed)
+    random_order = rng.permutation(len(examples))
+    sizes = [len(b) for b in batcher.epoch_batches(0)]
+    starts = np.cumsum([0, *sizes[:-1]])
+    shuffled = padding([random_order[s:s + n] for s, n in zip(starts, sizes)])
+    return Measurement(round(ours / shuffled, 3), detail=(
+        f"padding {ours:.1%} of the batch tensors, against {shuffled:.1%} for the same batch sizes drawn at random"))
+
+
+@checker("run.shared_vocabulary")
+def shared_vocabulary(claim: Claim, ctx: CheckContext) -> Measurement:
+    """Section 5.1: "a shared source-target vocabulary": the training data path learns one BPE on
+    both sides. On a corpus whose two sides share no word, the vocabulary it builds must hold
+    merged word-pieces of each side. Measured: True when both sides' frequent words are whole."""
+    _own(ctx)
+    src_words, tgt_words = ["alpha", "bravo", "charlie"], ["xylo", "quartz", "zephyr"]
+    with tempfile.TemporaryDirectory(prefix="repro-vocab-") as tmp:
+        folder = Path(tmp) / "disjoint"
+        folder.mkdir()
+        rows = 60
+        for split in ("train", "dev"):
+            (folder / f"{split}.en").write_text("".join(" ".join(src_words) + "\n" for _ in range(rows)))
+            (folder / f"{split}.de").write_text("".join(" ".join(tgt_words) + "\n" for _ in range(rows)))
+        cfg = TrainConfig(dataset=str(folder), vocab_size=300, out_dir=str(Path(tmp) / "run"))
+        vocab = prepare_training_data(cfg).vocab
+    whole = {w: len(vocab.tokens(w)) == 1 for w in src_words + tgt_words}
+    source_side = all(whole[w] for w in src_words)
+    target_side = all(whole[w] for w in tgt_words)
+    return Measurement(source_side and target_side, detail=(
+        f"one token each: source words {source_side}, target words {target_side} ({len(vocab)} entries)"))
+
+
+@checker("run.shifted_right")
+def shifted_right(claim: Claim, ctx: CheckContext) -> Measurement:
+    """Section 3.1: "the output embeddings are offset by one position": in the batches the loop
+    trains on, the decoder's input at position t is the target at t - 1 (BOS first), so that the
+    prediction at t sees only earlier targets. Measured: True when every batch is so."""
+    _own(ctx)
+    examples = [([5, 6, 7], [8, 9, 10, 11]), ([5], [12, 13])]
+    batch = collate(examples)
+    ok = True
+    for row, (_, target) in enumerate(examples):
+        n = len(target)
+        ok &= batch.tgt_in[row, 0].item() == BOS
+        ok &= batch.tgt_in[row, 1:n + 1].tolist() == target and batch.tgt_out[row, :n].tolist() == target
+        ok &= batch.tgt_out[row, n].item() == EOS
+    return Measurement(bool(ok), detail=f"decoder input {batch.tgt_in.tolist()}, targets {batch.tgt_out.tolist()}")
+
+
+@checker("run.objective_smoothing")
+def objective_smoothing(claim: Claim, ctx: CheckContext) -> Measurement:
+    """The label smoothing the training objective of the job hands to its loss kernel when the
+    loop calls it (the kernel itself is checked by sec5.label-smoothing.loss)."""
+    _own(ctx)
+    cfg = _shrunk(job_config(claim.params.get("experiment", "table2-base-ende")))
+    trainer = build(cfg, [([5, 6], [7, 8])], 40)
+    seen: list[float] = []
+    kernel = loss_module.projection_loss
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs["epsilon"])
+        return kernel(*args, **kwargs)
+
+    batch = collate([([5, 6, 7], [8, 9]), ([10], [11, 12, 13])])
+    with mock.patch.object(loss_module, "projection_loss", spy):
+        trainer.objective(batch.src, batch.tgt_in, batch.tgt_out, 1.0)
+    if not seen:
+        return Measurement(None, False, "the objective never called the loss kernel")
+    return Measurement(seen[0], detail=f"epsilon passed to the loss by the objective the loop builds: {seen}")
+
+
+def _shrunk(cfg: TrainConfig) -> TrainConfig:
+    """The job's config on a small model: its training settings (and P_drop) kept."""
+    keep = cfg.model_config().dropout
+    return cfg.replace(model_overrides={"n_layers": SIZE["n_layers"], "d_model": SIZE["d_model"],
+                                        "d_ff": SIZE["d_ff"], "n_heads": SIZE["n_heads"], "dropout": keep},
+                       device="cpu", threads=0)
+
+
+@checker("run.job_dropout")
+def job_dropout(claim: Claim, ctx: CheckContext) -> Measurement:
+    """P_drop of a job, observed: the model the loop builds for the job (shrunk in size only), in
+    train mode, at every sub-layer output. Measured: the mean fraction zeroed."""
+    _own(ctx)
+    spec = job_spec(claim.params["experiment"])
+    cfg = _shrunk(TrainConfig.from_dict(spec.train))
+    trainer = build(cfg, [([5, 6], [7, 8])], SIZE["vocab_size"])
+    model = trainer.model.train()
+    gen = torch.Generator().manual_seed(ctx.seed)
+    x = torch.randn(8, 16, SIZE["d_model"], generator=gen)
+    fractions = []
+    with torch.no_grad():
+        for layer in model.encoder_layers:
+            for sub in layer.sublayers:
+                clean = layer.feed_forward(x)
+                dropped = sub.dropout(clean)
+                fractions.append(observe("sub-layer", dropped, clean, cfg.model_config().dropout or 0.5).dropped)
+    mean = statistics.mean(fractions)
+    return Measurement(round(mean, 2), detail=f"job {spec.name}: {len(fractions)} sub-layer outputs, "
+                                              f"{mean:.3f} of their elements zeroed in train mode")

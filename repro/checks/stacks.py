@@ -1,0 +1,164 @@
+"""Checkers for Section 3.1's stacks: the decoder layer, the encoder-decoder attention, how the
+layers chain, and the width of everything that flows between them.
+
+Each composes the implementation's own parts as the paper writes them and compares the result
+with what the implementation computes whole, so that a part used in the wrong place (a decoder
+attending to the embeddings instead of the encoder output, a norm before the residual sum, an
+extra norm at the top of a stack) shows as a difference.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from repro.checks.registry import checker
+from repro.claims.claim import Claim
+from repro.claims.outcome import CheckContext, Measurement, NotApplicable
+
+D_MODEL, HEADS, D_FF = 32, 4, 64
+
+
+def _x(gen: torch.Generator, n: int, d: int = D_MODEL) -> torch.Tensor:
+    return torch.randn(2, n, d, generator=gen) * 2 + 0.5
+
+
+def _perturbed_norms(norms) -> None:
+    """Give LayerNorms weights other than their initial 1 and 0, so that two norms (or a norm
+    and none) can be told apart; norms that are not modules with weights are left as they are."""
+    gen = torch.Generator().manual_seed(1234)
+    for norm in norms:
+        for name in ("weight", "bias"):
+            param = getattr(norm, name, None)
+            if isinstance(param, torch.Tensor):
+                with torch.no_grad():
+                    param.copy_(torch.randn(param.shape, generator=gen) * 0.5 + (1.0 if name == "weight" else 0.0))
+
+
+@checker("layers.post_norm_decoder")
+def post_norm_decoder(claim: Claim, ctx: CheckContext) -> Measurement:
+    """Section 3.1: every decoder sub-layer's output is LayerNorm(x + Sublayer(x)):
+    layer(x, z) = LN3(h2 + FFN(h2)), h2 = LN2(h1 + EncDecAttn(h1, z)), h1 = LN1(x + SelfAttn(x))."""
+    parts = ctx.target.decoder_layer(D_MODEL, HEADS, D_FF)
+    _perturbed_norms(parts.norms)
+    gen = torch.Generator().manual_seed(ctx.seed)
+    x, z = _x(gen, 9), _x(gen, 6)
+    n1, n2, n3 = parts.norms
+    with torch.no_grad():
+        h1 = n1(x + parts.self_attention(x))
+        h2 = n2(h1 + parts.cross_attention(h1, z))
+        want = n3(h2 + parts.feed_forward(h2))
+        got = parts.layer(x, z)
+    err = (got - want).abs().max().item()
+    return Measurement(err, detail=f"max |layer(x, z) - the paper's composition of its parts|: {err:.2e}")
+
+
+@checker("layers.encoder_decoder_attention")
+def encoder_decoder_attention(claim: Claim, ctx: CheckContext) -> Measurement:
+    """Section 3.2.3: in the encoder-decoder attention "the queries come from the previous decoder
+    layer, and the memory keys and values come from the output of the encoder".
+
+    Measured on the decoder layer's cross-attention: (a) its output at position i moves with the
+    query row i only; (b) permuting the memory rows leaves it unchanged, as it must when keys and
+    values both come from the memory; (c) changing the memory moves it; and (d) the whole layer's
+    output moves with the memory. Reported: the number of these four properties violated."""
+    parts = ctx.target.decoder_layer(D_MODEL, HEADS, D_FF)
+    gen = torch.Generator().manual_seed(ctx.seed)
+    x, z = _x(gen, 7), _x(gen, 5)
+    failed = []
+    with torch.no_grad():
+        base = parts.cross_attention(x, z)
+        moved = x.clone()
+        moved[:, 3] += 1.0
+        delta = (parts.cross_attention(moved, z) - base).abs().amax(dim=(0, 2))
+        if delta[3] <= 1e-6 or torch.cat([delta[:3], delta[4:]]).max() > 1e-5:
+            failed.append("(a) output i does not follow query row i alone")
+        perm = torch.randperm(z.size(1), generator=gen)
+        if (parts.cross_attention(x, z[:, perm]) - base).abs().max() > 1e-5:
+            failed.append("(b) not invariant to the order of the memory rows")
+        if (parts.cross_attention(x, z + 1.0) - base).abs().max() <= 1e-6:
+            failed.append("(c) blind to the memory")
+        if (parts.layer(x, z + 1.0) - parts.layer(x, z)).abs().max() <= 1e-6:
+            failed.append("(d) the layer is blind to the memory")
+    return Measurement(len(failed), detail="; ".join(failed) or "queries from the decoder, keys and values from the memory")
+
+
+def _compose_encoder(parts, src: torch.Tensor) -> torch.Tensor:
+    y = parts.encoder_input(src)
+    for layer in parts.encoder_layers:
+        y = layer.layer(y)
+    return y
+
+
+@checker("model.stacks")
+def stacks(claim: Claim, ctx: CheckContext) -> Measurement:
+    """Section 3.1: the encoder is N layers applied in turn to the embedded input, and its output
+    feeds the encoder-decoder attention of every decoder layer; the decoder is N layers over the
+    embedded, shifted target, followed by the output projection. Measured: max |the model's
+    output - this composition of its own parts|, for the encoder stack and for the logits."""
+    parts = ctx.target.model(vocab_size=40, d_model=D_MODEL, n_heads=HEADS, d_ff=D_FF, n_layers=3)
+    needed = ("encoder_input", "decoder_input", "encode", "encoder_layers", "decoder_layers", "output_projection")
+    missing = [name for name in needed if getattr(parts, name) is None]
+    if missing:
+        raise NotApplicable(f"{ctx.target.name} does not expose {', '.join(missing)} (ModelParts)")
+    gen = torch.Generator().manual_seed(ctx.seed)
+    src = torch.randint(4, 40, (2, 7), generator=gen)
+    tgt = torch.randint(4, 40, (2, 6), generator=gen)
+    with torch.no_grad():
+        memory = _compose_encoder(parts, src)
+        encoder_err = (parts.encode(src) - memory).abs().max().item()
+        y = parts.decoder_input(tgt)
+        for layer in parts.decoder_layers:
+            y = layer.layer(y, memory)
+        logits_err = (parts.forward(src, tgt) - y @ parts.output_projection.T).abs().max().item()
+    err = max(encoder_err, logits_err)
+    return Measurement(err, detail=f"encoder stack {encoder_err:.1e}, logits {logits_err:.1e} "
+                                   f"({len(parts.encoder_layers)} + {len(parts.decoder_layers)} layers)")
+
+
+@checker("layers.distinct_parameters")
+def distinct_parameters(claim: Claim, ctx: CheckContext) -> Measurement:
+    """Section 3.3: "they use different parameters from layer to layer". Pairs of layers of one
+    stack that compute the same function on the same input (as shared parameters would)."""
+    parts = ctx.target.model(vocab_size=40, d_model=D_MODEL, n_heads=HEADS, d_ff=D_FF, n_layers=3)
+    if parts.encoder_layers is None or parts.decoder_layers is None:
+        raise NotApplicable(f"{ctx.target.name} does not expose its layers (ModelParts.encoder_layers, decoder_layers)")
+    gen = torch.Generator().manual_seed(ctx.seed)
+    x, z = _x(gen, 6), _x(gen, 5)
+    same = 0
+    with torch.no_grad():
+        outs = [layer.layer(x) for layer in parts.encoder_layers]
+        outs_dec = [layer.layer(x, z) for layer in parts.decoder_layers]
+    for group in (outs, outs_dec):
+        for i in range(len(group)):
+            for j in range(i + 1, len(group)):
+                same += int((group[i] - group[j]).abs().max() <= 1e-6)
+    return Measurement(same, detail=f"{same} pairs of layers computing the same function "
+                                    f"({len(outs)} encoder, {len(outs_dec)} decoder layers)")
+
+
+@checker("model.widths")
+def widths(claim: Claim, ctx: CheckContext) -> Measurement:
+    """Section 3.1: "all sub-layers in the model, as well as the embedding layers, produce outputs
+    of dimension d_model". The last dimension of every sub-layer's and embedding's output."""
+    d_model = claim.params.get("d_model", D_MODEL)
+    parts = ctx.target.model(vocab_size=40, d_model=d_model, n_heads=HEADS, d_ff=4 * d_model, n_layers=2)
+    if parts.encoder_layers is None or parts.decoder_layers is None or parts.embed_source is None:
+        raise NotApplicable(f"{ctx.target.name} does not expose its layers and embeddings (ModelParts)")
+    gen = torch.Generator().manual_seed(ctx.seed)
+    tokens = torch.randint(4, 40, (2, 6), generator=gen)
+    x, z = _x(gen, 6, d_model), _x(gen, 5, d_model)
+    seen: dict[str, int] = {}
+    with torch.no_grad():
+        seen["source embedding"] = parts.embed_source(tokens).size(-1)
+        if parts.embed_target is not None:
+            seen["target embedding"] = parts.embed_target(tokens).size(-1)
+        for i, layer in enumerate(parts.encoder_layers):
+            seen[f"encoder {i} self-attention"] = layer.self_attention(x).size(-1)
+            seen[f"encoder {i} feed-forward"] = layer.feed_forward(x).size(-1)
+        for i, layer in enumerate(parts.decoder_layers):
+            seen[f"decoder {i} self-attention"] = layer.self_attention(x).size(-1)
+            seen[f"decoder {i} encoder-decoder attention"] = layer.cross_attention(x, z).size(-1)
+            seen[f"decoder {i} feed-forward"] = layer.feed_forward(x).size(-1)
+    off = {k: v for k, v in seen.items() if v != d_model}
+    return Measurement(sorted(set(seen.values())) == [d_model], detail=(
+        f"all {len(seen)} outputs have width {d_model}" if not off else f"not {d_model} wide: {off}"))
