@@ -15,6 +15,8 @@ from repro.checks import (  # noqa: F401  (importing a module registers its chec
     section4, stacks, table1, table2, table3, training,
 )
 from repro.checks.registry import AUDITING, CHECKERS, audits_implementation, checker
+from repro.checks.relations import relation_result
+from repro.checks.table2 import cost_result
 from repro.claims import Claim, load_claims
 from repro.claims.runner import CheckRecord, run_claims
 from repro.errors import ClaimFileError
@@ -52,4 +54,15 @@ def run_checks(
     return run_claims(claims, CHECKERS, target, results, seed, on_record)
 
 
-__all__ = ["AUDITING", "CHECKERS", "audits_implementation", "checker", "run_checks", "select_claims"]
+def derived_result(claim: Claim, results: Mapping[str, "Result"]) -> "Result | None":
+    """The result of a claim computed from other stored results (a relation, Table 2's cost of a
+    measured run), with the provenance of what it was computed from; ``None`` when the claim is
+    not of that sort or its inputs are missing. The report shows these beside stored results."""
+    if claim.checker == "relation.expression":
+        return relation_result(claim, results)
+    if claim.checker == "table2.cost_from_run":
+        return cost_result(claim, dict(results))
+    return None
+
+
+__all__ = ["AUDITING", "CHECKERS", "audits_implementation", "checker", "derived_result", "run_checks", "select_claims"]

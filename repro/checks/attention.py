@@ -137,3 +137,39 @@ def eq1_paths(claim: Claim, ctx: CheckContext) -> Measurement:
         worst = max(worst, path_worst)
         details.append(f"{path}: {path_worst:.1e}")
     return Measurement(worst, detail="max abs error per path: " + ", ".join(details))
+
+
+@checker("attention.weighted_sum")
+def weighted_sum(claim: Claim, ctx: CheckContext) -> Measurement:
+    """Section 3.2: "The output is computed as a weighted sum of the values, where the weight
+    assigned to each value is computed by a compatibility function of the query with the
+    corresponding key." With the queries and keys fixed, multi-head attention is then affine in
+    the values: MHA(q, k, a v1 + (1 - a) v2) = a MHA(q, k, v1) + (1 - a) MHA(q, k, v2).
+    Measured: the worst departure from that, over random inputs."""
+    d_model, heads = claim.params.get("d_model", 64), claim.params.get("heads", 8)
+    module = ctx.target.multi_head_attention(d_model, heads)
+    gen = torch.Generator().manual_seed(ctx.seed)
+    worst = 0.0
+    for _ in range(5):
+        q, k = torch.randn(2, 7, d_model, generator=gen), torch.randn(2, 9, d_model, generator=gen)
+        v1, v2 = torch.randn(2, 9, d_model, generator=gen), torch.randn(2, 9, d_model, generator=gen)
+        a = float(torch.rand(1, generator=gen)) * 3 - 1
+        with torch.no_grad():
+            mixed = module(q, k, a * v1 + (1 - a) * v2)
+            want = a * module(q, k, v1) + (1 - a) * module(q, k, v2)
+        worst = max(worst, (mixed - want).abs().max().item())
+    return Measurement(worst, detail=f"max |MHA(q, k, a v1 + (1-a) v2) - (a MHA(q, k, v1) + (1-a) MHA(q, k, v2))| = {worst:.1e}")
+
+
+@checker("attention.constant_compute")
+def constant_compute(claim: Claim, ctx: CheckContext) -> Measurement:
+    """Table 3 rows (A) vary h and d_k = d_v = d_model / h "keeping the amount of computation
+    constant": FLOPs of multi-head attention at each h, counted by PyTorch's FLOP counter.
+    Measured: the largest over the smallest."""
+    d_model, n = claim.params.get("d_model", 512), claim.params.get("length", 64)
+    x = torch.randn(2, n, d_model)
+    counts = {h: _flops(ctx.target.multi_head_attention(d_model, h), x) for h in claim.params.get("heads", [1, 4, 8, 16, 32])}
+    if min(counts.values()) == 0:
+        return Measurement(float("nan"), False, "the FLOP counter saw no matrix products")
+    ratio = max(counts.values()) / min(counts.values())
+    return Measurement(ratio, detail=", ".join(f"h={h}: {c:,}" for h, c in counts.items()))

@@ -9,6 +9,7 @@ its loss, and the dropout rate of each job's model.
 
 from __future__ import annotations
 
+import math
 import statistics
 import tempfile
 from functools import lru_cache
@@ -29,6 +30,7 @@ from repro.data.corpus import read_parallel
 from repro.data.registry import get_dataset, resolve_data_dir
 from repro.data.vocab import BOS, EOS, SharedVocab
 from repro.errors import DataError
+from repro.eval.perplexity import perplexity
 from repro.train.config import TrainConfig
 from repro.train.data import encode_pairs, prepare_training_data
 from repro.train.loop import build
@@ -198,3 +200,27 @@ def job_dropout(claim: Claim, ctx: CheckContext) -> Measurement:
     mean = statistics.mean(fractions)
     return Measurement(round(mean, 2), detail=f"job {spec.name}: {len(fractions)} sub-layer outputs, "
                                               f"{mean:.3f} of their elements zeroed in train mode")
+
+
+@checker("run.perplexity_per_wordpiece")
+def perplexity_per_wordpiece(claim: Claim, ctx: CheckContext) -> Measurement:
+    """Table 3: "Listed perplexities are per-wordpiece, according to our byte-pair encoding": the
+    evaluation's perplexity (the one cluster jobs report for table3.ppl.*) against exp of the mean
+    negative log-likelihood of every target wordpiece and EOS, computed here from the model's
+    logits. Measured: |relative difference|."""
+    _own(ctx)
+    gen = torch.Generator().manual_seed(ctx.seed)
+    model = build(_shrunk(job_config("table3", "table3-base")), [([5, 6], [7, 8])], SIZE["vocab_size"]).model.eval()
+    examples = [(torch.randint(4, SIZE["vocab_size"], (int(n),), generator=gen).tolist(),
+                 torch.randint(4, SIZE["vocab_size"], (int(m),), generator=gen).tolist())
+                for n, m in torch.randint(2, 12, (9, 2), generator=gen)]
+    measured = perplexity(model, examples).ppl
+    nll, tokens = 0.0, 0
+    with torch.no_grad():
+        for src, tgt in examples:
+            batch = collate([(src, tgt)])
+            logp = model(batch.src, batch.tgt_in).log_softmax(-1)[0]
+            nll -= logp.gather(1, batch.tgt_out[0][:, None]).sum().item()
+            tokens += len(tgt) + 1
+    want = math.exp(nll / tokens)
+    return Measurement(abs(measured / want - 1), detail=f"evaluation {measured:.4f}, exp(NLL / {tokens} wordpieces) {want:.4f}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from repro.claims.outcome import CheckContext, Measurement, NotRun
+from repro.results.store import Result
 from repro.checks.registry import checker
 from repro.claims.claim import Claim
 
@@ -59,3 +60,16 @@ def cost_from_run(claim: Claim, ctx: CheckContext) -> Measurement:
     return Measurement(float(f"{flops:.3e}"), unit="FLOP", detail=(
         f"{stored.measured} s/step x {steps:,} steps x {devices} device(s) x {peak_from} "
         f"[{stored.provenance.scale}; {stored.provenance.hardware}]"))
+
+
+def cost_result(claim: Claim, results: dict[str, Result]) -> Result | None:
+    """:func:`cost_from_run` as a result of its own, with the provenance (and scale) of the step
+    time it is computed from; ``None`` until that exists."""
+    source = results.get(claim.params["step_time_claim"])
+    if source is None:
+        return None
+    try:
+        measured = cost_from_run(claim, CheckContext(target=None, results=dict(results)))
+    except NotRun:
+        return None
+    return Result(claim.id, measured.value, source.provenance, unit="FLOP", detail=measured.detail)

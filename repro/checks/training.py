@@ -57,21 +57,36 @@ def label_smoothing(claim: Claim, ctx: CheckContext) -> Measurement:
 
     For a cross-entropy against a target distribution q, d loss / d logits = softmax(logits) - q,
     so q is recovered from the gradient. Measured: the mass of q off the true label (eps_ls, up
-    to the convention of spreading over V-1 or V classes). Padding positions must get no gradient."""
-    vocab, pad = 1000, 0
+    to the convention of spreading over V-1 or V classes). Padding positions must get no gradient,
+    and the loss value must be the cross-entropy H(q, p) of the q its gradient implies (a kernel
+    whose gradient and value disagree trains towards another target than it reports)."""
     smoothing = claim.params.get("smoothing", 0.1)
     gen = torch.Generator().manual_seed(ctx.seed)
-    logits = torch.randn(6, vocab, generator=gen, requires_grad=True)
+    # A large vocabulary to measure the mass (conventions of V-1 or V classes agree to 1e-3),
+    # a small one to compare value and gradient (where a 1/V share of the smoothing shows).
+    off_target, pad_grad, _ = _smoothing_probe(ctx, gen, 1000, smoothing)
+    _, pad_grad_small, mismatch = _smoothing_probe(ctx, gen, 12, smoothing)
+    pad_grad = max(pad_grad, pad_grad_small)
+    ok = pad_grad == 0 and mismatch <= 1e-4 and claim.within(off_target)
+    return Measurement(off_target, ok, f"mass off the label {off_target:.4f}; gradient at padding {pad_grad:.1e}; "
+                                       f"loss value against H(q, p) of the q its gradient implies: {mismatch:.1e} "
+                                       f"relative difference (V = 12)")
+
+
+def _smoothing_probe(ctx: CheckContext, gen: torch.Generator, vocab: int, smoothing: float) -> tuple[float, float, float]:
+    """(mass off the label, gradient at padding, |loss - H(q, p)| / H) for one call of the loss."""
+    pad = 0
+    logits = (torch.randn(6, vocab, generator=gen) * 2).requires_grad_(True)
     target = torch.randint(1, vocab, (6,), generator=gen)
     target[-1] = pad
     loss = ctx.target.loss(logits, target, pad, smoothing)
     loss.backward()
     grad = logits.grad
-    pad_grad = grad[-1].abs().max().item()
-    q = torch.softmax(logits.detach(), -1)[:-1] - grad[:-1]
+    logp = torch.log_softmax(logits.detach().double(), -1)[:-1]
+    q = logp.exp() - grad[:-1].double()
     off_target = (1 - q.gather(1, target[:-1, None])).mean().item()
-    ok = pad_grad == 0 and claim.within(off_target)
-    return Measurement(off_target, ok, f"mass off the label {off_target:.4f}; gradient at padding {pad_grad:.1e}")
+    implied = -(q * logp).sum().item()
+    return off_target, grad[-1].abs().max().item(), abs(implied - loss.item()) / max(abs(implied), 1e-12)
 
 
 @checker("recipe.value")

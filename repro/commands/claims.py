@@ -1,4 +1,4 @@
-"""``repro claims list [--json]`` and ``repro claims show ID``."""
+"""``repro claims list [--json]``, ``repro claims show ID`` and ``repro claims coverage [--json]``."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import argparse
 import json
 
 from repro.checks import select_claims
+from repro.claims import default_claims_dir
+from repro.claims.coverage import coverage, load_statements
 from repro.claims.table import format_value
 from repro.errors import ReproError
 
@@ -21,13 +23,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     show = actions.add_parser("show", help="everything about one claim")
     show.add_argument("id")
     show.set_defaults(func=show_claim)
+    cov = actions.add_parser("coverage", help="the paper's checkable statements (statements.csv) against the claims")
+    cov.add_argument("--json", action="store_true", help="print the statements with their coverage as JSON")
+    cov.set_defaults(func=coverage_of_claims)
 
 
 def _as_dict(claim) -> dict:
     return {
         "id": claim.id, "source": claim.source, "kind": claim.kind, "scale": claim.scale,
         "statement": claim.statement, "expected": claim.expected, "tolerance": claim.tolerance or None,
-        "rounding": claim.rounding, "bound": claim.bound, "unit": claim.unit, "checker": claim.checker, "params": claim.params,
+        "rounding": claim.rounding, "bound": claim.bound, "unit": claim.unit, "checker": claim.checker,
+        "basis": claim.basis, "params": claim.params,
         "notes": claim.notes, "inconsistency": claim.inconsistency, "file": claim.file,
     }
 
@@ -49,4 +55,23 @@ def show_claim(args: argparse.Namespace) -> int:
     for key, value in _as_dict(claims[args.id]).items():
         if value not in (None, "", {}):
             print(f"{key:14s} {value}")
+    return 0
+
+
+def coverage_of_claims(args: argparse.Namespace) -> int:
+    """How the paper's statements are covered: by a check of code or a run, by settings only, or not."""
+    claims = select_claims(claims_dir=args.claims_dir)
+    statements = load_statements(args.claims_dir or default_claims_dir())
+    groups = coverage(statements, claims)
+    if args.json:
+        print(json.dumps({name: [{"id": s.id, "section": s.section, "statement": s.statement, "claims": list(s.claims),
+                                  "note": s.note} for s in group] for name, group in groups.items()}, indent=2))
+        return 0
+    labels = {"behaviour": "measured on the code or a run", "setting": "read from settings only", "none": "not checked"}
+    print(f"{len(statements)} checkable statements of the paper (claims/statements.csv):")
+    for name, group in groups.items():
+        print(f"  {len(group):4d} {labels[name]}")
+    for name in ("setting", "none"):
+        for st in groups[name]:
+            print(f"{labels[name]:32s} {st.id} ({st.section}) {st.statement}" + (f" -- {st.note}" if st.note else ""))
     return 0

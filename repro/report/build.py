@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from repro.checks import derived_result
 from repro.claims.claim import Claim
 from repro.errors import ResultError
 from repro.report.status import STATUSES, verdict
@@ -126,7 +127,7 @@ def load_results(dirs: Sequence[Path]) -> dict[str, Result]:
 def build_rows(claims: Iterable[Claim], results: dict[str, Result]) -> list[ReportRow]:
     rows = []
     for claim in claims:
-        res = results.get(claim.id)
+        res = results.get(claim.id) or derived_result(claim, results)
         if res is not None:
             check_provenance(res, claim.id)
         v = verdict(claim, res)

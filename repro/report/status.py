@@ -88,7 +88,7 @@ MEANINGS = {
 }
 
 #: Kinds whose check either holds to its tolerance or not: holding is "reproduced".
-_EXACT_KINDS = ("equation", "hyperparameter")
+_EXACT_KINDS = ("equation", "hyperparameter", "structure", "invariant")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,62 @@
+"""How long `repro check` takes, and which claims take it: every local claim against repro's own
+implementation, timed claim by claim (the target: under 60 s on 2 cores).
+
+    python -m repro.benchmarks.check_time [--repeats 3] [--out reports/benchmarks/check_time.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+from repro.atomic import atomic_write_text
+from repro.audit.repro_adapter import ReproAdapter
+from repro.checks import run_checks, select_claims
+
+
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo), or what the platform says."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=None, help="also write the figures as JSON here")
+    args = parser.parse_args(argv)
+    claims = select_claims("local")
+    walls, per_claim = [], {}
+    for _ in range(args.repeats):
+        began = time.perf_counter()
+        records = run_checks(claims, ReproAdapter())
+        walls.append(time.perf_counter() - began)
+        for r in records:
+            per_claim.setdefault(r.claim.id, []).append(r.seconds)
+    slowest = sorted(((statistics.median(v), k) for k, v in per_claim.items()), reverse=True)[:10]
+    out = {
+        "benchmark": "check_time", "claims": len(claims), "threads": torch.get_num_threads(),
+        "cpu": cpu_model(), "runs": len(walls),
+        "wall_s_median": round(statistics.median(walls), 2), "wall_s_min": round(min(walls), 2),
+        "wall_s_max": round(max(walls), 2),
+        "slowest_claims_s": {k: round(s, 2) for s, k in slowest},
+    }
+    print(json.dumps(out, indent=2))
+    if args.out:
+        atomic_write_text(args.out, json.dumps(out, indent=2) + "\n")
+    return out
+
+
+if __name__ == "__main__":
+    main()

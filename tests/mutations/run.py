@@ -1,0 +1,190 @@
+"""One-line mistakes in the code that produces the paper's numbers, and whether `repro check` sees them.
+
+Each mutation replaces one line of repro's source (the model, the loss, the batcher, the training
+loop, the search, the averaging, the BLEU protocol) with a plausible wrong version, in a copy of
+the package, and runs `repro check` on the copy. A mutation is *caught* when `repro check` exits
+non-zero. This is not a test of the suite (it takes minutes): it measures how much of what would
+change a reproduction's numbers the claims notice, and its output is committed as
+reports/mutations.json.
+
+    python tests/mutations/run.py [--out reports/mutations.json] [--only NAME]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class Mutation:
+    name: str
+    file: str
+    old: str
+    new: str
+    what: str
+
+
+MUTATIONS = [
+    Mutation("scale-after-softmax", "repro/model/attention.py",
+             "    weights = scores.softmax(dim=-1)", "    weights = (scores * math.sqrt(d_k)).softmax(dim=-1) / math.sqrt(d_k)",
+             "Eq. 1 scaled after the softmax instead of before"),
+    Mutation("no-scaling", "repro/model/attention.py",
+             "    scores = query @ key.transpose(-2, -1) / math.sqrt(d_k)", "    scores = query @ key.transpose(-2, -1)",
+             "dot products not scaled by 1/sqrt(d_k)"),
+    Mutation("causal-mask-leaks", "repro/model/masks.py",
+             "    return torch.ones(length, length, dtype=torch.bool, device=device).tril()[None, None]",
+             "    return torch.ones(length, length, dtype=torch.bool, device=device).tril(1)[None, None]",
+             "the decoder's mask lets position i see i + 1"),
+    Mutation("no-padding-mask", "repro/model/masks.py",
+             "    return (tokens != pad_id)[:, None, None, :]", "    return (tokens == tokens)[:, None, None, :]",
+             "no padding mask anywhere"),
+    Mutation("cross-attention-ignores-source-padding", "repro/model/layers.py",
+             "            x, lambda y: self.cross_attn(y, memory, memory, src_mask, cache=cross_cache, static_kv=True)",
+             "            x, lambda y: self.cross_attn(y, memory, memory, None, cache=cross_cache, static_kv=True)",
+             "encoder-decoder attention ignores source padding"),
+    Mutation("cached-step-sees-too-far", "repro/model/transformer.py",
+             "            tgt_mask = torch.ones(length, offset + length, dtype=torch.bool, device=tgt_in.device).tril(offset)[None, None]",
+             "            tgt_mask = torch.ones(length, offset + length, dtype=torch.bool, device=tgt_in.device).tril(offset + 1)[None, None]",
+             "a multi-position cached decoding step sees one position too far"),
+    Mutation("pre-norm", "repro/model/layers.py",
+             "        return self.norm(x + self.dropout(sublayer(x)))", "        return x + self.dropout(sublayer(self.norm(x)))",
+             "pre-norm: x + Dropout(Sublayer(LayerNorm(x)))"),
+    Mutation("norm-before-residual", "repro/model/layers.py",
+             "        return self.norm(x + self.dropout(sublayer(x)))", "        return x + self.norm(self.dropout(sublayer(x)))",
+             "LayerNorm applied to the sub-layer before the residual sum"),
+    Mutation("no-sublayer-dropout", "repro/model/layers.py",
+             "        return self.norm(x + self.dropout(sublayer(x)))", "        return self.norm(x + sublayer(x))",
+             "no dropout on the sub-layer outputs"),
+    Mutation("no-embedding-dropout", "repro/model/transformer.py",
+             "        return self.embed_dropout(embed(tokens) + pos(tokens.size(1), offset))",
+             "        return embed(tokens) + pos(tokens.size(1), offset)",
+             "no dropout on the sums of embeddings and positional encodings"),
+    Mutation("unscaled-embedding", "repro/model/embedding.py",
+             "        return self.lut(tokens) * self.scale", "        return self.lut(tokens)",
+             "embeddings not multiplied by sqrt(d_model)"),
+    Mutation("sin-cos-swapped", "repro/model/positional.py",
+             "    pe[:, 0::2] = torch.sin(position * inv_freq)", "    pe[:, 0::2] = torch.cos(position * inv_freq)",
+             "cos on the even dimensions (sin/cos swapped)"),
+    Mutation("gelu-ffn", "repro/model/feedforward.py",
+             "        return self.w_2(self.w_1(x).relu())",
+             "        return self.w_2(nn.functional.gelu(self.w_1(x)))", "GELU instead of ReLU in Eq. 2"),
+    Mutation("untied-projection", "repro/model/transformer.py",
+             "            self.output_projection.weight = self.tgt_embed.weight", "            pass",
+             "the pre-softmax projection not tied to the embeddings"),
+    Mutation("loss-gradient-without-smoothing", "repro/train/loss.py",
+             "                z.scatter_add_(1, y[:, None], z.new_full((y.numel(), 1), -(1.0 - epsilon - off)))",
+             "                z.scatter_add_(1, y[:, None], z.new_full((y.numel(), 1), -(1.0 - off)))",
+             "the fused loss forms its gradient without the smoothing"),
+    Mutation("loss-gives-pad-mass", "repro/train/loss.py",
+             "                z[:, pad_id] += off", "                pass",
+             "the fused loss's target gives PAD probability mass"),
+    Mutation("targets-not-shifted", "repro/data/batching.py",
+             "        tgt_in[row, 1 : len(t) + 1] = torch.as_tensor(t, dtype=torch.long)",
+             "        tgt_in[row, : len(t)] = torch.as_tensor(t, dtype=torch.long)",
+             "decoder input not shifted right (it holds the targets)"),
+    Mutation("no-label-smoothing-in-recipe", "repro/train/config.py",
+             "    label_smoothing: float = 0.1       # Section 5.4", "    label_smoothing: float = 0.0       # Section 5.4",
+             "the recipe trains without label smoothing"),
+    Mutation("adam-beta2", "repro/train/config.py",
+             "    adam_beta2: float = 0.98", "    adam_beta2: float = 0.999", "Adam's beta2 left at PyTorch's 0.999"),
+    Mutation("rate-one-step-late", "repro/train/loop.py",
+             "                               step=step, d_model=trainer.model_cfg.d_model, warmup_steps=cfg.warmup_steps,",
+             "                               step=max(step - 1, 1), d_model=trainer.model_cfg.d_model, warmup_steps=cfg.warmup_steps,",
+             "the loop applies Eq. 3 one update late (the peak lands at update 4001)"),
+    Mutation("checkpoints-every-10-seconds", "repro/train/cadence.py",
+             "        by_time = bool(self.every_minutes) and self.clock() - self._since >= 60 * self.every_minutes",
+             "        by_time = bool(self.every_minutes) and self.clock() - self._since >= self.every_minutes",
+             "the checkpoint interval read in seconds, not minutes"),
+    Mutation("length-penalty-y-alpha", "repro/decode/beam.py",
+             "    return ((5.0 + length) / 6.0) ** alpha", "    return length ** alpha",
+             "the GNMT length penalty replaced by |Y|^alpha"),
+    Mutation("beam-with-dropout", "repro/decode/beam.py", "    model.eval()", "    model.train()",
+             "beam search run with dropout on"),
+    Mutation("output-limit-off-by-one", "repro/decode/beam.py",
+             "        forced = limits <= step", "        forced = limits < step",
+             "the output may run one token past input + 50"),
+    Mutation("average-first-k", "repro/train/average.py",
+             "    return write_average(paths[-k:], output)", "    return write_average(paths[:k], output)",
+             "averaging the first k checkpoints instead of the last"),
+    Mutation("average-over-k-plus-one", "repro/train/average.py",
+             "    return {k: (v / len(states)).to(first[k].dtype) if first[k].is_floating_point() else v for k, v in total.items()}",
+             "    return {k: (v / (len(states) + 1)).to(first[k].dtype) if first[k].is_floating_point() else v for k, v in total.items()}",
+             "dividing the sum of k checkpoints by k + 1"),
+    Mutation("no-compound-split", "repro/eval/bleu.py",
+             '    return _COMPOUND.sub(r"\\1 ##AT##-##AT## \\2", line)', "    return line",
+             "the BLEU compound split removed"),
+]
+
+
+def apply(mutation: Mutation, tree: Path) -> None:
+    path = tree / mutation.file
+    text = path.read_text(encoding="utf-8")
+    lines = text.split("\n")
+    hits = [i for i, line in enumerate(lines) if line == mutation.old]
+    if len(hits) != 1:
+        raise SystemExit(f"{mutation.name}: expected the line once in {mutation.file}, found it {len(hits)} times")
+    lines[hits[0]] = mutation.new
+    path.write_text("\n".join(lines), encoding="utf-8")
+
+
+def run_check(tree: Path) -> tuple[int, list[str], float]:
+    """`repro check` on the package in ``tree``: exit code, the claims that failed or erred, seconds."""
+    env = {**os.environ, "PYTHONPATH": str(tree), "REPRO_CLAIMS_DIR": str(tree / "claims"),
+           "REPRO_SLURM_PROFILES": str(ROOT / "slurm"),
+           "REPRO_DATA_DIR": os.environ.get("REPRO_DATA_DIR", str(ROOT.parent / "shared" / "data"))}
+    out = tree / "check.json"
+    began = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "repro", "check", "--json", str(out)], cwd=tree, env=env,
+                          capture_output=True, text=True, timeout=900)
+    seconds = time.monotonic() - began
+    broken = []
+    if out.is_file():
+        broken = [r["id"] for r in json.loads(out.read_text()) if r["status"] in ("fail", "error")]
+    elif proc.returncode:
+        broken = [f"(no records: {proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else 'crashed'})"]
+    return proc.returncode, broken, seconds
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, default=ROOT / "reports" / "mutations.json")
+    parser.add_argument("--only", action="append", default=[], help="run only these mutations (by name)")
+    args = parser.parse_args(argv)
+    chosen = [m for m in MUTATIONS if not args.only or m.name in args.only]
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="repro-mutations-") as tmp:
+        for mutation in chosen:
+            tree = Path(tmp) / mutation.name
+            shutil.copytree(ROOT / "repro", tree / "repro", ignore=shutil.ignore_patterns("__pycache__"))
+            shutil.copytree(ROOT / "claims", tree / "claims")
+            apply(mutation, tree)
+            code, broken, seconds = run_check(tree)
+            caught = code != 0
+            rows.append({**asdict(mutation), "caught": caught, "exit_code": code, "claims": broken,
+                         "seconds": round(seconds, 1)})
+            print(f"{'caught' if caught else 'MISSED':7s} {mutation.name:42s} {seconds:5.1f} s  {', '.join(broken[:4])}",
+                  flush=True)
+            shutil.rmtree(tree)
+    caught = sum(r["caught"] for r in rows)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    summary = {"caught": caught, "mutations": len(rows), "commit": commit, "rows": rows}
+    if not args.only:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    print(f"repro check caught {caught} of {len(rows)} one-line mistakes")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
