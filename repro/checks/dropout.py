@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from repro.checks.positional import reference_encoding
+from repro.checks.positional import model_table, require_stack_inputs
 from repro.checks.registry import checker
 from repro.claims.claim import Claim
 from repro.claims.outcome import CheckContext, Measurement, NotApplicable
@@ -123,17 +123,10 @@ def embeddings(claim: Claim, ctx: CheckContext) -> Measurement:
     positional encoding. Measured: the worst |fraction zeroed - P_drop| over the two stacks."""
     p = claim.params.get("p", 0.3)
     parts = ctx.target.training_model(**SIZE, dropout=p)
-    needed = {"encoder_input": parts.encoder_input, "decoder_input": parts.decoder_input,
-              "embed_source": parts.embed_source, "embed_target": parts.embed_target}
-    missing = [k for k, v in needed.items() if v is None]
-    if missing:
-        raise NotApplicable(f"{ctx.target.name} does not expose {', '.join(missing)} (ModelParts)")
+    require_stack_inputs(ctx, parts)
     gen = torch.Generator().manual_seed(ctx.seed)
     tokens = torch.randint(4, SIZE["vocab_size"], (8, 24), generator=gen)
-    try:
-        table = ctx.target.positional_encoding(tokens.size(1), SIZE["d_model"]).detach().float()
-    except NotApplicable:
-        table = reference_encoding(tokens.size(1), SIZE["d_model"]).float()
+    table = model_table(ctx, tokens.size(1), SIZE["d_model"]).float()
     with torch.no_grad():
         sites = [observe("encoder input", parts.encoder_input(tokens), parts.embed_source(tokens) + table, p),
                  observe("decoder input", parts.decoder_input(tokens), parts.embed_target(tokens) + table, p)]

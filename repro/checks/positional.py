@@ -90,6 +90,23 @@ def relative_linear(claim: Claim, ctx: CheckContext) -> Measurement:
     return Measurement(worst, detail=f"worst residual or disagreement between ranges {worst:.2e}")
 
 
+def require_stack_inputs(ctx: CheckContext, parts) -> None:
+    """The parts a claim about what each stack receives needs (ModelParts), or NotApplicable."""
+    needed = {"encoder_input": parts.encoder_input, "decoder_input": parts.decoder_input,
+              "embed_source": parts.embed_source, "embed_target": parts.embed_target}
+    missing = [k for k, v in needed.items() if v is None]
+    if missing:
+        raise NotApplicable(f"{ctx.target.name} does not expose {', '.join(missing)} (ModelParts)")
+
+
+def model_table(ctx: CheckContext, length: int, d_model: int) -> torch.Tensor:
+    """The positional table the implementation says it adds, else the paper's sinusoids (float64)."""
+    try:
+        return ctx.target.positional_encoding(length, d_model).detach().double()
+    except NotApplicable:
+        return reference_encoding(length, d_model)
+
+
 @checker("positional.both_stacks")
 def both_stacks(claim: Claim, ctx: CheckContext) -> Measurement:
     """Section 3.5: the positional encodings are added to the input embeddings "at the bottoms
@@ -98,17 +115,10 @@ def both_stacks(claim: Claim, ctx: CheckContext) -> Measurement:
     it exposes one, else the paper's sinusoids). Measured: the worst difference over both stacks."""
     d_model = 32
     parts = ctx.target.model(vocab_size=40, d_model=d_model, n_heads=4, d_ff=64, n_layers=1)
-    needed = {"encoder_input": parts.encoder_input, "decoder_input": parts.decoder_input,
-              "embed_source": parts.embed_source, "embed_target": parts.embed_target}
-    missing = [k for k, v in needed.items() if v is None]
-    if missing:
-        raise NotApplicable(f"{ctx.target.name} does not expose {', '.join(missing)} (ModelParts)")
+    require_stack_inputs(ctx, parts)
     gen = torch.Generator().manual_seed(ctx.seed)
     tokens = torch.randint(4, 40, (2, 12), generator=gen)
-    try:
-        table = ctx.target.positional_encoding(12, d_model).detach().double()
-    except NotApplicable:
-        table = reference_encoding(12, d_model)
+    table = model_table(ctx, 12, d_model)
     with torch.no_grad():
         enc = (parts.encoder_input(tokens) - parts.embed_source(tokens)).double()
         dec = (parts.decoder_input(tokens) - parts.embed_target(tokens)).double()
