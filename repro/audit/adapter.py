@@ -2,12 +2,51 @@
 
 Subclass :class:`Adapter` and override the methods for the parts your implementation has.
 Every method is optional: one left as is raises :class:`~repro.checks.registry.NotApplicable`,
-and each claim needing it is reported "not applicable", never passed.
+and each claim needing it is reported "not applicable", never passed. The same holds for the
+optional fields of what a method returns: a ``None`` in :class:`ModelParts` (no embedding
+matrix, no ``module``) makes the claims that need that part not applicable.
 
-Conventions: tensors are float32 on the CPU; batch first; attention masks are boolean with
-``True`` where attention is allowed; modules are returned in ``eval()`` mode with dropout off,
-except by :meth:`Adapter.training_model`. Token ids 0-3 are the special ids of repro's
-vocabulary (PAD=0, BOS=1, EOS=2, UNK=3); the claims' random token inputs draw from 4 upwards.
+Conventions (every check relies on them; ``repro audit`` enforces the checkable ones through
+:mod:`repro.audit.contract`, and a violation is an error naming the method and what it gave):
+
+* Tensors are float32 on the CPU, batch first. Modules are returned in ``eval()`` mode with
+  dropout off, except by :meth:`Adapter.training_model`. Return values are checked for shape
+  and kind as they are returned.
+* **Attention masks** are boolean, ``True`` where attention is allowed, and broadcast against
+  the scores (batch, heads, n_q, n_k). The checks pass key-padding masks of shape
+  (batch, 1, 1, n_k) that keep at least one key per row, or ``None``.
+* **multi_head_attention** returns a module that the checks call as self-attention,
+  ``module(x, x, x)``: query = key = value, each (batch, n, d_model). Its FLOPs are counted on
+  that call; the fused kernels of ``F.scaled_dot_product_attention`` and of
+  ``nn.MultiheadAttention``'s fast path are counted analytically, and a kernel the counter
+  cannot see into (no FLOPs quadratic in n) makes the cost claim an error, not a pass.
+* **positional_encoding(length, d_model)** is what is added to the embeddings of the tokens
+  at sequence positions 0 .. length-1 (row p for the p-th token, including any offset the
+  implementation starts from, e.g. fairseq's ``padding_idx + 1``). Any fixed order of the
+  dimensions is accepted by the wavelength and relative-position claims (they find the
+  sine/cosine pairs); the order itself is ``sec3.pe.layout``'s fact.
+* **Token ids**: the checks feed ids in [4, vocab_size); the ids 0-3 (:data:`RESERVED_IDS`)
+  are left to special tokens (padding, begin, end, unknown), so ``ModelParts.pad_id`` must be
+  one of them. ``forward(src, tgt_in)`` is the teacher-forced training call: ``tgt_in`` is the
+  decoder's input (shifted right), and the implementation builds whatever masks it builds
+  when called that way in training.
+* **Table 3 and the base dimensions** of an implementation other than repro are measured by
+  building each row through :meth:`Adapter.model` (``vocab_size=37000`` for the counts) and
+  counting the unique trainable parameters of ``ModelParts.module`` (built on the meta device
+  when the implementation allows it); rows that set d_k apart from d_model / h (row B) cannot
+  be built through ``model()`` and are not applicable.
+* **learning_rate(step, ...)** is the rate of the step-th optimizer update, counted from 1
+  (Eq. 3's step_num). An implementation that steps its scheduler after the optimizer (the
+  Hugging Face Trainer, ``LambdaLR``) runs update k at the scheduler's value for k - 1: report
+  that, and the check shows the departure (first update at rate 0, peak at warmup + 1).
+* **loss** is summed over the non-padding tokens (``reduction="sum"``), not averaged; the
+  contract calls it a second time on the batch given twice and refuses a mean.
+* **hyperparameters()** maps the claims' keys (:data:`HYPERPARAMETER_KEYS`) to the values the
+  implementation uses *by default* (or in its documented recipe), each a number, bool or word,
+  bare or as ``(value, where)`` with ``where`` saying where it was read. Numbers are numbers,
+  not text ("0.1" is refused); a setting the implementation lacks is left out, never ``None``.
+* The claims come from ``$REPRO_CLAIMS_DIR`` when set, else the ``claims/`` folder of the
+  checkout, else the copy shipped inside the package (``--claims-dir`` overrides).
 
 Methods added after the first version of the protocol (``attention_paths``, ``model_paths``,
 ``decoder_layer``, ``training_model``, ``update_rates``, ``search``, ``beam_search``,
@@ -71,7 +110,9 @@ class DecoderLayerParts:
 class ModelParts:
     """A whole encoder-decoder built at a given size.
 
-    ``forward(src, tgt_in)`` maps token ids (batch, n) and (batch, m) to logits (batch, m, vocab).
+    ``forward(src, tgt_in)`` maps token ids (batch, n) and (batch, m) to logits (batch, m, vocab),
+    called as in teacher-forced training (``tgt_in`` is the decoder's input, shifted right; the
+    checks use ids >= 4 and ``pad_id`` must be one of the reserved ids 0-3).
     ``embed_source(tokens)`` returns what the encoder stack receives before positional encoding
     is added (the scaled embedding); the weight tensors are the raw parameter matrices, each
     vocab x d_model (the output projection too), or ``None`` where the implementation has none.
@@ -84,6 +125,8 @@ class ModelParts:
     ``incremental(src, tgt_in, chunks)`` the logits of ``forward(src, tgt_in)`` computed by the
     implementation's incremental decoder, feeding ``tgt_in`` through its cache in chunks of the
     given sizes (one position at a time, or several at once).
+    ``module`` is the ``nn.Module`` holding every parameter; Table 3's counts count its unique
+    trainable parameters (``None``: not applicable).
     """
 
     forward: Callable[[Tensor, Tensor], Tensor]
@@ -121,7 +164,10 @@ class Adapter:
 
     # -- Section 3.2 ------------------------------------------------------------------------
     def attention(self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None) -> Tensor:
-        """Scaled dot-product attention on (batch, heads, n, d_k) inputs; returns (batch, heads, n, d_v)."""
+        """Scaled dot-product attention (Eq. 1). ``query`` (batch, heads, n_q, d_k), ``key``
+        (batch, heads, n_k, d_k), ``value`` (batch, heads, n_k, d_v); ``mask`` boolean, True =
+        attend, broadcast against (batch, heads, n_q, n_k) (the checks give (batch, 1, 1, n_k))
+        or None. Returns (batch, heads, n_q, d_v)."""
         raise self._missing("attention")
 
     def attention_paths(self) -> dict[str, Callable[[Tensor, Tensor, Tensor, Tensor | None], Tensor]]:
@@ -130,25 +176,36 @@ class Adapter:
         return {"attention": self.attention}
 
     def multi_head_attention(self, d_model: int, n_heads: int) -> Callable[[Tensor, Tensor, Tensor], Tensor]:
-        """A multi-head attention module with h heads of d_model/h, called as (query, key, value)."""
+        """A multi-head attention module with h heads of d_model/h each. The checks call it as
+        self-attention, ``module(x, x, x)`` with query = key = value of shape (batch, n, d_model),
+        and expect (batch, n, d_model) back."""
         raise self._missing("multi_head_attention")
 
     # -- Section 3.3 / 3.5 ------------------------------------------------------------------
     def feed_forward(self, d_model: int, d_ff: int) -> FeedForwardParts:
+        """The position-wise FFN of Eq. 2 and its weights (see :class:`FeedForwardParts`)."""
         raise self._missing("feed_forward")
 
     def positional_encoding(self, length: int, d_model: int) -> Tensor:
-        """The (length, d_model) table added to the embeddings."""
+        """The (length, d_model) table added to the embeddings of the tokens at positions
+        0 .. length-1 (any offset the implementation starts from included), in the
+        implementation's own order of dimensions."""
         raise self._missing("positional_encoding")
 
     # -- Section 3.1 ------------------------------------------------------------------------
     def encoder_layer(self, d_model: int, n_heads: int, d_ff: int) -> EncoderLayerParts:
+        """One encoder layer and its pieces (see :class:`EncoderLayerParts`). Give the norms as
+        the torch modules the layer uses: the post-norm check sets their weights to random
+        values (and restores them) so that their order shows."""
         raise self._missing("encoder_layer")
 
     def decoder_layer(self, d_model: int, n_heads: int, d_ff: int) -> DecoderLayerParts:
         raise self._missing("decoder_layer")
 
     def model(self, vocab_size: int, d_model: int, n_heads: int, d_ff: int, n_layers: int) -> ModelParts:
+        """The whole encoder-decoder at this size, n_layers in each stack, one vocabulary shared
+        by source and target (see :class:`ModelParts`). Also called at the sizes of Table 3's
+        rows and of the base model (vocab_size=37000), whose parameters are counted."""
         raise self._missing("model")
 
     def model_paths(self, vocab_size: int, d_model: int, n_heads: int, d_ff: int,
@@ -164,17 +221,29 @@ class Adapter:
 
     # -- Section 5 --------------------------------------------------------------------------
     def optimizer(self, params: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
+        """The optimizer the implementation trains with, over ``params`` (Section 5.3)."""
         raise self._missing("optimizer")
 
     def learning_rate(self, step: int, d_model: int, warmup_steps: int) -> float:
+        """The learning rate of the step-th optimizer update, counted from 1 (Eq. 3's step_num).
+
+        With a torch scheduler stepped after ``optimizer.step()`` (the Hugging Face Trainer,
+        ``LambdaLR``), update k runs at the scheduler's value for k - 1; return that value."""
         raise self._missing("learning_rate")
 
     def loss(self, logits: Tensor, target: Tensor, pad_id: int, smoothing: float) -> Tensor:
-        """Summed label-smoothed cross-entropy of logits (tokens, vocab) against target (tokens,)."""
+        """Label-smoothed cross-entropy of logits (tokens, vocab) against target (tokens,),
+        *summed* over the tokens whose target is not ``pad_id`` (padding gets no gradient);
+        differentiable in ``logits``. A mean is refused by the contract."""
         raise self._missing("loss")
 
     def hyperparameters(self) -> dict[str, Any]:
-        """The recipe's settings: keys as in claims' ``params.key`` (e.g. ``dropout``, ``beam_size``)."""
+        """The settings the implementation uses by default (or in its documented recipe):
+        keys as in the claims' ``params.key`` (:data:`HYPERPARAMETER_KEYS`), each value a
+        number, bool or word, bare or as ``(value, where)`` saying where it was read, e.g.
+        ``{"dropout_base": (0.1, "the default 'dropout' of torch.nn.Transformer")}``. Leave
+        out a setting the implementation does not have; ``None`` and numbers as text are
+        refused."""
         raise self._missing("hyperparameters")
 
     def update_rates(self, steps: Sequence[int], d_model: int, warmup_steps: int) -> list[float]:
@@ -207,3 +276,19 @@ class Adapter:
         """The implementation's beam search over one of its models (as ``model`` or
         ``training_model`` built it, in whatever mode it is in): the best output per row of ``src``."""
         raise self._missing("beam_search")
+
+# -- Constants of the protocol (documented in the module docstring) ----------------------------
+
+#: Token ids 0 .. RESERVED_IDS-1 are never fed by the checks: they are left to special tokens.
+RESERVED_IDS = 4
+
+#: The keys of :meth:`Adapter.hyperparameters` that claims read (``params.key`` of the
+#: ``recipe.value`` claims); an adapter may give more.
+HYPERPARAMETER_KEYS = (
+    "label_smoothing", "warmup_steps", "tokens_per_batch", "train_steps_base", "train_steps_big",
+    "average_last_base", "average_last_big", "checkpoint_every_minutes", "dropout_base",
+    "dropout_big_ende", "dropout_big_enfr", "beam_size", "length_penalty", "max_len_offset",
+    "parser_beam_size", "parser_length_penalty", "parser_max_len_offset", "vocab_size_ende", "vocab_size_enfr",
+    "dataset_ende", "dataset_enfr", "parser_layers", "parser_d_model", "parser_vocab_wsj", "parser_vocab_semi",
+    "gpus", "gpu_type", "table3_average_last",
+)

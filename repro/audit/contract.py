@@ -10,6 +10,7 @@ method's call, so the claim is reported as an error naming that method and what 
 from __future__ import annotations
 
 import dataclasses
+import math
 import numbers
 from collections.abc import Callable
 from typing import Any
@@ -17,7 +18,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from repro.audit.adapter import Adapter, EncoderLayerParts, FeedForwardParts, ModelParts
+from repro.audit.adapter import RESERVED_IDS, Adapter, EncoderLayerParts, FeedForwardParts, ModelParts
 
 
 class AdapterContractError(Exception):
@@ -41,6 +42,24 @@ def _same_shape(what: str, fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
     return call
 
 
+class _CheckedModule(torch.nn.Module):
+    """A sub-layer-like module, its output checked like :func:`_same_shape`'s, that stays a module
+    holding the original: a check may still reach its parameters (the post-norm check perturbs
+    the norms' weights)."""
+
+    def __init__(self, what: str, module: torch.nn.Module) -> None:
+        super().__init__()
+        self.what = what
+        self.inner = module
+
+    def forward(self, x: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+        return _shape(self.what, self.inner(x, *args, **kwargs), tuple(x.shape))
+
+
+def _same_shape_keeping_module(what: str, fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
+    return _CheckedModule(what, fn) if isinstance(fn, torch.nn.Module) else _same_shape(what, fn)
+
+
 def _instance(what: str, value: Any, kind: type) -> Any:
     if not isinstance(value, kind):
         raise AdapterContractError(f"{what} returned {type(value).__name__}, expected {kind.__name__}")
@@ -56,6 +75,11 @@ class CheckedAdapter:
     @property
     def name(self) -> str:
         return self._target.name
+
+    @property
+    def adapter(self) -> Adapter:
+        """The adapter whose return values are checked."""
+        return self._target
 
     @property
     def has_repro_presets(self) -> bool:
@@ -89,29 +113,23 @@ class CheckedAdapter:
             self_attention=_same_shape("EncoderLayerParts.self_attention", parts.self_attention),
             feed_forward=_same_shape("EncoderLayerParts.feed_forward", parts.feed_forward),
             norms=(
-                _same_shape("EncoderLayerParts.norms[0]", parts.norms[0]),
-                _same_shape("EncoderLayerParts.norms[1]", parts.norms[1]),
+                _same_shape_keeping_module("EncoderLayerParts.norms[0]", parts.norms[0]),
+                _same_shape_keeping_module("EncoderLayerParts.norms[1]", parts.norms[1]),
             ),
         )
 
     def model(self, vocab_size: int, d_model: int, n_heads: int, d_ff: int, n_layers: int) -> ModelParts:
-        parts = _instance("model", self._target.model(vocab_size, d_model, n_heads, d_ff, n_layers), ModelParts)
-        for field in ("source_embedding", "target_embedding", "output_projection"):
-            if getattr(parts, field) is not None:
-                _shape(f"model's ModelParts.{field}", getattr(parts, field), (vocab_size, d_model))
-        forward = parts.forward
+        return _checked_parts("model", self._target.model(vocab_size, d_model, n_heads, d_ff, n_layers),
+                              vocab_size, d_model)
 
-        def checked_forward(src: Tensor, tgt_in: Tensor) -> Tensor:
-            return _shape("ModelParts.forward", forward(src, tgt_in), (*tgt_in.shape, vocab_size))
+    def model_paths(self, vocab_size: int, d_model: int, n_heads: int, d_ff: int, n_layers: int) -> dict[str, ModelParts]:
+        paths = _instance("model_paths", self._target.model_paths(vocab_size, d_model, n_heads, d_ff, n_layers), dict)
+        return {name: _checked_parts(f"model_paths()[{name!r}]", parts, vocab_size, d_model) for name, parts in paths.items()}
 
-        embed = parts.embed_source
-        checked_embed = None
-        if embed is not None:
-
-            def checked_embed(tokens: Tensor) -> Tensor:
-                return _shape("ModelParts.embed_source", embed(tokens), (*tokens.shape, d_model))
-
-        return dataclasses.replace(parts, forward=checked_forward, embed_source=checked_embed)
+    def training_model(self, vocab_size: int, d_model: int, n_heads: int, d_ff: int, n_layers: int,
+                       dropout: float) -> ModelParts:
+        return _checked_parts("training_model", self._target.training_model(vocab_size, d_model, n_heads, d_ff,
+                                                                            n_layers, dropout), vocab_size, d_model)
 
     def optimizer(self, params: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
         return _instance("optimizer", self._target.optimizer(params), torch.optim.Optimizer)
@@ -128,12 +146,89 @@ class CheckedAdapter:
         value = _instance("loss", self._target.loss(logits, target, pad_id, smoothing), Tensor)
         if value.numel() != 1:
             raise AdapterContractError(f"loss returned shape {tuple(value.shape)}, expected a scalar (the summed loss)")
+        if logits.requires_grad and not value.requires_grad:
+            raise AdapterContractError("loss returned a tensor detached from the logits: the checks read its gradient")
+        _check_summed(self._target, value, logits, target, pad_id, smoothing)
         return value
 
     def hyperparameters(self) -> dict[str, Any]:
-        return _instance("hyperparameters", self._target.hyperparameters(), dict)
+        settings = _instance("hyperparameters", self._target.hyperparameters(), dict)
+        for key, entry in settings.items():
+            _check_setting(key, entry)
+        return settings
 
     def __getattr__(self, name: str) -> Any:
         """Methods whose return values are not checked here (later additions to the protocol) go
         straight to the adapter."""
         return getattr(self._target, name)
+
+
+def _checked_parts(what: str, parts: Any, vocab_size: int, d_model: int) -> ModelParts:
+    """A :class:`ModelParts` whose padding id, matrices and outputs have the protocol's shapes."""
+    parts = _instance(what, parts, ModelParts)
+    if not 0 <= parts.pad_id < RESERVED_IDS:
+        raise AdapterContractError(
+            f"{what} returned ModelParts.pad_id={parts.pad_id}; the checks feed token ids from {RESERVED_IDS} up and "
+            f"leave 0-{RESERVED_IDS - 1} to special tokens: put the padding id among them"
+        )
+    for field in ("source_embedding", "target_embedding", "output_projection"):
+        if getattr(parts, field) is not None:
+            _shape(f"{what}'s ModelParts.{field}", getattr(parts, field), (vocab_size, d_model))
+    forward = parts.forward
+
+    def checked_forward(src: Tensor, tgt_in: Tensor) -> Tensor:
+        return _shape("ModelParts.forward", forward(src, tgt_in), (*tgt_in.shape, vocab_size))
+
+    embed = parts.embed_source
+    checked_embed = None
+    if embed is not None:
+
+        def checked_embed(tokens: Tensor) -> Tensor:
+            return _shape("ModelParts.embed_source", embed(tokens), (*tokens.shape, d_model))
+
+    return dataclasses.replace(parts, forward=checked_forward, embed_source=checked_embed)
+
+
+def _check_summed(adapter: Adapter, value: Tensor, logits: Tensor, target: Tensor, pad_id: int, smoothing: float) -> None:
+    """The protocol's loss is *summed* over the tokens: the same batch twice must give twice the
+    loss. A mean (over tokens, or over non-padding tokens) gives the same value, and every
+    measurement read from its gradient would be off by the number of tokens."""
+    with torch.no_grad():
+        twice = adapter.loss(torch.cat([logits.detach()] * 2), torch.cat([target] * 2), pad_id, smoothing)
+    once, doubled = float(value.detach()), float(torch.as_tensor(twice).detach().reshape(-1)[0])
+    if math.isclose(doubled, 2 * once, rel_tol=1e-4, abs_tol=1e-6):
+        return
+    if math.isclose(doubled, once, rel_tol=1e-4, abs_tol=1e-6):
+        raise AdapterContractError(
+            f"loss returned the mean over the tokens, not their sum: the batch given twice gave the same loss "
+            f"({once:.6g}); the protocol's loss is summed (reduction='sum')"
+        )
+    raise AdapterContractError(
+        f"loss is not a sum over the tokens: the batch given twice gave {doubled:.6g}, not twice {once:.6g}"
+    )
+
+
+def _check_setting(key: Any, entry: Any) -> None:
+    """A setting of ``hyperparameters()``: a number, a boolean or a word, bare or as
+    ``(value, where)`` with ``where`` saying where it was read. ``None`` is no value (leave the
+    key out when the implementation has no such setting); a number written as text is refused."""
+    what = f"hyperparameters()[{key!r}]"
+    if not isinstance(key, str):
+        raise AdapterContractError(f"hyperparameters() has the key {key!r} ({type(key).__name__}); keys are claim keys (str)")
+    value = entry
+    if isinstance(entry, tuple):
+        if len(entry) != 2 or not isinstance(entry[1], str):
+            raise AdapterContractError(
+                f"{what} is the {len(entry)}-tuple {entry!r}; give the bare value or (value, where) with where a str"
+            )
+        value = entry[0]
+    if value is None:
+        raise AdapterContractError(f"{what} is None; leave the key out when the implementation has no such setting")
+    if isinstance(value, str):
+        try:
+            float(value)
+        except ValueError:
+            return
+        raise AdapterContractError(f"{what} is the text {value!r}; give the number itself")
+    if not isinstance(value, numbers.Real):
+        raise AdapterContractError(f"{what} is {type(value).__name__} {value!r}; expected a number, a bool or a str")

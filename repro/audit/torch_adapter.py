@@ -6,9 +6,9 @@ What is torch's and what is not, claim by claim:
   ``nn.MultiheadAttention`` calls when no attention weights are asked for (as the layers of
   ``nn.Transformer`` do). Its boolean ``attn_mask`` has the protocol's convention (True = attend).
 * ``multi_head_attention``: ``nn.MultiheadAttention(batch_first=True)``, called as (q, k, v).
-  Its inference fast path is switched off for the call (``torch.backends.mha``): the fused
-  kernel is opaque to PyTorch's FLOP counter, which would count 0 FLOPs for it. The standard
-  path is the one training takes.
+  Its inference fast path is switched off for the call (``torch.backends.mha``): the standard
+  path is the one training takes. (The FLOP counter counts the fast path's fused kernel too,
+  analytically: :func:`repro.complexity.flops.flop_counter`.)
 * ``feed_forward`` and ``encoder_layer``: ``nn.TransformerEncoderLayer`` (ReLU, dropout 0,
   ``norm_first`` as given), its sub-layers taken from its own ``_sa_block``/``_ff_block`` and
   ``norm1``/``norm2``. ``norm_first=True`` is torch's pre-norm option, not the paper.
@@ -18,9 +18,9 @@ What is torch's and what is not, claim by claim:
   and the decoder's causal mask from torch's ``nn.Transformer.generate_square_subsequent_mask``
   (with torch's key-padding masks), which is *torch's*. So the causal-mask claim tests torch's
   masking. The embeddings are reported as absent (``None`` in :class:`ModelParts`): torch has
-  none, so the embedding-scale claim does not apply, and the sharing claim fails, since
-  ``nn.Transformer`` provides no tied embedding/projection (PyTorch's translation tutorial adds
-  separate, untied ones).
+  none, so the embedding claims (scale, sharing) and Table 3's counts, which include the
+  embeddings, do not apply (PyTorch's translation tutorial adds separate, untied ones). The
+  differences between Table 3's rows and the base dimensions are measured on the model built.
 * ``positional_encoding``: torch has none: not applicable.
 * ``loss``: ``nn.CrossEntropyLoss(label_smoothing=eps, ignore_index=pad, reduction="sum")``,
   PyTorch's label smoothing. It spreads eps uniformly over all V classes (the true one

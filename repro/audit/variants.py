@@ -6,7 +6,8 @@ bite (``repro audit repro.audit.variants:pre_norm``):
 * :func:`scale_after_softmax`: softmax(QK^T) V / sqrt(d_k) instead of Eq. 1.
 * :func:`leaky_mask`: a decoder whose causal mask lets position i also see i+1.
 * :func:`sin_cos_swapped`: cos on the even dimensions, sin on the odd ones (Section 3.5).
-  It still satisfies the relative-position claim (each pair still rotates linearly with pos).
+  A fixed order of the dimensions: the set of sinusoids is the paper's (wavelengths and the
+  relative-position claim hold), the equations and the layout (``sec3.pe.layout``) fail.
 * :func:`pre_norm`: x + Sublayer(LayerNorm(x)) instead of LayerNorm(x + Sublayer(x)).
 
 And two broken adapters, to show that the audit reports them as errors and carries on:

@@ -17,20 +17,3 @@ def matmul_gflops(n: int = 2048, repeats: int = 5) -> float:
         a @ b
         best = min(best, time.perf_counter() - start)
     return 2 * n**3 / best / 1e9
-
-
-def measure_peak_flops(device: str = "cpu", size: int = 1024, repeats: int = 5) -> float:
-    """Float32 matmul throughput of ``device`` (FLOP/s): a measured lower bound on its peak,
-    for a run to record as ``peak_flops`` when the vendor's figure is not at hand."""
-    a = torch.randn(size, size, device=device)
-    b = torch.randn(size, size, device=device)
-    best = float("inf")
-    for _ in range(repeats):
-        if device.startswith("cuda"):
-            torch.cuda.synchronize()
-        start = time.perf_counter()
-        a @ b
-        if device.startswith("cuda"):
-            torch.cuda.synchronize()
-        best = min(best, time.perf_counter() - start)
-    return 2 * size**3 / best

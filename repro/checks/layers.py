@@ -6,6 +6,7 @@ import math
 
 import torch
 
+from repro.checks.census import TRACE_VOCAB, buildable, forward_dimensions
 from repro.checks.registry import checker
 from repro.claims.claim import Claim
 from repro.claims.outcome import CheckContext, Measurement, NotApplicable
@@ -27,23 +28,54 @@ def feed_forward(claim: Claim, ctx: CheckContext) -> Measurement:
     return Measurement(err, detail=f"max abs error {err:.2e}")
 
 
+def _perturb_norms(norms: tuple, gen: torch.Generator) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Give each norm's parameters (a LayerNorm's gain and bias) random values of their own,
+    in place; returns (parameter, saved value) to restore. At their initial values (1 and 0)
+    two LayerNorms compute the same function, and swapping them could not be seen."""
+    saved = []
+    for norm in norms:
+        params = list(norm.parameters()) if isinstance(norm, torch.nn.Module) else []
+        for p in params:
+            saved.append((p, p.detach().clone()))
+            with torch.no_grad():
+                p.add_(torch.randn(p.shape, generator=gen, dtype=p.dtype) * 0.5)
+    return saved
+
+
 @checker("layers.post_norm")
 def post_norm(claim: Claim, ctx: CheckContext) -> Measurement:
     """Section 3.1: each sub-layer's output is LayerNorm(x + Sublayer(x)).
 
     The layer's own sub-layer functions and norms are composed as the paper writes them and
-    compared with the layer's output; a pre-norm layer (x + Sublayer(LayerNorm(x))) or one
-    that normalises before the residual sum does not match."""
-    parts = ctx.target.encoder_layer(claim.params.get("d_model", 64), claim.params.get("heads", 4), 128)
+    compared with the layer's output; a pre-norm layer (x + Sublayer(LayerNorm(x))), one
+    that normalises before the residual sum, or one whose norms are applied in the other order
+    does not match. The two norms' weights and biases are set to distinct random values first,
+    so that the order of the norms shows; norms that are no torch modules cannot be perturbed,
+    and when they then compute the same function the order cannot be checked (not applicable)."""
+    d_model = claim.params.get("d_model", 64)
+    parts = ctx.target.encoder_layer(d_model, claim.params.get("heads", 4), 128)
     gen = torch.Generator().manual_seed(ctx.seed)
-    x = torch.randn(2, 9, claim.params.get("d_model", 64), generator=gen) * 2 + 0.5
+    x = torch.randn(2, 9, d_model, generator=gen) * 2 + 0.5
     norm_1, norm_2 = parts.norms
-    with torch.no_grad():
-        h = norm_1(x + parts.self_attention(x))
-        want = norm_2(h + parts.feed_forward(h))
-        got = parts.layer(x)
+    saved = _perturb_norms((norm_1, norm_2), gen)
+    try:
+        with torch.no_grad():
+            h = norm_1(x + parts.self_attention(x))
+            want = norm_2(h + parts.feed_forward(h))
+            got = parts.layer(x)
+            same_norms = (norm_1(x) - norm_2(x)).abs().max().item() < 1e-6
+    finally:
+        with torch.no_grad():
+            for p, value in saved:
+                p.copy_(value)
     err = (got - want).abs().max().item()
-    return Measurement(err, detail=f"max |layer(x) - LN(h + FFN(h))|, h = LN(x + SelfAttn(x)): {err:.2e}")
+    if same_norms:
+        raise NotApplicable(
+            f"{ctx.target.name}: the two norms of EncoderLayerParts compute the same function and are no torch "
+            "modules whose weights the check could perturb, so their order cannot be checked"
+        )
+    perturbed = f"; norm weights and biases perturbed ({len(saved)} tensors)" if saved else ""
+    return Measurement(err, detail=f"max |layer(x) - LN(h + FFN(h))|, h = LN(x + SelfAttn(x)): {err:.2e}{perturbed}")
 
 
 @checker("embedding.scale")
@@ -74,8 +106,11 @@ def embedding_shared(claim: Claim, ctx: CheckContext) -> Measurement:
         "output projection": parts.output_projection,
     }
     missing = [k for k, t in tensors.items() if t is None]
-    if missing:
-        return Measurement(False, False, f"{', '.join(missing)} missing: nothing to share")
+    if missing:  # as for every claim: a part the adapter does not expose makes the claim not applicable
+        raise NotApplicable(
+            f"{ctx.target.name} exposes no {', '.join(missing)} (ModelParts.source_embedding, "
+            "target_embedding, output_projection)"
+        )
     ptrs = {k: t.data_ptr() for k, t in tensors.items()}
     shared = len(set(ptrs.values())) == 1 and len({tuple(t.shape) for t in tensors.values()}) == 1
     groups = "one matrix" if shared else f"{len(set(ptrs.values()))} distinct matrices"
@@ -84,9 +119,14 @@ def embedding_shared(claim: Claim, ctx: CheckContext) -> Measurement:
 
 @checker("model.base_dimensions")
 def base_dimensions(claim: Claim, ctx: CheckContext) -> Measurement:
-    """Section 3: the base model's dimensions, read off the parameter shapes of the built model."""
+    """Section 3: the base model's dimensions, read off the parameter shapes of repro's base
+    preset; for another implementation, off the matrix products of one forward pass of the
+    model its adapter builds at the base sizes (:func:`repro.checks.census.forward_dimensions`)."""
     if not ctx.target.has_repro_presets:
-        raise NotApplicable(f"{ctx.target.name}: the base preset is repro's own")
+        base = buildable("base")
+        parts = ctx.target.model(TRACE_VOCAB, base.d_model, base.n_heads, base.d_ff, base.n_layers)
+        measured, seen = forward_dimensions(parts)
+        return Measurement(measured, detail=", ".join(f"{k}={v}" for k, v in measured.items()) + f"; {seen}")
     model = Transformer(get_preset("base").model)
     layer = model.encoder_layers[0]
     attn = layer.self_attn

@@ -1,4 +1,4 @@
-"""Checkers for Section 3.5: the sinusoidal positional encodings."""
+"""Checkers for Section 3.5: the sinusoidal positional encodings, their set and their layout."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import torch
 from repro.claims.outcome import CheckContext, Measurement, NotApplicable
 from repro.checks.registry import checker
 from repro.claims.claim import Claim
+from repro.checks.sinusoids import PAPER_LAYOUT, NotSinusoidPairs, SinusoidPairs, find_pairs
 
 
 def reference_encoding(length: int, d_model: int) -> torch.Tensor:
@@ -41,18 +42,26 @@ def equations(claim: Claim, ctx: CheckContext) -> Measurement:
     return Measurement(worst, detail=f"max abs error {worst:.2e}")
 
 
+def _pairs(ctx: CheckContext, claim: Claim) -> SinusoidPairs:
+    return find_pairs(_table(ctx, claim))
+
+
 @checker("positional.wavelengths")
 def wavelengths(claim: Claim, ctx: CheckContext) -> Measurement:
-    """The wavelength of dimension pair i, read off the table as 2*pi / angle(PE(1)_{2i}, PE(1)_{2i+1}),
-    must form a geometric progression from 2*pi towards 10000 * 2*pi.
+    """The wavelengths of the table's sinusoids must form a geometric progression from 2*pi
+    towards 10000 * 2*pi.
 
-    Measured: [first wavelength / 2pi, last wavelength / 2pi]; passes when the first is 1, the
-    ratios between neighbours are constant, and the last equals 10000^((d-2)/d) (the progression's
-    last term below 10000 * 2pi)."""
-    table = _table(ctx, claim)
-    d_model = table.shape[1]
-    omega = torch.atan2(table[1, 0::2], table[1, 1::2])  # PE(1) = (sin w, cos w) per pair
-    lam = 1 / omega  # wavelength 2*pi/w, in units of 2*pi
+    The (sine, cosine) pairs are found first (:mod:`repro.checks.sinusoids`), so the order of
+    the dimensions does not matter: the wavelengths are a property of the set of sinusoids
+    (the layout is ``sec3.pe.layout``'s). Measured: [first wavelength / 2pi, last wavelength /
+    2pi]; passes when the first is 1, the ratios between neighbours are constant, and the last
+    equals 10000^((d-2)/d) (the progression's last term below 10000 * 2pi)."""
+    try:
+        pairs = _pairs(ctx, claim)
+    except NotSinusoidPairs as why:
+        return Measurement(None, False, str(why))
+    d_model = 2 * len(pairs.sine)
+    lam = pairs.wavelengths
     ratios = torch.log(lam[1:] / lam[:-1])
     spread = (ratios.max() - ratios.min()).item()
     first, last = lam[0].item(), lam[-1].item()
@@ -61,7 +70,7 @@ def wavelengths(claim: Claim, ctx: CheckContext) -> Measurement:
     return Measurement(
         [round(first, 4), round(last, 1)], ok,
         f"lambda/2pi from {first:.4f} to {last:.1f} (progression's last term {last_expected:.1f}); "
-        f"spread of log-ratios {spread:.1e}",
+        f"spread of log-ratios {spread:.1e}; layout {pairs.layout()}",
     )
 
 
@@ -69,11 +78,17 @@ def wavelengths(claim: Claim, ctx: CheckContext) -> Measurement:
 def relative_linear(claim: Claim, ctx: CheckContext) -> Measurement:
     """Section 3.5: for any fixed offset k, PE(pos+k) is a linear function of PE(pos).
 
-    For each k, a linear map M_k is fitted by least squares on two disjoint ranges of
-    positions; passes when each fit is exact (residual ~0) and the two maps agree, i.e. M_k
-    does not depend on pos. Measured: the worst of residual and disagreement."""
+    Each (sine, cosine) pair, wherever its two dimensions lie, rotates on its own, so a 2x2
+    map M_k is fitted per pair by least squares on two disjoint ranges of positions; passes
+    when each fit is exact (residual ~0) and the two maps agree, i.e. M_k does not depend on
+    pos. Measured: the worst of residual and disagreement (infinite when the table is not a
+    set of sin/cos pairs)."""
     table = _table(ctx, claim)
-    length, d_model = table.shape
+    try:
+        pairs = find_pairs(table)
+    except NotSinusoidPairs as why:
+        return Measurement(float("inf"), False, str(why))
+    length = table.shape[0]
     half = length // 2
     worst = 0.0
     for k in claim.params.get("offsets", [1, 5, 17]):
@@ -81,13 +96,34 @@ def relative_linear(claim: Claim, ctx: CheckContext) -> Measurement:
         for lo, hi in ((0, half - k), (half, length - k)):
             src, dst = table[lo:hi], table[lo + k : hi + k]
             blocks = []
-            for i in range(0, d_model, 2):  # each sin/cos pair rotates on its own: fit 2x2 maps
-                sol = torch.linalg.lstsq(src[:, i : i + 2], dst[:, i : i + 2]).solution
-                worst = max(worst, (src[:, i : i + 2] @ sol - dst[:, i : i + 2]).abs().max().item())
+            for columns in zip(pairs.sine, pairs.cosine):
+                cols = list(columns)
+                sol = torch.linalg.lstsq(src[:, cols], dst[:, cols]).solution
+                worst = max(worst, (src[:, cols] @ sol - dst[:, cols]).abs().max().item())
                 blocks.append(sol)
             fits.append(torch.stack(blocks))
         worst = max(worst, (fits[0] - fits[1]).abs().max().item())
-    return Measurement(worst, detail=f"worst residual or disagreement between ranges {worst:.2e}")
+    return Measurement(worst, detail=f"worst residual or disagreement between ranges {worst:.2e}; layout {pairs.layout()}")
+
+
+@checker("positional.layout")
+def layout(claim: Claim, ctx: CheckContext) -> Measurement:
+    """Section 3.5: which dimension holds which sinusoid. The paper interleaves them, sine at
+    2i and cosine at 2i+1; all sines before all cosines (tensor2tensor, fairseq, Marian) is the
+    same set in another fixed order. Measured: the layout's name, with the amplitude and the
+    position of the first row as found."""
+    try:
+        pairs = _pairs(ctx, claim)
+    except NotSinusoidPairs as why:
+        return Measurement("no sin/cos pairs", False, str(why))
+    amp = pairs.amplitude
+    amplitude = f"{amp.min().item():.4g}" if (amp.max() - amp.min()).item() < 1e-6 else f"{amp.min().item():.4g} to {amp.max().item():.4g}"
+    name = pairs.layout()
+    where = {
+        PAPER_LAYOUT: "sine at 2i, cosine at 2i+1",
+        "sines-then-cosines": "sine at i, cosine at i + d_model/2",
+    }.get(name, f"sines at {pairs.sine[:4]}..., cosines at {pairs.cosine[:4]}...")
+    return Measurement(name, detail=f"{where}; amplitude {amplitude}; first row at position {pairs.start:.3g}")
 
 
 def require_stack_inputs(ctx: CheckContext, parts) -> None:

@@ -1,4 +1,7 @@
-"""Checkers for Table 3's parameter counts, counted on the model itself."""
+"""Checkers for Table 3's parameter counts, counted on the model itself.
+
+repro's rows are its presets (:mod:`repro.model.presets`); any other implementation's rows are
+built through its adapter's ``model()`` and counted (:mod:`repro.checks.census`)."""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ import torch
 from repro.claims.outcome import CheckContext, Measurement, NotApplicable
 from repro.checks.registry import checker
 from repro.claims.claim import Claim
+from repro.checks.census import row_parameters
 from repro.model import Transformer, count_parameters, get_preset
 
 
@@ -18,43 +22,62 @@ def parameters_of(row: str, vocab_size: int) -> int:
         return count_parameters(Transformer(cfg))
 
 
-def _own_model_only(ctx: CheckContext) -> None:
-    if not ctx.target.has_repro_presets:
-        raise NotApplicable(f"{ctx.target.name}: Table 3's rows are counted on repro's presets")
+def _count(ctx: CheckContext, row: str, vocab_size: int, with_embeddings: bool = True) -> int:
+    """Parameters of a row: repro's preset, or the row built through the adapter."""
+    if ctx.target.has_repro_presets:
+        return parameters_of(row, vocab_size)
+    return row_parameters(ctx.target, row, vocab_size, with_embeddings=with_embeddings)
+
+
+def _source(ctx: CheckContext) -> str:
+    return "repro's preset" if ctx.target.has_repro_presets else f"built through {ctx.target.name}'s model()"
 
 
 @checker("table3.params")
 def params(claim: Claim, ctx: CheckContext) -> Measurement:
     """Parameters of a row, in 10^6, at the vocabulary the claim names."""
-    _own_model_only(ctx)
     vocab = claim.params["vocab_size"]
-    count = parameters_of(claim.params["row"], vocab) / 1e6
-    return Measurement(round(count, 2), unit="10^6", detail=f"{count:.3f}M at a shared vocabulary of {vocab}")
+    count = _count(ctx, claim.params["row"], vocab) / 1e6
+    return Measurement(round(count, 2), unit="10^6",
+                       detail=f"{count:.3f}M at a shared vocabulary of {vocab} ({_source(ctx)})")
 
 
 @checker("table3.params_difference")
 def params_difference(claim: Claim, ctx: CheckContext) -> Measurement:
     """Parameters of a row minus those of another, in 10^6: independent of the vocabulary when
     both rows share d_model, so it tests the architecture without the vocabulary question."""
-    _own_model_only(ctx)
     vocab = claim.params.get("vocab_size", 37000)
     a, b = claim.params["row"], claim.params["minus"]
-    diff = (parameters_of(a, vocab) - parameters_of(b, vocab)) / 1e6
-    return Measurement(round(diff, 2), unit="10^6", detail=f"{a} - {b} = {diff:.3f}M")
+    diff = (_count(ctx, a, vocab, False) - _count(ctx, b, vocab, False)) / 1e6
+    return Measurement(round(diff, 2), unit="10^6", detail=f"{a} - {b} = {diff:.3f}M ({_source(ctx)})")
 
 
 @checker("table3.implied_vocabulary")
 def implied_vocabulary(claim: Claim, ctx: CheckContext) -> Measurement:
     """The shared vocabulary size that best fits the paper's counts of the given rows (least
-    squares over a grid): what the paper's figures imply, to set beside Section 5.1's ~37000."""
-    _own_model_only(ctx)
+    squares over a grid): what the paper's figures imply, to set beside Section 5.1's ~37000.
+
+    A row's count is affine in the vocabulary, a + b * V; a and b are read off two counts
+    (b is d_model for tied embeddings, more where they are not). Rows the implementation
+    cannot build (row B through an adapter) are left out of the fit, and said so."""
     rows: dict[str, float] = claim.params["paper_counts"]
     lo, hi, step = claim.params.get("grid", [30000, 50000, 50])
+    v1, v2 = (1, 2) if ctx.target.has_repro_presets else (1000, 2000)
+    lines, skipped = {}, []
+    for row in rows:
+        try:
+            c1, c2 = _count(ctx, row, v1), _count(ctx, row, v2)
+        except NotApplicable:
+            skipped.append(row)
+            continue
+        slope = (c2 - c1) / (v2 - v1)
+        lines[row] = (c1 - slope * v1, slope)
+    if len(lines) < 2:
+        raise NotApplicable(f"{ctx.target.name}: fewer than two of the rows {', '.join(rows)} can be built")
     best_vocab, best_err = None, float("inf")
-    base = {row: parameters_of(row, 1) for row in rows}  # with a 1-word vocabulary
-    width = {row: get_preset(row).model.d_model for row in rows}
     for vocab in range(lo, hi + 1, step):
-        err = sum(((base[r] + (vocab - 1) * width[r]) / 1e6 - rows[r]) ** 2 for r in rows)
+        err = sum(((a + b * vocab) / 1e6 - rows[r]) ** 2 for r, (a, b) in lines.items())
         if err < best_err:
             best_vocab, best_err = vocab, err
-    return Measurement(best_vocab, detail=f"best fit {best_vocab} words (sum of squared errors {best_err:.2f})")
+    left_out = f"; rows left out: {', '.join(skipped)}" if skipped else ""
+    return Measurement(best_vocab, detail=f"best fit {best_vocab} words (sum of squared errors {best_err:.2f}){left_out}")

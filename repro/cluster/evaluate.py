@@ -27,7 +27,6 @@ from typing import Any
 
 import torch
 
-from repro.benchmarks.matmul_peak import measure_peak_flops
 from repro.data.registry import get_dataset, resolve_data_dir
 from repro.data.vocab import SharedVocab
 from repro.decode.settings import DecodeSettings
@@ -36,6 +35,7 @@ from repro.errors import ConfigError
 from repro.eval.translation import evaluate_bleu, evaluate_perplexity
 from repro.parsing.evaluate import score_split
 from repro.results import Result, ResultStore, collect_provenance
+from repro.results.hardware import measure_peak_flops
 from repro.train.average import average_last as average
 from repro.train.checkpoint import list_checkpoints
 

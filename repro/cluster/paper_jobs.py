@@ -16,6 +16,7 @@ from typing import Any
 
 from repro.cluster.experiments import JobSpec, Plan, plan_jobs
 from repro.cluster.profiles import load_profile
+from repro.model import TABLE3_ROWS
 from repro.train.config import TrainConfig
 
 #: The profile of Section 5.2's hardware.
@@ -73,6 +74,6 @@ def paper_settings() -> dict[str, Any]:
         "parser_vocab_semi": (s.vocab_size, where(semi, "train.vocab_size")),
         "gpus": (profile.world_size if profile.gpus_per_node else 0, f"cluster profile {PAPER_PROFILE}"),
         "gpu_type": (profile.gpu_type, f"cluster profile {PAPER_PROFILE}"),
-        "table3_average_last": (sorted({job_config("table3", f"table3-{r}").average_last for r in ("base", "big")}),
-                                f"repro submit table3 --cluster {PAPER_PROFILE}: jobs table3-base, table3-big"),
+        "table3_average_last": (max(job_config("table3", f"table3-{row}").average_last for row in TABLE3_ROWS),
+                                f"repro submit table3 --cluster {PAPER_PROFILE}: the most any of its 20 jobs averages"),
     }

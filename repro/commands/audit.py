@@ -1,8 +1,14 @@
-"""``repro audit TARGET [--json FILE]``: check a Transformer implementation against the paper.
+"""``repro audit TARGET [--json FILE]`` and ``repro audit --zoo [--out DIR]``: check Transformer
+implementations against the paper.
 
 TARGET is ``module:factory``; ``factory()`` returns an adapter (:mod:`repro.audit.adapter`).
 Prints one row per claim that measures an implementation: its status and why. Exit code 1
 when an applicable claim fails or errs, 0 otherwise ("not applicable" never counts as passed).
+
+``--zoo`` audits every installed adapter of the zoo (:mod:`repro.audit.zoo`; ``pip install -e
+.[zoo]`` installs the libraries) and writes the side-by-side report (zoo.md, zoo.html, zoo.json)
+into ``--out`` (default ``reports/audit``); exit code 0 once it is written, departures included:
+finding them is its purpose.
 """
 
 from __future__ import annotations
@@ -15,22 +21,45 @@ from pathlib import Path
 from repro.atomic import atomic_write_text
 from repro.audit.audit import AuditRecord, auditable_claims, broken, render_audit, run_audit
 from repro.audit.load import load_adapter
+from repro.audit.side_by_side import run_zoo
+from repro.audit.side_by_side_render import write_zoo
+from repro.audit.zoo import ZOO, ZooEntry, installed_entries
 from repro.claims import Outcome
+from repro.errors import ReproError
+
+
+class AuditUsageError(ReproError):
+    exit_code = 2
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "audit", help="check any Transformer implementation (an adapter 'module:factory') against the paper's claims"
     )
-    parser.add_argument("target", metavar="TARGET", help="module:factory returning an adapter, e.g. repro.audit.torch_adapter:adapter")
+    parser.add_argument("target", metavar="TARGET", nargs="?",
+                        help="module:factory returning an adapter, e.g. repro.audit.torch_adapter:adapter")
     parser.add_argument("--json", metavar="FILE", help="write the records as a JSON array to FILE")
-    parser.add_argument("--claims-dir", default=None, help="directory of claims files (default: claims/)")
+    parser.add_argument("--zoo", action="store_true",
+                        help="audit every installed implementation of the zoo side by side (pip install -e .[zoo])")
+    parser.add_argument("--out", metavar="DIR", default=None,
+                        help="with --zoo: folder for zoo.md, zoo.html, zoo.json (default: reports/audit)")
+    parser.add_argument("--zoo-only", metavar="KEY", action="append", default=[],
+                        help=f"with --zoo: only these columns ({', '.join(e.key for e in ZOO)})")
+    parser.add_argument("--claims-dir", default=None,
+                        help="directory of claims files (default: $REPRO_CLAIMS_DIR, else the checkout's claims/, "
+                             "else the claims shipped in the package)")
     parser.add_argument("--only", metavar="PREFIX", action="append", default=[], help="only claims whose id starts so")
     parser.add_argument("--seed", type=int, default=0)
     parser.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.zoo:
+        return zoo_main(args)
+    if args.target is None:
+        raise AuditUsageError("repro audit: give a TARGET (module:factory) or --zoo")
+    if args.out or args.zoo_only:
+        raise AuditUsageError("repro audit: --out and --zoo-only go with --zoo")
     adapter = load_adapter(args.target)
     claims = auditable_claims(args.claims_dir, args.only)
 
@@ -44,3 +73,33 @@ def main(args: argparse.Namespace) -> int:
     if all(r.status == Outcome.NOT_APPLICABLE for r in records):
         print(f"repro audit: {adapter.name} exposes no part any claim needs: nothing was checked", file=sys.stderr)
     return 1 if broken(records) else 0
+
+
+def zoo_main(args: argparse.Namespace) -> int:
+    if args.target is not None or args.json:
+        raise AuditUsageError("repro audit --zoo takes no TARGET and no --json (it writes zoo.json into --out)")
+    unknown = sorted(set(args.zoo_only) - {e.key for e in ZOO})
+    if unknown:
+        raise AuditUsageError(f"repro audit --zoo-only: unknown column {', '.join(unknown)} "
+                              f"(the zoo has {', '.join(e.key for e in ZOO)})")
+    entries = installed_entries(args.zoo_only or None)
+    if not entries:
+        raise AuditUsageError("repro audit --zoo: none of the selected implementations is installed (pip install -e .[zoo])")
+    claims = auditable_claims(args.claims_dir, args.only)
+
+    def progress(entry: ZooEntry, record: AuditRecord) -> None:
+        print(f"  {entry.key:16s} {record.status.value:14s} {record.claim.id} ({record.check.seconds:.1f} s)",
+              file=sys.stderr)
+
+    zoo = run_zoo(entries, claims, seed=args.seed, on_record=progress)
+    paths = write_zoo(zoo, args.out or Path("reports") / "audit")
+    for column in zoo.columns:
+        counts = {}
+        for cell in column.cells.values():
+            counts[cell.category] = counts.get(cell.category, 0) + 1
+        state = column.error or ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+        print(f"{column.entry.key:16s} {column.name or '-'}: {state} ({column.seconds:.0f} s)")
+    for entry in zoo.missing:
+        print(f"{entry.key:16s} not installed ({entry.distribution}: pip install -e .[zoo])")
+    print("wrote " + ", ".join(str(p) for p in paths))
+    return 0

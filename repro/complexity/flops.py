@@ -2,7 +2,9 @@
 
 What is counted: the floating-point operations PyTorch's ``FlopCounterMode`` attributes to one
 forward pass of a layer on one sequence (batch 1): matrix products, batched matrix products and
-convolutions, 2 FLOPs per multiply-add. Element-wise work (softmax, tanh, bias adds, masking) is
+convolutions, 2 FLOPs per multiply-add, and the fused attention kernels it does not know
+(``F.scaled_dot_product_attention`` on the CPU, ``nn.MultiheadAttention``'s fast path), counted
+analytically (:func:`flop_counter`). Element-wise work (softmax, tanh, bias adds, masking) is
 not counted; it is O(n d) or O(r n) for every layer here, below each layer's leading term.
 The position-wise projections of the attention layers (W^Q, W^K, W^V, W^O, O(n d^2)) are left
 out, as the paper leaves them out of Table 1 (see :mod:`repro.complexity.layers`); their FLOPs
@@ -23,7 +25,9 @@ from dataclasses import dataclass, field
 
 import torch
 from torch import nn
-from torch.utils.flop_counter import FlopCounterMode
+from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop_count, sdpa_flop_count
+
+aten = torch.ops.aten
 
 
 @dataclass
@@ -57,9 +61,46 @@ def fit_exponents(points: Sequence[Mapping[str, float]], variables: Sequence[str
     return LogLogFit({v: coef[i + 1].item() for i, v in enumerate(variables)}, coef[0].item(), residual)
 
 
+def _sdpa_flops(query_shape, key_shape, value_shape, *args, out_shape=None, **kwargs) -> int:  # noqa: ANN001
+    """Eq. 1's two products, QK^T and (weights)V, of a fused attention kernel: 2 FLOPs per
+    multiply-add, as the counter's own formula for the GPU kernels (masking and softmax are
+    element-wise and not counted)."""
+    return sdpa_flop_count(query_shape, key_shape, value_shape)
+
+
+def _sdpa_backward_flops(grad_out_shape, query_shape, key_shape, value_shape, *args, out_shape=None, **kwargs) -> int:  # noqa: ANN001
+    return sdpa_backward_flop_count(grad_out_shape, query_shape, key_shape, value_shape)
+
+
+def _native_mha_flops(query_shape, key_shape, value_shape, embed_dim, num_heads, *args, out_shape=None, **kwargs) -> int:  # noqa: ANN001
+    """``nn.MultiheadAttention``'s inference fast path, one opaque kernel: the four projections
+    (W^Q, W^K, W^V, W^O) and Eq. 1 on batch-first (batch, n, d_model) inputs."""
+    batch, n_q, d_model = query_shape
+    n_k = key_shape[1]
+    projections = 2 * batch * d_model * embed_dim * (n_q + 2 * n_k) + 2 * batch * n_q * embed_dim * d_model
+    d_head = embed_dim // num_heads
+    heads = (batch, num_heads)
+    return projections + sdpa_flop_count((*heads, n_q, d_head), (*heads, n_k, d_head), (*heads, n_k, d_head))
+
+
+#: Kernels the PyTorch FLOP counter does not know, counted analytically. Without them the fused
+#: attention of ``F.scaled_dot_product_attention`` on the CPU counts 0 FLOPs.
+OPAQUE_KERNELS = {
+    aten._scaled_dot_product_flash_attention_for_cpu: _sdpa_flops,
+    aten._scaled_dot_product_fused_attention_overrideable: _sdpa_flops,
+    aten._scaled_dot_product_flash_attention_for_cpu_backward: _sdpa_backward_flops,
+    aten._native_multi_head_attention: _native_mha_flops,
+}
+
+
+def flop_counter() -> FlopCounterMode:
+    """PyTorch's FLOP counter, taught the fused attention kernels it misses (:data:`OPAQUE_KERNELS`)."""
+    return FlopCounterMode(display=False, custom_mapping=OPAQUE_KERNELS)
+
+
 def count_flops(layer: nn.Module, x: torch.Tensor) -> tuple[int, int]:
     """(FLOPs of the layer without its position-wise projections, FLOPs of those projections)."""
-    with FlopCounterMode(display=False) as counter, torch.no_grad():
+    with flop_counter() as counter, torch.no_grad():
         layer(x)
     total = counter.get_total_flops()
     names = set(getattr(layer, "positionwise", ()))

@@ -13,7 +13,7 @@ with a smaller model or batch is shown for its scale, not compared.
 
 The training cost follows Table 2's method (footnote 5): time x devices x peak FLOPS.
 The device peak comes from the result (``provenance.extra["peak_flops"]``, per device, and
-``provenance.extra["devices"]``); :func:`repro.benchmarks.matmul_peak.measure_peak_flops` measures a lower bound for a run
+``provenance.extra["devices"]``); :func:`repro.results.hardware.measure_peak_flops` measures a lower bound for a run
 to record. Without it, a step time is listed but not normalised.
 """
 

@@ -150,7 +150,7 @@ TEETH = [
     ("sec3.eq2.feed-forward", GeluFeedForward),
     ("sec3.pe.equations", SinCosSwapped),
     ("sec3.pe.equations", ExponentWithoutTwo),
-    ("sec3.pe.wavelengths", SinCosSwapped),
+    ("sec3.pe.layout", SinCosSwapped),
     ("sec3.pe.wavelengths", ExponentWithoutTwo),
     ("sec3.pe.relative-linear", LearnedRandomTable),
     ("sec3.embedding.scale", Unscaled),

@@ -1,0 +1,71 @@
+"""The matrix products of one forward pass, recorded with their shapes.
+
+Whatever a model's classes and names, its linear maps run as ``mm``/``addmm``, its attention as
+``bmm`` (or a fused scaled-dot-product kernel whose inputs are (batch, heads, n, d_k)). Recording
+those calls below autograd (a ``TorchDispatchMode``) reads the architecture off what runs:
+the widths of the feed-forward layers, how many run on the source and on the target tokens,
+the number of heads and d_k, d_v of each attention (:mod:`repro.checks.census` does).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+aten = torch.ops.aten
+
+LINEAR = {aten.mm, aten.addmm}
+BATCHED = {aten.bmm, aten.baddbmm}
+FUSED_ATTENTION = {
+    aten._scaled_dot_product_flash_attention_for_cpu,
+    aten._scaled_dot_product_flash_attention,
+    aten._scaled_dot_product_efficient_attention,
+    aten._scaled_dot_product_cudnn_attention,
+    aten._scaled_dot_product_fused_attention_overrideable,
+}
+
+
+@dataclass(frozen=True)
+class Product:
+    """One recorded call: ``kind`` is ``linear`` (rows, k) @ (k, out), ``batched`` (B, rows, k) @
+    (B, k, out), or ``attention`` (a fused kernel: ``batch``, ``heads``, ``n_q``, ``n_k``, ``d_k``, ``d_v``)."""
+
+    kind: str
+    shape: tuple[int, ...]
+
+
+class ProductRecorder(TorchDispatchMode):
+    """Records :class:`Product` s of every matrix product and fused attention run inside it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.products: list[Product] = []
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        packet = func._overloadpacket
+        if packet in LINEAR:
+            a, b = (args[1], args[2]) if packet is aten.addmm else (args[0], args[1])
+            self.products.append(Product("linear", (a.shape[0], a.shape[1], b.shape[1])))
+        elif packet in BATCHED:
+            a, b = (args[1], args[2]) if packet is aten.baddbmm else (args[0], args[1])
+            self.products.append(Product("batched", (a.shape[0], a.shape[1], a.shape[2], b.shape[2])))
+        elif packet in FUSED_ATTENTION:
+            q, k, v = args[:3]
+            self.products.append(Product("attention", (q.shape[0], q.shape[1], q.shape[2], k.shape[2], q.shape[3], v.shape[3])))
+        elif packet is aten._native_multi_head_attention:
+            q, k, _, embed_dim, heads = args[:5]
+            head = embed_dim // heads
+            self.products.append(Product("attention", (q.shape[0], heads, q.shape[1], k.shape[1], head, head)))
+        return out
+
+
+def record_products(run: Callable[[], Any]) -> list[Product]:
+    """The products of ``run()``, in the order they ran (gradients off)."""
+    with ProductRecorder() as recorder, torch.no_grad():
+        run()
+    return recorder.products
