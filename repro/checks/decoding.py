@@ -30,7 +30,7 @@ class Script:
     """A next-token distribution given as a function of the prefix; counts its calls and refuses
     to run on past ``limit`` tokens (a search that never stops would otherwise hang the check)."""
 
-    def __init__(self, rule: Callable[[tuple[int, ...]], dict[int, float]], limit: int) -> None:
+    def __init__(self, rule: Callable[[tuple[int, ...]], dict[int, float] | torch.Tensor], limit: int) -> None:
         self.rule, self.limit, self.calls, self.longest = rule, limit, 0, 0
 
     def __call__(self, prefix: tuple[int, ...]) -> torch.Tensor:
@@ -38,10 +38,16 @@ class Script:
         self.longest = max(self.longest, len(prefix))
         if len(prefix) > self.limit:
             raise RuntimeError(f"the search asked for token {len(prefix) + 1}, past the output limit {self.limit}")
-        out = torch.full((VOCAB,), float("-inf"))
-        for token, prob in self.rule(prefix).items():
-            out[token] = math.log(prob)
-        return out
+        dist = self.rule(prefix)
+        return dist if isinstance(dist, torch.Tensor) else log_probs(dist)
+
+
+def log_probs(dist: dict[int, float]) -> torch.Tensor:
+    """The (VOCAB,) log-probabilities of a {token: probability} distribution (-inf elsewhere)."""
+    out = torch.full((VOCAB,), float("-inf"))
+    for token, prob in dist.items():
+        out[token] = math.log(prob)
+    return out
 
 
 def length_penalty(length: int, alpha: float) -> float:
@@ -96,8 +102,8 @@ def max_length(claim: Claim, ctx: CheckContext) -> Measurement:
     it never ranks among the beam): the output must stop at the limit. Measured: output length -
     input length (the paper: 50; Section 6.3: 300)."""
     beam, alpha, offset = _settings(claim)
-    going_on = {t: (1 - 1e-9) / 30 for t in range(FILLER, FILLER + 30)}
-    script = Script(lambda prefix: {**going_on, EOS: 1e-9}, SOURCE_LENGTH + offset + 1)
+    going_on = log_probs({**{t: (1 - 1e-9) / 30 for t in range(FILLER, FILLER + 30)}, EOS: 1e-9})
+    script = Script(lambda prefix: going_on, SOURCE_LENGTH + offset + 1)
     out = ctx.target.search(script, SOURCE_LENGTH, VOCAB, beam_size=beam, alpha=alpha, max_len_offset=offset)
     return Measurement(len(out) - SOURCE_LENGTH, detail=f"{len(out)} output tokens for {SOURCE_LENGTH} input tokens")
 
