@@ -33,18 +33,17 @@ because the report must not certify what its own comparison contradicts.
 
 from __future__ import annotations
 
-import enum
 import math
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from repro.claims.claim import Claim
-from repro.claims.outcome import Outcome
+from repro.claims.outcome import Outcome, TextEnum
 from repro.results.store import Result
 
 
-class ReportStatus(str, enum.Enum):
+class ReportStatus(TextEnum):
     """The report's verdict on a claim (its value is what the report prints)."""
 
     REPRODUCED = "reproduced"
@@ -55,12 +54,6 @@ class ReportStatus(str, enum.Enum):
     NOT_RUN = "not run"
     ERROR = "error"
     NOT_APPLICABLE = "not applicable"
-
-    def __str__(self) -> str:
-        return self.value
-
-    # Hash as the text, so that a mapping keyed by outcomes finds them by their text and back.
-    __hash__ = str.__hash__
 
 
 REPRODUCED = ReportStatus.REPRODUCED
