@@ -49,7 +49,7 @@ def table(frame: pd.DataFrame) -> str:
 
 
 def render(doc: Document) -> str:
-    counts = ", ".join(f"{n} {s}" for s, n in doc.data.counts().items() if n)
+    counts = doc.data.summary_text()
     legend = "".join(f"<tr><td class='{_cls(s)}'>{escape(s)}</td><td>{escape(m)}</td></tr>" for s, m in doc.legend.items())
     parts = [
         "<!DOCTYPE html>",

@@ -24,7 +24,7 @@ def table(frame: pd.DataFrame) -> str:
 
 
 def render(doc: Document, figure_dir: str = "figures") -> str:
-    counts = ", ".join(f"{n} {s}" for s, n in doc.data.counts().items() if n)
+    counts = doc.data.summary_text()
     out = [
         '# Reproduction report: "Attention Is All You Need"',
         "",

@@ -140,7 +140,8 @@ def test_newest_result_across_stores_wins(claims_dir, results_dir, tmp_path, mak
     from repro.results import ResultStore
 
     later = ResultStore(tmp_path / "cluster-results")
-    later.write(Result("t.deviates", 27.3, make_provenance("cluster: 8 GPUs", date="2026-06-01T00:00:00+00:00")))
+    later.write(Result("t.deviates", 27.3, make_provenance("cluster: 8 GPUs", date="2026-06-01T00:00:00+00:00"),
+                       ci95=(27.1, 27.5)))
     out = tmp_path / "out"
     doc = generate([results_dir, later.root], out, claims_dir=claims_dir)
     assert doc.data.row("t.deviates").status == "reproduced"

@@ -32,7 +32,8 @@ def test_table3_has_every_row_with_measured_columns(claims, make_provenance):
 
 
 def test_table2_and_table4_keep_others_as_paper_figures(claims, make_provenance):
-    results = {"table2.bleu.base-ende": Result("table2.bleu.base-ende", 27.31, make_provenance("cluster: 8 GPUs"))}
+    results = {"table2.bleu.base-ende": Result("table2.bleu.base-ende", 27.31, make_provenance("cluster: 8 GPUs"),
+                                                   ci95=(26.6, 28.0))}
     t2 = table2(build_report(claims, results), {"base": 3.1e18}).set_index("Model")
     assert t2.loc["Transformer (base model)", "BLEU EN-DE (measured)"] == "27.31 (reproduced; cluster)"
     assert t2.loc["Transformer (base model)", "Cost from measured step time"] == "3.1e+18"
