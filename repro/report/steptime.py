@@ -26,6 +26,7 @@ import pandas as pd
 
 from repro.checks.table2 import FOOTNOTE5_TFLOPS
 from repro.claims.claim import Claim
+from repro.eval.steptime import spread
 from repro.report.runs import Run
 from repro.results.store import Result
 
@@ -90,12 +91,8 @@ def from_result(configuration: str, result: Result) -> StepTime:
 
 def seconds_per_step(metrics: pd.DataFrame) -> float | None:
     """Median wall time per step between logged rows of a metrics log (``elapsed_s``)."""
-    if metrics is None or "elapsed_s" not in metrics.columns or len(metrics) < 2:
-        return None
-    df = metrics.dropna(subset=["elapsed_s"])
-    d_step, d_time = df["step"].diff(), df["elapsed_s"].diff()
-    per = (d_time / d_step)[(d_step > 0) & (d_time > 0)]
-    return float(per.median()) if len(per) else None
+    found = spread(metrics)
+    return found.median if found is not None else None
 
 
 def from_run(run: Run) -> StepTime | None:

@@ -2,7 +2,9 @@
 
 Layout: ``ROOT/<claim id>/<timestamp>-<random>.json``, one record per file. Each record is
 written atomically (:mod:`repro.atomic`), so a reader never sees half a record and concurrent writers (SLURM array tasks) never
-overwrite each other.
+overwrite each other. A writer that owns a record (the local main job) names it instead,
+``ROOT/<claim id>/<name>.json`` (e.g. ``reproduce-local.json``), and replaces it in place on every
+run, so a regenerated store changes files rather than deleting and adding them.
 """
 
 from __future__ import annotations
@@ -102,11 +104,15 @@ class ResultStore:
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root)
 
-    def write(self, result: Result) -> Path:
+    def write(self, result: Result, name: str | None = None) -> Path:
+        """Store ``result`` under a fresh timestamped name, or as ``<name>.json`` (replaced in place)."""
         if not isinstance(result.provenance, Provenance):
             raise ResultError(f"result for {result.claim_id} has no provenance; refusing to store it")
-        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
-        path = self.root / result.claim_id / f"{stamp}-{uuid.uuid4().hex[:12]}.json"
+        if name is None:
+            name = f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:12]}"
+        elif not name or "/" in name or name.startswith("."):
+            raise ResultError(f"result record name {name!r} must be a plain file name")
+        path = self.root / result.claim_id / f"{name}.json"
         atomic_write_text(path, json.dumps(result.to_dict(), indent=2, sort_keys=True, default=str) + "\n")
         return path
 
