@@ -8,9 +8,12 @@ quartiles, the range, and the 2.5-97.5 percentile interval, stored as the result
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from repro.errors import ResultError
 
 
 @dataclass(frozen=True)
@@ -54,3 +57,17 @@ def spread(metrics: pd.DataFrame | None) -> StepTimeSpread | None:
     q = np.percentile(per, [2.5, 25, 50, 75, 97.5])
     return StepTimeSpread(median=float(q[2]), q1=float(q[1]), q3=float(q[3]), low=float(per.min()),
                           high=float(per.max()), p2_5=float(q[0]), p97_5=float(q[4]), intervals=int(per.size))
+
+
+def spread_of_log(path: Path) -> StepTimeSpread | None:
+    """:func:`spread` of a ``metrics.csv``; None when the file is absent or holds fewer than two rows."""
+    if not path.is_file():
+        return None
+    try:
+        metrics = pd.read_csv(path)
+    except (OSError, ValueError, pd.errors.ParserError) as err:
+        raise ResultError(f"{path}: not a readable metrics log ({err})") from None
+    for column in ("step", "elapsed_s"):
+        if column in metrics.columns:
+            metrics[column] = pd.to_numeric(metrics[column], errors="coerce")
+    return spread(metrics.dropna(subset=[c for c in ("step",) if c in metrics.columns]))

@@ -41,12 +41,11 @@ from repro.decode.translate import load_model
 from repro.errors import ConfigError
 from repro.eval.bootstrap import Interval, sacrebleu_interval
 from repro.eval.seeds import over_seeds
-from repro.eval.steptime import spread
+from repro.eval.steptime import spread_of_log
 from repro.eval.translation import BleuEvaluation, evaluate_bleu, evaluate_perplexity
 from repro.eval.perplexity import Perplexity
 from repro.recipes import Recipe, get_recipe
 from repro.report import FIGURE3_SENTENCE, generate
-from repro.report.runs import read_metrics
 from repro.results import Result, ResultStore, collect_provenance, store_records
 from repro.train.average import average_last
 from repro.train.checkpoint import list_checkpoints
@@ -164,7 +163,7 @@ def _write_results(results_dir: Path, recipe: Recipe, runs: list[SeedRun], commo
                **({"over_seeds": ppl_seeds.to_dict(3)} if several else {})},
         ci95=tuple(round(x, 3) for x in ppl_seeds.ci95) if several else None,
     ), RECORD_NAME)
-    step = spread(read_metrics(first.out_dir / "metrics.csv"))
+    step = spread_of_log(first.out_dir / "metrics.csv")
     if step is not None:  # fewer than two logged rows (a tiny smoke run) give no step time
         store.write(Result(
             STEP_TIME, round(step.median, 4),
