@@ -191,4 +191,28 @@ def verdict(claim: Claim, result: Result | None) -> Verdict:
         return Verdict(status, "the checker reported pass, but the value lies outside the claim's tolerance")
     if result.status == Outcome.INCONSISTENT and status in (REPRODUCED, WITHIN):
         return Verdict(INCONSISTENT, "the checker reported the paper inconsistent")
+    if status == WITHIN:
+        return Verdict(status, within_note(claim, result))
     return Verdict(status, claim.inconsistency if status == INCONSISTENT else "")
+
+
+def within_note(claim: Claim, result: Result) -> str:
+    """Why a number inside the tolerance is not "reproduced": its offset in the paper's printed
+    precision (Table 3's counts: "1.92 below the paper's value 65 (1.9 × the paper's printed precision 1)"),
+    and for a metric where the paper's value lies against the measured interval."""
+    expected, measured = claim.expected, result.measured
+    if claim.bound is not None or isinstance(expected, bool) or not isinstance(expected, (int, float)) \
+            or isinstance(measured, bool) or not isinstance(measured, (int, float)):
+        return ""
+    step = claim.rounding or paper_precision(expected)
+    diff = float(measured) - float(expected)
+    side = "below" if diff < 0 else "above"
+    text = f"{abs(diff):.3g} {side} the {claim.value_label}'s value {expected:g}"
+    if step:
+        text += f" ({abs(diff) / step:.1f} × the paper's printed precision {step:g})"
+    if claim.kind == "metric":
+        if result.ci95 is None:
+            text += "; no 95% interval was measured, so it cannot read reproduced"
+        else:
+            text += f"; the paper's value lies outside the 95% interval [{result.ci95[0]:g}, {result.ci95[1]:g}]"
+    return text

@@ -154,3 +154,22 @@ def test_cli(claims_dir, results_dir, tmp_path, capsys):
     (results_dir / "t.within" / "bad.json").write_text("[1, 2")
     code = cli(["report", "--results", str(results_dir), "--out", str(out), "--claims-dir", str(claims_dir)])
     assert code == 2 and "bad.json" in capsys.readouterr().err
+
+
+def test_figures_of_absent_runs_are_kept_and_only_own_figures_pruned(claims_dir, results_dir, tmp_path):
+    from repro.report.previous import kept_figures
+
+    out = tmp_path / "out"
+    (out / "figures").mkdir(parents=True)
+    png = b"\x89PNG\r\n\x1a\n" + b"0" * 16
+    (out / "figures" / "curves-parser.png").write_bytes(png)  # drawn by the previous report, run now absent
+    (out / "figures" / "by-hand.png").write_bytes(png)  # never written by a report
+    (out / "report.json").write_text(json.dumps({"figures": [
+        {"name": "curves-parser", "title": "Training loss (parser)", "caption": "c", "file": "figures/curves-parser.png"},
+        {"name": "gone", "title": "g", "caption": "", "file": "figures/gone.png"}]}))
+    assert [f.name for f in kept_figures(out, set())] == ["curves-parser"]
+    doc = generate([results_dir], out, claims_dir=claims_dir)
+    kept = [f for f in doc.figures.figures if f.name == "curves-parser"]
+    assert kept and "not on this machine" in kept[0].caption
+    assert (out / "figures" / "curves-parser.png").read_bytes() == png and (out / "figures" / "by-hand.png").exists()
+    assert "figures/curves-parser.png" in (out / "report.md").read_text()

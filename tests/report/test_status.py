@@ -116,3 +116,12 @@ def test_every_status_is_reachable():
         verdict(claim(), result(None, status="not applicable")).status,
     }
     assert reached == set(STATUSES)
+
+
+def test_within_note_gives_the_offset_in_the_papers_precision():
+    count = claim(kind="count", expected=65, tolerance={"abs": 3.0}, unit="10^6 parameters")
+    v = verdict(count, result(63.08, ci95=None))
+    assert v.status == "within tolerance"
+    assert v.note == "1.92 below the paper's value 65 (1.9 × the paper's printed precision 1)"
+    assert "no 95% interval" in verdict(claim(), result(27.0, ci95=None)).note
+    assert "outside the 95% interval [26.5, 27.2]" in verdict(claim(), result(27.0, ci95=(26.5, 27.2))).note
