@@ -263,7 +263,7 @@ def draw(results: dict[str, Result], runs: list[Run], attention_sentence: str | 
         if run.metrics is not None:
             add(schedule_figure(run))
             add(curves_figure(run))
-        if attention_sentence:
+        if attention_sentence and run.path.is_dir():  # an absent run is noted once, by load_run
             add(run_attention_figure(run, attention_sentence))
     seen: dict[str, int] = {}
     for i, fig in enumerate(out.figures):  # two runs with one label must not share a file
