@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -173,3 +174,32 @@ def test_figures_of_absent_runs_are_kept_and_only_own_figures_pruned(claims_dir,
     assert kept and "not on this machine" in kept[0].caption
     assert (out / "figures" / "curves-parser.png").read_bytes() == png and (out / "figures" / "by-hand.png").exists()
     assert "figures/curves-parser.png" in (out / "report.md").read_text()
+
+
+def test_basis_and_target_in_every_rendering(claims_dir, results_dir, tmp_path):
+    (claims_dir / "target.toml").write_text('''
+[[claim]]
+id = "t.target"
+source = "Project target"
+statement = "The project's own local target of 30 BLEU."
+kind = "metric"
+scale = "local"
+checker = "metric.result"
+expected = 30.0
+bound = "at_least"
+target = true
+''', encoding="utf-8")
+    out = tmp_path / "out"
+    generate([results_dir], out, claims_dir=claims_dir)
+    data = json.loads((out / "report.json").read_text())
+    rows = {r["id"]: r for r in data["claims"]}
+    assert rows["t.target"]["paper"] is None and rows["t.target"]["target"] == 30.0
+    assert rows["t.escape"]["basis"] == "setting" and rows["t.within"]["basis"] == "result"
+    assert data["summary_by_basis"]["reproduced"]["setting"] >= 1
+    assert sum(sum(v.values()) for v in data["summary_by_basis"].values()) == len(rows)
+    csv = (out / "report.csv").read_text()
+    assert "basis" in csv.splitlines()[0] and "ci95" in csv.splitlines()[0]
+    for name in ("report.md", "report.html"):
+        text = (out / name).read_text()
+        assert "target: 30" in text and re.search(r"\d+ reproduced \(\d+ setting, \d+ behaviour, \d+ result\)", text)
+        assert "paper: 30" not in text
