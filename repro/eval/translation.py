@@ -29,6 +29,7 @@ class BleuEvaluation:
     seconds: float
     sentences: int
     settings: dict[str, Any] = field(default_factory=dict)
+    references: list[str] = field(default_factory=list)
 
 
 def evaluate_bleu(model: Transformer, vocab: SharedVocab, dataset: Dataset, split: str,
@@ -49,7 +50,7 @@ def evaluate_bleu(model: Transformer, vocab: SharedVocab, dataset: Dataset, spli
         paper_kwargs["refs_tokenized"] = True
     return BleuEvaluation(
         split=split, sacrebleu=score(hyps, refs, "sacrebleu"), paper=score(hyps, refs, "paper", **paper_kwargs),
-        hypotheses=hyps, seconds=seconds, sentences=len(hyps),
+        hypotheses=hyps, seconds=seconds, sentences=len(hyps), references=refs,
         settings={**settings.to_dict(), **({"beam_size": 1} if greedy else {}),
                   "search": "greedy" if greedy else "beam"},
     )

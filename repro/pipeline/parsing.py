@@ -35,11 +35,15 @@ from repro.decode.translate import load_model, translate_ids
 from repro.errors import ConfigError
 from repro.parsing.evaluate import ParseScore, score_outputs
 from repro.parsing.prepare import SplitInfo, gold_trees_file, prepare_ptb_sample, split_files
-from repro.pipeline.local import Stages, replace_records
+from repro.eval.bootstrap import evalb_interval
+from repro.pipeline.local import Stages
 from repro.recipes import Recipe, get_recipe
 from repro.results import Result, ResultStore, collect_provenance
 from repro.train.checkpoint import list_checkpoints
 from repro.train.loop import train
+
+#: The name of the record this job owns (``RESULTS/local.ptb-sample.f1/reproduce-local-parsing.json``).
+RECORD_NAME = "reproduce-local-parsing"
 
 RESULT_ID = "local.ptb-sample.f1"
 RECIPE = "local-parsing"
@@ -167,7 +171,7 @@ def reproduce_parsing_local(
         test_sentences=parse.sentences, test_sentences_available=total_test,
     )
     scores = _scores(parse, greedy, at_limit, greedy_at_limit, settings)
-    replace_records(results_dir, (RESULT_ID,))
+    interval = evalb_interval(parse.evalb.rows)
     ResultStore(results_dir).write(Result(
         RESULT_ID, round(parse.f1, 2),
         collect_provenance(config=recipe.train.to_dict(), dataset=f"ptb-nltk-sample test: {test_note}", scale=scale,
@@ -180,8 +184,9 @@ def reproduce_parsing_local(
                 f"alpha {settings.alpha}, max length input + {settings.max_len_offset}; last checkpoint, "
                 f"no averaging; decoding took {stages.seconds['decode_s']:.0f} s. Greedy search on the same "
                 f"checkpoint: F1 {greedy.f1:.2f} ({greedy.repaired} repaired)"),
-        extra=scores,
-    ))
+        extra={**scores, "bootstrap": interval.to_dict()},
+        ci95=tuple(round(x, 2) for x in interval.ci95),
+    ), RECORD_NAME)
     report = {"profile": "local-parsing", "result_written": RESULT_ID, "recipe": RECIPE, "experiment": RECIPE, **scores,
               "scale": scale, "splits": {k: v.sentences for k, v in infos.items()}, "config": recipe.train.to_dict(),
               "evalb": parse.evalb.to_dict(), **common}

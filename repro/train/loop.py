@@ -34,6 +34,7 @@ from repro.train.data import prepare_training_data
 from repro.train.loss import TranslationLoss
 from repro.train.metrics import MetricsLog
 from repro.train.optimizer import optimizer_for
+from repro.train.progress_line import EVERY_LOGGED, progress_line
 from repro.train.step import TrainingDiverged, UpdateStats, accumulate, update, world
 from repro.train.update import plan_update
 
@@ -158,7 +159,7 @@ def run(
         step = _restore(existing[-1], trainer)
         say(f"repro train: resumed from {existing[-1]} (step {step})")
     resumed_from = step
-    progress = _Progress(cfg, out_dir, step, trainer, clock)
+    progress = _Progress(cfg, out_dir, step, trainer, clock, say)
     cadence = CheckpointCadence(cfg.checkpoint_every_steps, cfg.checkpoint_every_minutes, cfg.max_steps, clock)
     trainer.model.train()
     batches = iter(trainer.batcher)
@@ -196,8 +197,11 @@ class _Progress:
     """The metrics log (every ``log_every`` updates and the last) and the terminal progress bar."""
 
     def __init__(self, cfg: TrainConfig, out_dir: Path, step: int, trainer: Trainer,
-                 clock: Callable[[], float]) -> None:
+                 clock: Callable[[], float], say: Callable[[str], None] = lambda _: None) -> None:
         self.cfg, self.trainer, self.clock = cfg, trainer, clock
+        # Without a terminal (a log file), a plain line every EVERY_LOGGED logged steps instead of the bar.
+        self.plain = say if trainer.rank == 0 and not sys.stderr.isatty() else None
+        self.initial_step, self.logged = step, 0
         self.metrics = (MetricsLog(out_dir / "metrics.csv", resume_step=step, tensorboard=cfg.tensorboard)
                         if trainer.rank == 0 else None)
         self.bar = tqdm(total=cfg.max_steps, initial=step, disable=trainer.rank != 0 or not sys.stderr.isatty(),
@@ -224,6 +228,10 @@ class _Progress:
                               "elapsed_s": round(now - self.start, 2),
                               "epoch": self.trainer.batcher.state_dict().get("epoch", "")})
             self.bar.set_postfix(loss=f"{stats.loss_per_token:.3f}", lr=f"{stats.lr:.2e}", tok_s=f"{tps:.0f}")
+            self.logged += 1
+            if self.plain is not None and (self.logged % EVERY_LOGGED == 0 or stats.step == self.cfg.max_steps):
+                self.plain(progress_line(stats.step, self.cfg.max_steps, tps, stats.loss_per_token, stats.lr,
+                                         now - self.start, stats.step - self.initial_step))
             self.window_start, self.window_tokens = now, 0
 
     def close(self) -> None:
