@@ -37,6 +37,7 @@ from repro.data.vocab import SharedVocab
 from repro.decode.translate import load_model
 from repro.eval.translation import BleuEvaluation, evaluate_bleu, evaluate_perplexity
 from repro.eval.perplexity import Perplexity
+from repro.model.precision import resolve_precision
 from repro.recipes import Recipe, get_recipe
 from repro.report import FIGURE3_SENTENCE, generate
 from repro.results import Result, ResultStore, collect_provenance, store_records
@@ -167,18 +168,21 @@ def reproduce_local(
     averaged, k = stages.timed("average", lambda: _average(recipe, out_dir))
     model, _ = load_model(averaged)
     vocab = SharedVocab.load(out_dir / "vocab.json")
+    precision = resolve_precision(recipe.train.precision, "cpu")
+    say(f"    training and decoding in {precision.describe()}")
 
     dataset = get_dataset(recipe.train.dataset, resolve_data_dir(data_dir))
     d = recipe.decode
     say(f"4/5 beam search on test_2016_flickr (beam {d.beam_size}, alpha {d.alpha}, max length input + "
         f"{d.max_len_offset})")
     bleu = stages.timed("decode", lambda: evaluate_bleu(model, vocab, dataset, TEST_SPLIT, d, max_tokens=6000,
-                                                        output=out_dir / "test_2016_flickr.hyp.de"))
+                                                        output=out_dir / "test_2016_flickr.hyp.de",
+                                                        precision=precision))
     say(f"    sacreBLEU {bleu.sacrebleu.score:.2f} ({bleu.sacrebleu.signature}); "
         f"paper protocol {bleu.paper.score:.2f}")
 
     say("5/5 perplexity on the validation set")
-    ppl = stages.timed("perplexity", lambda: evaluate_perplexity(model, vocab, dataset, DEV_SPLIT))
+    ppl = stages.timed("perplexity", lambda: evaluate_perplexity(model, vocab, dataset, DEV_SPLIT, precision))
     total = stages.total
     say(f"    dev PPL {ppl.ppl:.2f} over {ppl.tokens} wordpieces; total {total / 60:.1f} min")
 
@@ -186,7 +190,7 @@ def reproduce_local(
         steps=summary.steps, resumed_from=summary.resumed_from, train_tokens_per_s=round(summary.tokens_per_s, 1),
         wall_minutes_total=round(total / 60, 2), stages_s=stages.rounded(),
         checkpoint=str(averaged), checkpoints_averaged=k, filtered_train_pairs=summary.extra.get("filtered"),
-        vocab_size=len(vocab), threads=torch.get_num_threads(), run_dir=str(out_dir),
+        vocab_size=len(vocab), threads=torch.get_num_threads(), run_dir=str(out_dir), **precision.provenance(),
     )
     _write_results(results_dir, recipe, summary, bleu, ppl, common)
     report = {
