@@ -36,6 +36,7 @@ from repro.eval.bleu import paper_tokens
 from repro.eval.bootstrap import evalb_interval, paper_interval
 from repro.eval.steptime import spread_of_log
 from repro.eval.translation import evaluate_bleu, evaluate_perplexity
+from repro.model.precision import resolve_precision
 from repro.parsing.evaluate import score_split
 from repro.results import Result, ResultStore, collect_provenance
 from repro.results.hardware import measure_peak_flops
@@ -82,8 +83,10 @@ def evaluate_claims(spec: dict[str, Any], summary: dict[str, Any], world: int, r
     search = DecodeSettings(**spec["decode"])
     model, checkpoint, k = _model(out_dir, int(train["average_last"]), device)
     dataset = get_dataset(train["dataset"], resolve_data_dir(train.get("data_dir")))
+    precision = resolve_precision(str(train.get("precision", "auto")), device)
+    log.info("evaluating in %s", precision.describe())
     common = dict(checkpoint=str(checkpoint), checkpoints_averaged=k, run_dir=str(out_dir), devices=world,
-                  steps=summary.get("steps"), job=spec["name"])
+                  steps=summary.get("steps"), job=spec["name"], **precision.provenance())
     written = []
 
     def write(claim: str, value: Any, unit: str, detail: str, data: str, signature: str | None = None,
@@ -97,7 +100,7 @@ def evaluate_claims(spec: dict[str, Any], summary: dict[str, Any], world: int, r
         kind = claim.split(".")[1]
         if claim.startswith(("table2.bleu", "table3.bleu")):
             split = "test" if claim.startswith("table2") else "dev"
-            bleu = evaluate_bleu(model, vocab, dataset, split, search, max_tokens=8000)
+            bleu = evaluate_bleu(model, vocab, dataset, split, search, max_tokens=8000, precision=precision)
             interval = paper_interval(paper_tokens(bleu.hypotheses, lang=dataset.tgt_lang),
                                       paper_tokens(bleu.references, lang=dataset.tgt_lang, tokenized=dataset.tokenized))
             write(claim, round(bleu.paper.score, 2), "BLEU (tokenized, compound splitting)",
@@ -108,14 +111,14 @@ def evaluate_claims(spec: dict[str, Any], summary: dict[str, Any], world: int, r
                   sacrebleu=round(bleu.sacrebleu.score, 2), sacrebleu_signature=bleu.sacrebleu.signature,
                   bootstrap=interval.to_dict())
         elif kind == "ppl":
-            ppl = evaluate_perplexity(model, vocab, dataset, "dev")
+            ppl = evaluate_perplexity(model, vocab, dataset, "dev", precision)
             write(claim, round(ppl.ppl, 3), "PPL per wordpiece (dev)",
                   f"exp(mean NLL) over {ppl.tokens} wordpieces of {dataset.name} dev, {k} checkpoint(s) averaged",
                   f"{dataset.name} dev")
         elif claim.startswith("table4.f1"):
             src, _ = dataset.split("test")
             sentences = Path(src).read_text(encoding="utf-8").splitlines()
-            outputs = translate(model, vocab, sentences, search, device=device)
+            outputs = translate(model, vocab, sentences, search, device=device, precision=precision)
             # the gold trees lie beside the prepared test split (repro.parsing.prepare)
             parsed = score_split(outputs, Path(src).parent, "test", write_trees=out_dir / "test.parsed")
             write(claim, round(parsed.f1, 2), "F1 (EVALB, COLLINS.prm)",

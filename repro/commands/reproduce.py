@@ -9,6 +9,7 @@ import json
 import sys
 
 from repro.errors import ConfigError
+from repro.model.precision import PRECISIONS
 from repro.pipeline.local import reproduce_local
 from repro.pipeline.parsing import reproduce_parsing_local
 
@@ -31,6 +32,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--claims-dir", default=None,
                         help="directory of claims files (default: $REPRO_CLAIMS_DIR, else the claims repro ships)")
     parser.add_argument("--max-steps", type=int, help="override the profile's training steps")
+    parser.add_argument("--precision", choices=PRECISIONS,
+                        help="fp32, bf16 or auto (the recipe's default: bf16 where the CPU computes it natively)")
     parser.add_argument("--test-limit", type=int, metavar="N",
                         help="local-parsing: decode only the first N test sentences (recorded in the result)")
     parser.set_defaults(func=main)
@@ -42,6 +45,8 @@ def main(args: argparse.Namespace) -> int:
         if args.max_steps < 1:
             raise ConfigError(f"--max-steps must be positive, got {args.max_steps}")
         overrides["max_steps"] = args.max_steps
+    if args.precision is not None:
+        overrides["precision"] = args.precision
     out_dir = args.out_dir or f"runs/{args.profile}"
     if args.profile == "local-parsing":
         return _parsing(args, out_dir, overrides)

@@ -44,6 +44,7 @@ from repro.eval.seeds import over_seeds
 from repro.eval.steptime import spread_of_log
 from repro.eval.translation import BleuEvaluation, evaluate_bleu, evaluate_perplexity
 from repro.eval.perplexity import Perplexity
+from repro.model.precision import Precision, resolve_precision
 from repro.recipes import Recipe, get_recipe
 from repro.report import FIGURE3_SENTENCE, generate
 from repro.results import Result, ResultStore, collect_provenance, store_records
@@ -177,7 +178,7 @@ def _write_results(results_dir: Path, recipe: Recipe, runs: list[SeedRun], commo
 
 
 def _train_and_evaluate(recipe: Recipe, out_dir: Path, data_dir: str | None, stages: Stages,
-                        say: Callable[[str], None], tag: str = "") -> SeedRun:
+                        say: Callable[[str], None], precision: Precision, tag: str = "") -> SeedRun:
     """Stages 2-5 for one seed: train, average, beam search + BLEU (with its bootstrap), dev perplexity."""
     say(f"2/5 {tag}training ({recipe.train.max_steps} steps) in {out_dir}")
     summary = stages.timed(f"{tag}train", lambda: train(recipe.train))
@@ -192,14 +193,15 @@ def _train_and_evaluate(recipe: Recipe, out_dir: Path, data_dir: str | None, sta
     say(f"4/5 {tag}beam search on test_2016_flickr (beam {d.beam_size}, alpha {d.alpha}, max length input + "
         f"{d.max_len_offset})")
     bleu = stages.timed(f"{tag}decode", lambda: evaluate_bleu(model, vocab, dataset, TEST_SPLIT, d, max_tokens=6000,
-                                                              output=out_dir / "test_2016_flickr.hyp.de"))
+                                                              output=out_dir / "test_2016_flickr.hyp.de",
+                                                              precision=precision))
     interval = sacrebleu_interval(bleu.hypotheses, bleu.references)
     low, high = interval.ci95
     say(f"    sacreBLEU {bleu.sacrebleu.score:.2f}, 95% interval [{low:.2f}, {high:.2f}] "
         f"({bleu.sacrebleu.signature}); paper protocol {bleu.paper.score:.2f}")
 
     say(f"5/5 {tag}perplexity on the validation set")
-    ppl = stages.timed(f"{tag}perplexity", lambda: evaluate_perplexity(model, vocab, dataset, DEV_SPLIT))
+    ppl = stages.timed(f"{tag}perplexity", lambda: evaluate_perplexity(model, vocab, dataset, DEV_SPLIT, precision))
     say(f"    dev PPL {ppl.ppl:.2f} over {ppl.tokens} wordpieces")
     return SeedRun(recipe.train.seed, out_dir, summary, averaged, k, bleu, ppl, interval, len(vocab))
 
@@ -235,15 +237,17 @@ def reproduce_local(
         say("1/5 local claims")
         check_summary = stages.timed("checks", lambda: run_local_checks(results_dir, claims_dir, say))
 
+    precision = resolve_precision(recipe.train.precision, "cpu")
+    say(f"    training and decoding in {precision.describe()}")
     if seeds == 1:
-        runs = [_train_and_evaluate(recipe, out_dir, data_dir, stages, say)]
+        runs = [_train_and_evaluate(recipe, out_dir, data_dir, stages, say, precision)]
     else:
         base = recipe.train.seed
         runs = []
         for seed in range(base, base + seeds):
             seed_dir = out_dir / f"seed-{seed}"
             seeded = recipe.replace(seed=seed, out_dir=str(seed_dir))
-            runs.append(_train_and_evaluate(seeded, seed_dir, data_dir, stages, say, f"seed {seed}: "))
+            runs.append(_train_and_evaluate(seeded, seed_dir, data_dir, stages, say, precision, f"seed {seed}: "))
     total = stages.total
     first = runs[0]
     summary = first.summary
@@ -255,6 +259,7 @@ def reproduce_local(
         checkpoint=str(first.averaged), checkpoints_averaged=first.averaged_k,
         filtered_train_pairs=summary.extra.get("filtered"), vocab_size=first.vocab_size,
         threads=torch.get_num_threads(), run_dir=str(out_dir), seeds=[r.seed for r in runs],
+        **precision.provenance(),
     )
     _write_results(results_dir, recipe, runs, common)
     bleu_scores = [r.bleu.sacrebleu.score for r in runs]

@@ -17,6 +17,7 @@ from typing import Any
 from repro.data.vocab import SPLITS
 from repro.errors import ConfigError
 from repro.model import TransformerConfig, get_preset
+from repro.model.precision import PRECISIONS
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,7 @@ class TrainConfig:
     log_every: int = 100
     threads: int = 0                   # torch intra-op threads; 0 leaves torch's default
     tensorboard: bool = False          # also write TensorBoard scalars under OUT_DIR/tensorboard (optional dep)
+    precision: str = "auto"            # auto, fp32 or bf16 (mixed; repro.model.precision); master weights stay fp32
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "tokens_per_batch", "max_tokens_per_device", "max_steps",
@@ -69,6 +71,9 @@ class TrainConfig:
             raise ConfigError("training config fields 'checkpoint_every_steps'/'checkpoint_every_minutes' must be >= 0")
         if self.device not in ("cpu", "cuda", "auto") and not self.device.startswith("cuda:"):
             raise ConfigError(f"training config field 'device' must be cpu, cuda or auto, got {self.device!r}")
+        if self.precision not in PRECISIONS:
+            raise ConfigError(f"training config field 'precision' must be one of {', '.join(PRECISIONS)}, "
+                              f"got {self.precision!r}")
         if self.keep_checkpoints < self.average_last:
             raise ConfigError(
                 f"training config keeps {self.keep_checkpoints} checkpoints but averages the last {self.average_last}"

@@ -27,6 +27,7 @@ from repro.data.batching import TokenBatcher
 from repro.data.synthetic import SyntheticCorpus
 from repro.errors import CheckpointError
 from repro.model import Transformer, TransformerConfig
+from repro.model.precision import Precision, resolve_precision
 from repro.train.cadence import CheckpointCadence
 from repro.train.checkpoint import checkpoint_path, list_checkpoints, load_checkpoint, prune_checkpoints, save_checkpoint
 from repro.train.config import TrainConfig
@@ -98,6 +99,7 @@ class Trainer:
     world_size: int
     rank: int
     accumulation: int
+    precision: Precision = field(default_factory=lambda: Precision("fp32", "default"))
 
     def micro_batches(self, batches: Iterable) -> list:
         """The next update's batches on this device."""
@@ -123,7 +125,9 @@ def build(cfg: TrainConfig, examples: list[tuple[list[int], list[int]]], vocab_s
         objective = torch.nn.parallel.DistributedDataParallel(objective)
     optimizer = optimizer_for(cfg, model)
     batcher = (make_batcher or _default_batcher)(examples, cfg.max_tokens_per_device, cfg.seed, world_size, rank)
-    return Trainer(cfg, model_cfg, model, objective, optimizer, batcher, device, world_size, rank, plan.accumulation)
+    precision = resolve_precision(cfg.precision, device)
+    return Trainer(cfg, model_cfg, model, objective, optimizer, batcher, device, world_size, rank, plan.accumulation,
+                   precision)
 
 
 def train(cfg: TrainConfig, *, synthetic: SyntheticCorpus | None = None, **kwargs: Any) -> TrainSummary:
@@ -153,6 +157,7 @@ def run(
     say(f"repro train: {trainer.world_size} device(s) x {trainer.accumulation} accumulation step(s) x "
         f"{cfg.max_tokens_per_device} tokens = {trainer.world_size * trainer.accumulation * cfg.max_tokens_per_device} "
         f"tokens per side per update (asked: {cfg.tokens_per_batch}; Section 5.1)")
+    say(f"repro train: {trainer.precision.describe()}")
     step = 0
     existing = list_checkpoints(out_dir)
     if existing:
@@ -171,7 +176,7 @@ def run(
             try:
                 stats = update(trainer.objective, trainer.optimizer, trainer.micro_batches(batches), trainer.device,
                                step=step, d_model=trainer.model_cfg.d_model, warmup_steps=cfg.warmup_steps,
-                               lr_scale=cfg.lr_scale, world_size=trainer.world_size)
+                               lr_scale=cfg.lr_scale, world_size=trainer.world_size, precision=trainer.precision)
             except TrainingDiverged as err:
                 raise TrainingDiverged(f"{err}; the last checkpoint is {(list_checkpoints(out_dir) or ['none'])[-1]}") \
                     from None
@@ -189,7 +194,7 @@ def run(
         steps=step, final_loss=progress.last_loss, out_dir=out_dir,
         checkpoints=[p for p in written if p.exists()], tokens_per_s=progress.run_tokens / max(elapsed, 1e-9),
         resumed_from=resumed_from, accumulation=trainer.accumulation, world_size=trainer.world_size,
-        elapsed_s=elapsed, first_loss=progress.first_loss,
+        elapsed_s=elapsed, first_loss=progress.first_loss, extra=trainer.precision.provenance(),
     )
 
 
@@ -248,7 +253,8 @@ def first_update_gradients(cfg: TrainConfig, examples: list[tuple[list[int], lis
     trainer = build(cfg, examples, vocab_size)
     trainer.model.train()
     loss_sum, _, _, tgt_tokens = accumulate(trainer.objective, trainer.micro_batches(trainer.batcher),
-                                            trainer.device, step=1, world_size=trainer.world_size)
+                                            trainer.device, step=1, world_size=trainer.world_size,
+                                            precision=trainer.precision)
     grads = {n: p.grad.detach().cpu().clone() for n, p in trainer.model.named_parameters() if p.grad is not None}
     return {"rank": trainer.rank, "world_size": trainer.world_size, "accumulation": trainer.accumulation,
             "loss": loss_sum / max(tgt_tokens, 1), "grads": grads}
