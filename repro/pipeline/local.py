@@ -35,7 +35,7 @@ from repro.atomic import atomic_write_text
 from repro.audit.repro_adapter import ReproAdapter
 from repro.checks import CHECKERS, run_checks, select_claims
 from repro.claims.runner import count
-from repro.data.registry import get_dataset, resolve_data_dir
+from repro.data.registry import Dataset, get_dataset, resolve_data_dir
 from repro.data.vocab import SharedVocab
 from repro.decode.translate import load_model
 from repro.errors import ConfigError
@@ -45,6 +45,7 @@ from repro.eval.steptime import spread_of_log
 from repro.eval.translation import BleuEvaluation, evaluate_bleu, evaluate_perplexity
 from repro.eval.perplexity import Perplexity
 from repro.model.precision import Precision, resolve_precision
+from repro.model.transformer import Transformer
 from repro.recipes import Recipe, get_recipe
 from repro.report import FIGURE3_SENTENCE, generate
 from repro.results import Result, ResultStore, collect_provenance, store_records
@@ -177,18 +178,31 @@ def _write_results(results_dir: Path, recipe: Recipe, runs: list[SeedRun], commo
         ), RECORD_NAME)
 
 
+def _dev_perplexity(out_dir: Path, dataset: Dataset, precision: Precision) -> Callable[[Transformer], dict[str, float]]:
+    """The training loop's checkpoint-time evaluation: perplexity on the dev split (the curve of the report)."""
+    vocab: list[SharedVocab] = []  # built by the training run itself, so loaded at the first checkpoint
+
+    def evaluate(model: Transformer) -> dict[str, float]:
+        if not vocab:
+            vocab.append(SharedVocab.load(out_dir / "vocab.json"))
+        return {"dev_ppl": round(evaluate_perplexity(model, vocab[0], dataset, DEV_SPLIT, precision).ppl, 3)}
+
+    return evaluate
+
+
 def _train_and_evaluate(recipe: Recipe, out_dir: Path, data_dir: str | None, stages: Stages,
                         say: Callable[[str], None], precision: Precision, tag: str = "") -> SeedRun:
     """Stages 2-5 for one seed: train, average, beam search + BLEU (with its bootstrap), dev perplexity."""
-    say(f"2/5 {tag}training ({recipe.train.max_steps} steps) in {out_dir}")
-    summary = stages.timed(f"{tag}train", lambda: train(recipe.train))
+    say(f"2/5 {tag}training ({recipe.train.max_steps} steps) in {out_dir}, dev perplexity at every checkpoint")
+    dataset = get_dataset(recipe.train.dataset, resolve_data_dir(data_dir))
+    summary = stages.timed(f"{tag}train", lambda: train(recipe.train,
+                                                        evaluate=_dev_perplexity(out_dir, dataset, precision)))
 
     say(f"3/5 {tag}averaging the last {min(recipe.train.average_last, len(list_checkpoints(out_dir)))} checkpoints")
     averaged, k = stages.timed(f"{tag}average", lambda: _average(recipe, out_dir))
     model, _ = load_model(averaged)
     vocab = SharedVocab.load(out_dir / "vocab.json")
 
-    dataset = get_dataset(recipe.train.dataset, resolve_data_dir(data_dir))
     d = recipe.decode
     say(f"4/5 {tag}beam search on test_2016_flickr (beam {d.beam_size}, alpha {d.alpha}, max length input + "
         f"{d.max_len_offset})")

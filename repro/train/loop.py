@@ -148,8 +148,11 @@ def run(
     on_step: Callable[[int], None] | None = None,
     log: Callable[[str], None] | None = None,
     clock: Callable[[], float] | None = None,
+    evaluate: Callable[[torch.nn.Module], dict[str, float]] | None = None,
 ) -> TrainSummary:
-    """The loop itself, on already encoded ``examples``; ``on_step(step)`` is called after each update."""
+    """The loop itself, on already encoded ``examples``; ``on_step(step)`` is called after each update.
+    ``evaluate(model)`` (rank 0, at every checkpoint) returns dev metrics such as ``{"dev_ppl": ...}``
+    for the metrics log; its time counts neither in tokens/s nor in the logged elapsed time."""
     say = log or (lambda msg: print(msg, file=sys.stderr))
     clock = clock or time.monotonic
     out_dir = Path(cfg.out_dir)
@@ -180,8 +183,9 @@ def run(
             except TrainingDiverged as err:
                 raise TrainingDiverged(f"{err}; the last checkpoint is {(list_checkpoints(out_dir) or ['none'])[-1]}") \
                     from None
-            progress.record(stats)
-            if cadence.due(step) and trainer.rank == 0:
+            due = cadence.due(step) and trainer.rank == 0
+            progress.record(stats, _evaluate(evaluate, trainer, progress) if due and evaluate is not None else None)
+            if due:
                 written.append(_save(out_dir, step, trainer))
                 prune_checkpoints(out_dir, cfg.keep_checkpoints)
                 cadence.written()
@@ -196,6 +200,15 @@ def run(
         resumed_from=resumed_from, accumulation=trainer.accumulation, world_size=trainer.world_size,
         elapsed_s=elapsed, first_loss=progress.first_loss, extra=trainer.precision.provenance(),
     )
+
+
+def _evaluate(evaluate: Callable[[torch.nn.Module], dict[str, float]], trainer: Trainer,
+              progress: "_Progress") -> dict[str, float]:
+    start = progress.clock()
+    metrics = evaluate(trainer.model)
+    trainer.model.train()
+    progress.exclude(progress.clock() - start)
+    return metrics
 
 
 class _Progress:
@@ -216,7 +229,12 @@ class _Progress:
         self.first_loss: float | None = None
         self.last_loss = float("nan")
 
-    def record(self, stats: UpdateStats) -> None:
+    def exclude(self, seconds: float) -> None:
+        """Leave ``seconds`` (a dev evaluation) out of the throughput and the logged elapsed time."""
+        self.start += seconds
+        self.window_start += seconds
+
+    def record(self, stats: UpdateStats, dev: dict[str, float] | None = None) -> None:
         tokens = stats.src_tokens + stats.tgt_tokens
         self.window_tokens += tokens
         self.run_tokens += tokens
@@ -224,14 +242,15 @@ class _Progress:
         if self.first_loss is None:
             self.first_loss = stats.loss_per_token
         self.bar.update(1)
-        if self.metrics is not None and (stats.step % self.cfg.log_every == 0 or stats.step == self.cfg.max_steps):
+        if self.metrics is not None and (stats.step % self.cfg.log_every == 0 or stats.step == self.cfg.max_steps
+                                         or dev):
             now = self.clock()
             tps = self.window_tokens / max(now - self.window_start, 1e-9)
             self.metrics.log({"step": stats.step, "loss": round(stats.loss_per_token, 6),
                               "nll": round(stats.nll_per_token, 6), "lr": stats.lr, "tokens_per_s": round(tps, 1),
                               "src_tokens": stats.src_tokens, "tgt_tokens": stats.tgt_tokens,
                               "elapsed_s": round(now - self.start, 2),
-                              "epoch": self.trainer.batcher.state_dict().get("epoch", "")})
+                              "epoch": self.trainer.batcher.state_dict().get("epoch", ""), **(dev or {})})
             self.bar.set_postfix(loss=f"{stats.loss_per_token:.3f}", lr=f"{stats.lr:.2e}", tok_s=f"{tps:.0f}")
             self.logged += 1
             if self.plain is not None and (self.logged % EVERY_LOGGED == 0 or stats.step == self.cfg.max_steps):

@@ -7,7 +7,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-COLUMNS = ("step", "loss", "nll", "lr", "tokens_per_s", "src_tokens", "tgt_tokens", "elapsed_s", "epoch")
+#: ``dev_ppl`` is filled at checkpoints when the loop is given a dev evaluation, empty elsewhere.
+COLUMNS = ("step", "loss", "nll", "lr", "tokens_per_s", "src_tokens", "tgt_tokens", "elapsed_s", "epoch", "dev_ppl")
 
 
 class MetricsLog:
@@ -20,7 +21,8 @@ class MetricsLog:
         self._truncate_after(resume_step)
         new = not self.path.exists() or self.path.stat().st_size == 0
         self._fh = self.path.open("a", newline="", encoding="utf-8")
-        self._writer = csv.DictWriter(self._fh, fieldnames=COLUMNS, extrasaction="ignore")
+        # A log begun by an older version keeps its header (and drops the columns it lacks).
+        self._writer = csv.DictWriter(self._fh, fieldnames=COLUMNS if new else self._header(), extrasaction="ignore")
         if new:
             self._writer.writeheader()
             self._fh.flush()
@@ -31,6 +33,10 @@ class MetricsLog:
                 self._tb = SummaryWriter(str(self.path.parent / "tensorboard"))
             except ImportError:  # tensorboard is optional
                 self._tb = None
+
+    def _header(self) -> list[str]:
+        with self.path.open(newline="", encoding="utf-8") as fh:
+            return next(csv.reader(fh), None) or list(COLUMNS)
 
     def _truncate_after(self, step: int) -> None:
         if not self.path.exists():
@@ -51,7 +57,7 @@ class MetricsLog:
         self._writer.writerow(row)
         self._fh.flush()
         if self._tb is not None:
-            for key in ("loss", "nll", "lr", "tokens_per_s"):
+            for key in ("loss", "nll", "lr", "tokens_per_s", "dev_ppl"):
                 if key in row:
                     self._tb.add_scalar(f"train/{key}", row[key], row["step"])
 
