@@ -12,6 +12,7 @@ from repro.model import TABLE3_ROWS
 from repro.pipeline.parsing import on_prepared_data
 from repro.recipes import RECIPES, get_recipe, parse_assignments, recipe_names
 from repro.train.config import TrainConfig
+from repro.train.schedule import learning_rate, paper_peak_scale
 
 
 def test_every_named_recipe_exists():
@@ -42,11 +43,23 @@ def test_table4_recipes_use_section_6_3_settings(tiny_parsing_data):
         recipe = get_recipe(name)
         d = recipe.decode
         assert (d.beam_size, d.alpha, d.max_len_offset) == (21, 0.3, 300)
-        assert recipe.train.vocab_size == vocab and recipe.train.bpe_split == "words"
+        assert recipe.train.vocab_size == vocab and recipe.train.bpe_split == "word-level"  # issue 18
         assert (recipe.model.n_layers, recipe.model.d_model) == (4, 1024)
+        assert recipe.train.lr_scale == 1.0  # the paper's scale: Eq. 3 exactly
     local = on_prepared_data(get_recipe("local-parsing"), tiny_parsing_data)
     assert local.train.train_src.endswith("train.src") and local.train.dev_tgt.endswith("dev.tgt")
     assert local.decode == get_recipe("parser-wsj").decode and local.model.d_model == 128
+    assert local.train.bpe_split == "word-level"
+    peak = learning_rate(local.train.warmup_steps, 128, local.train.warmup_steps, local.train.lr_scale)
+    assert peak == pytest.approx(512**-0.5 * 4000**-0.5)  # the rate rule: the base model's peak, 7.0e-4
+
+
+def test_paper_peak_rule():
+    assert paper_peak_scale(512, 4000) == pytest.approx(1.0)
+    assert paper_peak_scale(128, 300) == pytest.approx(0.1369, abs=1e-4)
+    for d, w in ((64, 50), (256, 1000), (1024, 8000)):
+        peak = max(learning_rate(s, d, w, paper_peak_scale(d, w)) for s in range(1, 3 * w))
+        assert peak == pytest.approx(6.99e-4, rel=1e-3)
 
 
 def test_replace_routes_each_field_to_its_class():

@@ -13,25 +13,35 @@ information, such as Section 6.3's parse trees: BPE then works inside whitespace
 words only, so a frequent symbol like ``(NP`` or ``)VP`` becomes one token instead of the
 ``(`` + ``NP`` the byte-level splitter makes of it. The cost is exactness of spacing: runs of
 whitespace decode as one space.
+
+``split="word-level"`` learns no merges at all: one token per whitespace word, the ``vocab_size``
+most frequent words that occur at least ``min_frequency`` times (and every tree symbol); every rarer word is encoded as
+its unknown-word class (:mod:`repro.data.signatures`), and ``<unk>`` is left only for a word
+whose class is unseen too. For Section 6.3's parser at small scale: the source then has exactly
+one token per leaf of the linearised tree.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
+from repro.data.signatures import PREFIX, always_whole, signature
 from repro.errors import DataError
 from repro.atomic import atomic_write_text
 
 PAD, BOS, EOS, UNK = 0, 1, 2, 3
 SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<unk>")  # in id order: PAD=0, BOS=1, EOS=2, UNK=3
 #: How text is cut into words before BPE: "bytes" (GPT-2's byte-level regex, exact round trip)
-#: or "words" (whitespace only; for pre-tokenized text).
-SPLITS = ("bytes", "words")
+#: or "words" (whitespace only; for pre-tokenized text); "word-level": no BPE, whole words and
+#: unknown-word classes.
+SPLITS = ("bytes", "words", "word-level")
+WORD_LEVEL = "word-level"
 
 
 class SharedVocab:
@@ -42,6 +52,8 @@ class SharedVocab:
             if tokenizer.token_to_id(token) != expected:
                 raise DataError(f"tokenizer has {token!r} at id {tokenizer.token_to_id(token)}, expected {expected}")
         self.tokenizer = tokenizer
+        self.word_level = isinstance(tokenizer.model, models.WordLevel)
+        self._known = set(tokenizer.get_vocab()) if self.word_level else set()
 
     @classmethod
     def train(cls, texts: Iterable[str], vocab_size: int, *, min_frequency: int = 2,
@@ -50,6 +62,8 @@ class SharedVocab:
 
         ``split`` is one of :data:`SPLITS` (see the module docstring).
         """
+        if split == WORD_LEVEL:
+            return cls._train_words(texts, vocab_size, min_frequency)
         if vocab_size < len(SPECIAL_TOKENS) + 256:
             raise DataError(f"vocab_size {vocab_size} is too small: the byte alphabet alone needs 260 entries")
         if split not in SPLITS:
@@ -75,12 +89,41 @@ class SharedVocab:
         tok.train_from_iterator((" " + t for t in texts), trainer=trainer)
         return cls(tok)
 
+    @classmethod
+    def _train_words(cls, texts: Iterable[str], vocab_size: int, min_frequency: int) -> "SharedVocab":
+        """A word-level vocabulary: frequent words whole, rare ones counted as their class."""
+        counts: Counter[str] = Counter()
+        for text in texts:
+            counts.update(text.split())
+        entries: Counter[str] = Counter()
+        for word, n in counts.items():
+            if word.startswith(PREFIX):
+                raise DataError(f"word-level vocabulary: the text holds {word!r}, which looks like an unknown-word class")
+            entries[word if n >= min_frequency or always_whole(word) else signature(word)] += n
+        size = vocab_size - len(SPECIAL_TOKENS)
+        if size < 1:
+            raise DataError(f"vocab_size {vocab_size} is too small for a word-level vocabulary")
+        ranked = sorted(entries.items(), key=lambda item: (-item[1], item[0]))[:size]
+        table = {token: i for i, token in enumerate(SPECIAL_TOKENS)}
+        table.update({word: len(SPECIAL_TOKENS) + i for i, (word, _) in enumerate(ranked)})
+        tok = Tokenizer(models.WordLevel(vocab=table, unk_token="<unk>"))
+        tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+        return cls(tok)
+
+    def _words(self, text: str) -> str:
+        """``text`` with each word outside a word-level vocabulary replaced by its class."""
+        return " ".join(w if w in self._known else signature(w) for w in text.split())
+
     def encode(self, text: str) -> list[int]:
         if not text:
             return []
+        if self.word_level:
+            return self.tokenizer.encode(self._words(text), add_special_tokens=False).ids
         return self.tokenizer.encode(" " + text, add_special_tokens=False).ids
 
     def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
+        if self.word_level:
+            return [self.encode(t) for t in texts]
         encoded = self.tokenizer.encode_batch([" " + t for t in texts], add_special_tokens=False)
         return [e.ids if t else [] for e, t in zip(encoded, texts)]
 
@@ -93,10 +136,14 @@ class SharedVocab:
                 break
             if i not in (PAD, BOS):
                 kept.append(i)
+        if self.word_level:
+            return " ".join(self.tokenizer.id_to_token(i) or SPECIAL_TOKENS[UNK] for i in kept)
         text = self.tokenizer.decode(kept, skip_special_tokens=False)
         return text[1:] if text.startswith(" ") else text  # the space encode() prepended
 
     def tokens(self, text: str) -> list[str]:
+        if self.word_level:
+            return self.tokenizer.encode(self._words(text), add_special_tokens=False).tokens
         return self.tokenizer.encode(" " + text, add_special_tokens=False).tokens
 
     def __len__(self) -> int:

@@ -38,6 +38,7 @@ from repro.parsing.evaluate import ParseScore, score_outputs
 from repro.parsing.prepare import SplitInfo, gold_trees_file, prepare_ptb_sample, split_files
 from repro.eval.bootstrap import evalb_interval
 from repro.pipeline.local import Stages
+from repro.pipeline.parsing_sanity import Overfit, overfit_parser
 from repro.recipes import Recipe, get_recipe
 from repro.results import Result, ResultStore, collect_provenance
 from repro.train.checkpoint import list_checkpoints
@@ -49,6 +50,8 @@ RECORD_NAME = "reproduce-local-parsing"
 RESULT_ID = "local.ptb-sample.f1"
 RECIPE = "local-parsing"
 TEST_SPLIT = "test"
+#: The sanity run's size (:mod:`repro.pipeline.parsing_sanity`).
+OVERFIT_TREES = 10
 
 
 def _say(msg: str) -> None:
@@ -135,6 +138,13 @@ def reproduce_parsing_local(
     infos: dict[str, SplitInfo] = stages.timed("prepare", lambda: prepare_ptb_sample(resolve_data_dir(data_dir), prepared))
     recipe = on_prepared_data(recipe, prepared)
 
+    say(f"    sanity run: overfitting the first {OVERFIT_TREES} training trees (greedy F1 must reach 90)")
+    texts = [line for suffix in ("src", "tgt")
+             for line in (prepared / f"train.{suffix}").read_text(encoding="utf-8").splitlines()]
+    overfit: Overfit = stages.timed("overfit", lambda: overfit_parser(
+        recipe, prepared, out_dir / "overfit", trees=OVERFIT_TREES, vocab_texts=texts))
+    say(f"    overfit: {overfit.trees} trees, {overfit.epochs:.0f} epochs, greedy F1 {overfit.f1:.2f}")
+
     say(f"2/4 training {RECIPE} ({recipe.train.max_steps} steps) in {out_dir}")
     summary = stages.timed("train", lambda: train(recipe.train))
 
@@ -174,7 +184,7 @@ def reproduce_parsing_local(
         final_train_loss=summary.final_loss, wall_minutes_total=round(total / 60, 2),
         stages_s=stages.rounded(), checkpoint=str(checkpoint),
         vocab_size=len(vocab), threads=torch.get_num_threads(), run_dir=str(out_dir),
-        test_sentences=parse.sentences, test_sentences_available=total_test,
+        test_sentences=parse.sentences, test_sentences_available=total_test, overfit=overfit.to_dict(),
     )
     scores = _scores(parse, greedy, at_limit, greedy_at_limit, settings)
     interval = evalb_interval(parse.evalb.rows)

@@ -97,3 +97,35 @@ def test_words_split_keeps_tree_symbols_whole_and_round_trips_tokenized_text(dat
     assert words.decode(words.encode("日本語  two")) == "日本語 two"  # any byte; whitespace runs become one space
     with pytest.raises(DataError, match="unknown BPE split 'chars'"):
         SharedVocab.train(["a b"], vocab_size=1000, split="chars")
+
+
+def test_word_level_vocab_gives_one_token_per_word_and_classes_for_rare_words(data_dir, tmp_path):
+    """``split="word-level"`` (Section 6.3's parser): a source of n words is n tokens, rare words are
+    their unknown-word class, tree symbols stay whole and round-trip; saved and loaded alike."""
+    from repro.data.signatures import signature
+    from repro.parsing.linearize import linearize
+    from repro.parsing.trees import preprocess, read_trees
+
+    files = sorted((data_dir / "ptb-nltk-sample/combined").glob("wsj_00[0-4]*.mrg"))
+    trees = [t for f in files for t in (preprocess(item.tree) for item in read_trees(f)) if t is not None]
+    sentences = [" ".join(t.leaves()) for t in trees]
+    targets = [linearize(t) for t in trees]
+    vocab = SharedVocab.train(sentences + targets, vocab_size=3000, split="word-level")
+    assert vocab.word_level and len(vocab) <= 3000
+    for sentence, target in zip(sentences, targets):
+        assert len(vocab.encode(sentence)) == len(sentence.split()) == target.split().count("XX")
+        assert vocab.decode(vocab.encode(target)) == target
+    assert vocab.tokens("the Zyxwvuting") == ["the", signature("Zyxwvuting")] == ["the", "UNK-INITC-ing"]
+    assert vocab.decode(vocab.encode("the Zyxwvuting")) == "the UNK-INITC-ing"
+    counts = {}
+    for s in sentences:
+        for w in s.split():
+            counts[w] = counts.get(w, 0) + 1
+    once = next(w for w, n in counts.items() if n == 1 and w.isalpha())
+    assert vocab.tokens(once) == [signature(once)]  # seen once: its class, which training saw
+    assert vocab.encode(once) != [UNK]
+    vocab.save(tmp_path / "v.json")
+    loaded = SharedVocab.load(tmp_path / "v.json")
+    assert loaded.word_level and loaded.encode(sentences[0] + " Zyxwvuting") == vocab.encode(sentences[0] + " Zyxwvuting")
+    small = SharedVocab.train(["a a b b c", "(S XX )S (S XX )S"], vocab_size=8, split="word-level")
+    assert len(small) == 8  # 4 specials + the 4 most frequent entries

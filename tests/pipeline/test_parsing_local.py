@@ -39,7 +39,8 @@ def test_local_parsing_profile_writes_result_with_provenance(tmp_path, data_dir)
     assert len((tmp_path / "run" / "test.greedy.out").read_text().splitlines()) == 3
     summary = json.loads((reports / "local_parsing_run.json").read_text())
     assert summary["f1"] == result.measured and summary["test_sentences"] == 3
-    assert set(summary["stages_s"]) == {"prepare_s", "train_s", "decode_s", "greedy_decode_s", "score_s"}
+    assert set(summary["stages_s"]) == {"prepare_s", "overfit_s", "train_s", "decode_s", "greedy_decode_s", "score_s"}
+    assert set(summary["overfit"]) >= {"trees", "epochs", "f1"} and summary["overfit"]["trees"] == 10
 
     # a rerun (resuming the finished run) replaces the record rather than adding a second one
     reproduce_parsing_local(out_dir=tmp_path / "run", reports_dir=reports, data_dir=str(data_dir),

@@ -93,4 +93,4 @@ def test_bad_checkpoints_and_configs_are_named(tmp_path, capsys):
     assert "unknown training config field(s): max_step" in capsys.readouterr().err
     cfg.write_text('{"bpe_split": "chars"}')
     assert main(["train", "--config", str(cfg)]) == 2
-    assert "field 'bpe_split' must be one of bytes, words, got 'chars'" in capsys.readouterr().err
+    assert "field 'bpe_split' must be one of bytes, words, word-level, got 'chars'" in capsys.readouterr().err

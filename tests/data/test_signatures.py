@@ -1,0 +1,27 @@
+"""Berkeley-style unknown-word classes (repro.data.signatures) for the word-level parser vocabulary."""
+
+from __future__ import annotations
+
+import pytest
+
+from repro.data.signatures import signature
+
+
+@pytest.mark.parametrize("word, expected", [
+    ("Hudson", "UNK-INITC"), ("reorganizing", "UNK-LC-ing"), ("IBM", "UNK-CAPS"), ("12.5", "UNK-NUM"),
+    ("1.5-billion", "UNK-LC-NUM-DASH-ion"), ("walked", "UNK-LC-ed"), ("quickly", "UNK-LC-ly"),
+    ("%", "UNK"), ("as", "UNK-LC"), ("Co-operative", "UNK-INITC-DASH"),
+])
+def test_signature_marks_case_digits_dashes_and_suffix(word, expected):
+    assert signature(word) == expected
+
+
+def test_signatures_separate_words_a_parser_must_tell_apart():
+    assert len({signature(w) for w in ("Smith", "smiths", "walked", "walking", "1987", "IBM")}) == 6
+
+
+def test_tree_symbols_are_always_whole_words_are_not():
+    from repro.data.signatures import always_whole
+
+    assert always_whole("(ADVP|PRT") and always_whole(")INTJ")
+    assert not any(always_whole(w) for w in ("-LRB-", "(", ")", "Hudson", "XX"))
