@@ -32,6 +32,10 @@ class AuditUsageError(ReproError):
     exit_code = 2
 
 
+#: The exit code of an audit in which every claim was "not applicable" (README, "Exit codes").
+NOTHING_CHECKED = 3
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "audit", help="check any Transformer implementation (an adapter 'module:factory') against the paper's claims"
@@ -71,7 +75,9 @@ def main(args: argparse.Namespace) -> int:
     if args.json:
         atomic_write_text(Path(args.json), json.dumps([r.to_dict() for r in records], indent=2, default=str) + "\n")
     if all(r.status == Outcome.NOT_APPLICABLE for r in records):
+        # a check never passes because nothing ran: exit 3, not 0 (README, "Exit codes")
         print(f"repro audit: {adapter.name} exposes no part any claim needs: nothing was checked", file=sys.stderr)
+        return NOTHING_CHECKED
     return 1 if broken(records) else 0
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from repro.errors import ReproError
+from repro.errors import UsageError
 from repro.train.average import average_last, write_average
 
 
@@ -20,11 +20,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 def main(args: argparse.Namespace) -> int:
     if args.checkpoints:
         if not args.output:
-            raise ReproError("--checkpoints needs --output")
+            raise UsageError("--checkpoints needs --output")
         out = write_average(args.checkpoints, args.output)
     elif args.run_dir:
         out = average_last(args.run_dir, args.last, args.output)
     else:
-        raise ReproError("give a run directory or --checkpoints")
+        raise UsageError("give a run directory or --checkpoints")
     print(out)
     return 0

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 from repro.data.corpus import read_parallel
 from repro.data.fetch import fetch
 from repro.data.downloads import RECIPES
 from repro.data.registry import get_dataset, registered_names, resolve_data_dir
+from repro.paths import existing_dir
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -31,8 +33,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     get.set_defaults(func=fetch_dataset)
 
 
+def _data_dir(args: argparse.Namespace) -> Path:
+    """The data directory to read, which must exist (a typo is not "every split missing")."""
+    return existing_dir(resolve_data_dir(args.data_dir), "data directory (--data-dir or $REPRO_DATA_DIR)")
+
+
 def list_datasets(args: argparse.Namespace) -> int:
-    root = resolve_data_dir(args.data_dir)
+    root = _data_dir(args)
     rows = []
     for name in registered_names():
         ds = get_dataset(name, root)
@@ -51,7 +58,7 @@ def list_datasets(args: argparse.Namespace) -> int:
 
 
 def show_dataset(args: argparse.Namespace) -> int:
-    ds = get_dataset(args.name, resolve_data_dir(args.data_dir))
+    ds = get_dataset(args.name, _data_dir(args))
     info = {"name": ds.name, "description": ds.description, "tokenized": ds.tokenized, "splits": {}}
     present = ds.available_splits()
     info["missing"] = [s for s in ds.splits if s not in present]

@@ -7,11 +7,13 @@ import json
 import sys
 from pathlib import Path
 
-from repro.eval.evalb import evalb_files
+from repro.eval.evalb import EvalbResult, evalb_files
 from repro.eval.evalb_report import format_report
 from repro.eval.evalb_params import COLLINS, SAMPLE, EvalbParams, read_prm
 
 _BUILTIN = {"collins": COLLINS, "sample": SAMPLE}
+#: What evalb.c prints when GOLD and TEST have different numbers of lines.
+_LINES_UNMATCH = "Number of lines unmatch"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -28,6 +30,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--cutoff", "-c", type=int, metavar="N",
                         help="length cut-off of the second summary (overrides CUTOFF_LEN)")
     parser.add_argument("--json", action="store_true", help="print the summaries as JSON")
+    parser.add_argument("--allow-mismatch", action="store_true",
+                        help="exit 0 even when GOLD and TEST have different numbers of lines or GOLD has no trees "
+                             "(EVALB's behaviour); by default the report is printed and the exit code is 2")
     parser.set_defaults(func=run)
 
 
@@ -45,6 +50,19 @@ def _params(args: argparse.Namespace) -> EvalbParams:
     return params
 
 
+def _incomplete(args: argparse.Namespace, result: EvalbResult) -> str | None:
+    """Why the scores do not cover every sentence of GOLD and TEST (unequal line counts, no gold
+    trees), or None. EVALB reports this only on stderr and exits 0; a script would take the scores
+    of part of its output for the whole."""
+    unmatched = [m for m in result.messages if _LINES_UNMATCH in m]
+    if unmatched:
+        return (f"{args.gold}, {args.test}: the files have different numbers of lines ({unmatched[0]}); "
+                "the scores above cover only the lines both have (--allow-mismatch accepts this)")
+    if not result.rows:
+        return f"{args.gold}: no gold trees to score (--allow-mismatch accepts this)"
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
     result = evalb_files(args.gold, args.test, _params(args))
     if args.json:
@@ -53,4 +71,9 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(format_report(result))
         for message in result.messages:
             print(message, file=sys.stderr)
+    problem = _incomplete(args, result)
+    if problem and not args.allow_mismatch:
+        sys.stdout.flush()
+        print(f"repro: error: {problem}", file=sys.stderr)
+        return 2
     return 0
