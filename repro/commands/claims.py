@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from repro.argtypes import existing_dir
 from repro.checks import select_claims
 from repro.claims import default_claims_dir
 from repro.claims.coverage import coverage, load_statements
@@ -14,7 +15,7 @@ from repro.errors import UsageError
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("claims", help="list or show the paper's claims (claims/*.toml)")
-    parser.add_argument("--claims-dir", default=None, help="directory of claims files (default: claims/)")
+    parser.add_argument("--claims-dir", default=None, type=existing_dir, help="directory of claims files (default: claims/)")
     actions = parser.add_subparsers(dest="action", metavar="ACTION")
     actions.required = True
     ls = actions.add_parser("list", help="one line per claim")

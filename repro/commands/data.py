@@ -6,6 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
+from repro.argtypes import positive_int
 from repro.data.corpus import read_parallel
 from repro.data.fetch import fetch
 from repro.data.downloads import RECIPES
@@ -24,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     ls.set_defaults(func=list_datasets)
     show = actions.add_parser("show", help="read every split of one dataset and count its pairs (validates it)")
     show.add_argument("name")
-    show.add_argument("--max-len", type=int, default=None, help="also count pairs longer than this (words)")
+    show.add_argument("--max-len", type=positive_int, default=None, help="also count pairs longer than this (words)")
     show.add_argument("--json", action="store_true")
     show.set_defaults(func=show_dataset)
     get = actions.add_parser("fetch", help="download a dataset from its official sources (needs a network)")

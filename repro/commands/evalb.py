@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+from repro.argtypes import existing_file, non_negative_int
 from repro.eval.evalb import EvalbResult, evalb_files
 from repro.eval.evalb_report import format_report
 from repro.eval.evalb_params import COLLINS, SAMPLE, EvalbParams, read_prm
@@ -21,13 +22,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "evalb", help="score one-tree-per-line parses against gold trees (EVALB, COLLINS.prm)",
         description="Score TEST against GOLD (one bracketed tree per line) exactly as evalb -p COLLINS.prm "
                     "does. Prints EVALB's report, or with --json the 'All' summary.")
-    parser.add_argument("gold", type=Path, help="gold trees, one per line")
-    parser.add_argument("test", type=Path, help="parser output, one tree per line, same order")
+    parser.add_argument("gold", type=existing_file, help="gold trees, one per line")
+    parser.add_argument("test", type=existing_file, help="parser output, one tree per line, same order")
     parser.add_argument("--param", "-p", metavar="FILE",
                         help="EVALB .prm file, or a built-in: COLLINS (default) or SAMPLE (EVALB's sample.prm)")
-    parser.add_argument("--max-error", "-e", type=int, metavar="N",
+    parser.add_argument("--max-error", "-e", type=non_negative_int, metavar="N",
                         help="stop after more than N error sentences (overrides MAX_ERROR)")
-    parser.add_argument("--cutoff", "-c", type=int, metavar="N",
+    parser.add_argument("--cutoff", "-c", type=non_negative_int, metavar="N",
                         help="length cut-off of the second summary (overrides CUTOFF_LEN)")
     parser.add_argument("--json", action="store_true", help="print the summaries as JSON")
     parser.add_argument("--allow-mismatch", action="store_true",

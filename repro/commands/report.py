@@ -7,6 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from repro.argtypes import existing_dir as existing_dir_arg
 from repro.report import FIGURE3_SENTENCE, generate
 from repro.errors import ResultError
 from repro.paths import existing_dir
@@ -20,7 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--results", metavar="DIR", action="append", default=[],
                         help=f"results store to read (repeatable; default {DEFAULT_RESULTS})")
     parser.add_argument("--out", metavar="DIR", default=str(DEFAULT_OUT), help=f"output folder (default {DEFAULT_OUT}/)")
-    parser.add_argument("--claims-dir", default=None, help="directory of claims files (default: claims/)")
+    parser.add_argument("--claims-dir", default=None, type=existing_dir_arg, help="directory of claims files (default: claims/)")
     parser.add_argument("--runs", metavar="DIR", action="append", default=[],
                         help="training run directory (metrics.csv, checkpoints/) to draw; repeatable")
     parser.add_argument("--attention-sentence", default=FIGURE3_SENTENCE,
