@@ -23,7 +23,6 @@ BAD = [
     (["average", MISSING], "run_dir"),
     (["average", "--last", "0", "."], "--last"),
     (["average", "--checkpoints", MISSING, "-o", "x.pt"], "--checkpoints"),
-    (["bleu", MISSING, MISSING], "hyp"),
     (["data", "show", "multi30k-en-de", "--max-len", "-3"], "--max-len"),
     (["evalb", MISSING, MISSING], "gold"),
     (["evalb", "--max-error", "-1", ".", "."], "--max-error"),

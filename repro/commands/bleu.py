@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 
-from repro.argtypes import existing_file
 from repro.eval.bleu import PROTOCOLS, nltk_bleu, paper_tokens, read_lines, score_files
 
 
@@ -16,8 +15,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "paper: the tokenized, ##AT##-compound-split multi-bleu of tensor2tensor's get_ende_bleu.sh, "
         "the protocol behind the paper's Table 2.",
     )
-    parser.add_argument("hyp", type=existing_file, help="hypotheses, one sentence per line (detokenized)")
-    parser.add_argument("ref", type=existing_file, help="references, line-aligned with HYP")
+    parser.add_argument("hyp", help="hypotheses, one sentence per line (detokenized)")
+    parser.add_argument("ref", help="references, line-aligned with HYP")
     parser.add_argument("--protocol", choices=PROTOCOLS, default="sacrebleu")
     parser.add_argument("--lang", default="de", help="target language for Moses tokenization (paper protocol)")
     parser.add_argument("--ref-tokenized", action="store_true",
