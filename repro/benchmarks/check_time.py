@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
 import time
 from pathlib import Path
@@ -17,18 +16,8 @@ import torch
 
 from repro.atomic import atomic_write_text
 from repro.audit.repro_adapter import ReproAdapter
+from repro.benchmarks.machine import cpu_model
 from repro.checks import run_checks, select_claims
-
-
-def cpu_model() -> str:
-    """The CPU's model name (/proc/cpuinfo), or what the platform says."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -4,6 +4,8 @@ A base-configuration model (37000-word tied projection, untrained) whose EOS log
 down, so that every output runs to exactly ``--out-len`` tokens (default 64): beam search
 (beam 4, alpha 0.6) and greedy decoding, each with the cache and by recomputing the whole
 prefix every step, on the same sources. Also checks that both modes give the same output.
+The four cases run in turn, ``--rounds`` times (so all see the same machine load); the report
+gives each case's median time and the median and spread of the per-round speed-ups.
 
     python -m repro.benchmarks.decode_speed [--sentences 8] [--out-len 64] [--threads 2]
 """
@@ -12,13 +14,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
+from collections.abc import Callable
+from pathlib import Path
 
 import torch
 
+from repro.atomic import atomic_write_text
+from repro.benchmarks.machine import alternate, environment, ratio_spread, spread
 from repro.decode import beam_search, greedy_decode
 from repro.decode.step import EOS
 from repro.model import Transformer, get_preset
+from repro.model.precision import Precision
 
 
 class NoEos(Transformer):
@@ -40,6 +46,11 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--layers", type=int, default=None)
     parser.add_argument("--threads", type=int, default=0)
     parser.add_argument("--skip-recompute-beam", action="store_true")
+    parser.add_argument("--rounds", type=int, default=3, help="measured rounds; each runs every case once, in turn")
+    parser.add_argument("--warmup", type=int, default=0, help="unmeasured rounds first")
+    parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
+    parser.add_argument("--note", default="", help="how the machine was shared (e.g. under the CPU lock)")
+    parser.add_argument("--out", type=Path, default=None, help="also write the figures as JSON here")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -49,33 +60,44 @@ def main(argv: list[str] | None = None) -> dict:
     model = NoEos(cfg).eval()
     offset = args.out_len - args.src_len
     g = torch.Generator().manual_seed(1)
-    out: dict = {"benchmark": "decode_speed", "threads": torch.get_num_threads(), "vocab": args.vocab,
-                 "layers": cfg.n_layers, "out_len": args.out_len, "src_len": args.src_len, "runs": {}}
-
-    def timed(name: str, fn, n_sentences: int) -> list:
-        start = time.perf_counter()
-        hyps = fn()
-        seconds = time.perf_counter() - start
-        produced = sum(len(h) for h in hyps)
-        out["runs"][name] = {"seconds": round(seconds, 3), "sentences": n_sentences,
-                             "output_tokens": produced, "tokens_per_s": round(produced / seconds, 1)}
-        return hyps
-
     src = torch.randint(4, args.vocab, (args.sentences, args.src_len), generator=g)
-    cached = timed("beam4_cached", lambda: beam_search(model, src, max_len_offset=offset), args.sentences)
-    if not args.skip_recompute_beam:
-        full = timed("beam4_recompute", lambda: beam_search(model, src, max_len_offset=offset, use_cache=False),
-                     args.sentences)
-        out["beam_same_output"] = cached == full
-        out["beam_speedup"] = round(out["runs"]["beam4_recompute"]["seconds"] / out["runs"]["beam4_cached"]["seconds"], 2)
     src_g = torch.randint(4, args.vocab, (args.greedy_sentences, args.src_len), generator=g)
-    gc = timed("greedy_cached", lambda: greedy_decode(model, src_g, max_len_offset=offset), args.greedy_sentences)
-    gf = timed("greedy_recompute", lambda: greedy_decode(model, src_g, max_len_offset=offset, use_cache=False),
-               args.greedy_sentences)
-    out["greedy_same_output"] = gc == gf
-    out["greedy_speedup"] = round(out["runs"]["greedy_recompute"]["seconds"] / out["runs"]["greedy_cached"]["seconds"], 2)
+    precision = Precision(args.precision, "asked for (--precision)")
+    outputs: dict[str, list] = {}
+
+    def case(name: str, fn) -> tuple[str, Callable[[], None]]:
+        def run() -> None:
+            with precision.autocast():
+                outputs[name] = fn()
+        return name, run
+
+    cases = [case("beam4_cached", lambda: beam_search(model, src, max_len_offset=offset))]
+    if not args.skip_recompute_beam:
+        cases.append(case("beam4_recompute", lambda: beam_search(model, src, max_len_offset=offset, use_cache=False)))
+    cases += [case("greedy_cached", lambda: greedy_decode(model, src_g, max_len_offset=offset)),
+              case("greedy_recompute", lambda: greedy_decode(model, src_g, max_len_offset=offset, use_cache=False))]
+    seconds = alternate(dict(cases), args.rounds, warmup=args.warmup)
+    sentences = {"beam4_cached": args.sentences, "beam4_recompute": args.sentences,
+                 "greedy_cached": args.greedy_sentences, "greedy_recompute": args.greedy_sentences}
+    out: dict = {"benchmark": "decode_speed", **environment(args.note), "precision": args.precision,
+                 "vocab": args.vocab, "layers": cfg.n_layers, "out_len": args.out_len, "src_len": args.src_len,
+                 "rounds": args.rounds, "order": "alternating: " + ", ".join(seconds), "runs": {}}
+    for name, values in seconds.items():
+        produced = sum(len(h) for h in outputs[name])
+        median = spread(values)["median"]
+        out["runs"][name] = {"seconds": median, "seconds_spread": spread(values), "sentences": sentences[name], "output_tokens": produced,
+                             "tokens_per_s": round(produced / median, 1)}
+    if not args.skip_recompute_beam:
+        out["beam_same_output"] = outputs["beam4_cached"] == outputs["beam4_recompute"]
+        out["beam_speedup_spread"] = ratio_spread(seconds["beam4_recompute"], seconds["beam4_cached"], 2)
+        out["beam_speedup"] = out["beam_speedup_spread"]["median"]
+    out["greedy_same_output"] = outputs["greedy_cached"] == outputs["greedy_recompute"]
+    out["greedy_speedup_spread"] = ratio_spread(seconds["greedy_recompute"], seconds["greedy_cached"], 2)
+    out["greedy_speedup"] = out["greedy_speedup_spread"]["median"]
     out["target_beam_speedup"] = 5.0
     print(json.dumps(out, indent=2))
+    if args.out:
+        atomic_write_text(args.out, json.dumps(out, indent=2) + "\n")
     return out
 
 

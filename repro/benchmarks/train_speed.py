@@ -7,7 +7,9 @@ Adam (0.9, 0.98, 1e-9) and label smoothing 0.1, on the same batch of ``--sentenc
 every target position and ``nn.CrossEntropyLoss(label_smoothing=0.1, ignore_index=PAD)``;
 repro projects only non-padding positions, in chunks, with the gradient formed in place
 (repro.train.loss). Both are stepped by the training loop's own update (repro.train.step: Eq. 3's
-rate, the gradients, Adam). Steps alternate between the two so that both see the same machine load.
+rate, the gradients, Adam). Steps alternate between the two so that both see the same machine load;
+the speed-up is reported as the median and spread of the per-round ratios. The FLOP utilisation
+is relative to the sustained fp32 matmul rate (repro.benchmarks.matmul_peak).
 
     python -m repro.benchmarks.train_speed [--steps 3] [--warmup 1] [--threads 2]
 """
@@ -20,10 +22,13 @@ import math
 import resource
 import statistics
 import time
+from pathlib import Path
 
 import torch
 from torch import nn
 
+from repro.atomic import atomic_write_text
+from repro.benchmarks.machine import environment, ratio_spread, spread
 from repro.benchmarks.matmul_peak import matmul_gflops
 from repro.data.batching import Batch
 from repro.model import Transformer, count_parameters, get_preset
@@ -100,6 +105,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--threads", type=int, default=0)
     parser.add_argument("--attention", default="fused", choices=["fused", "reference"], help="repro's attention path")
     parser.add_argument("--layers", type=int, default=None, help="override N (quick validation runs)")
+    parser.add_argument("--peak-seconds", type=float, default=5.0, help="how long the sustained matmul peak runs")
+    parser.add_argument("--note", default="", help="how the machine was shared (e.g. under the CPU lock)")
+    parser.add_argument("--out", type=Path, default=None, help="also write the figures as JSON here")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -130,24 +138,30 @@ def main(argv: list[str] | None = None) -> dict:
             if i >= args.warmup:
                 timings[name].append({"wall": time.perf_counter() - wall, "cpu": time.process_time() - cpu,
                                       "sys": end_times[1] - start_times[1]})
-    peak = matmul_gflops()
+    peak = matmul_gflops(seconds=args.peak_seconds)
     flops = training_flops(ours, int((src != PAD).sum()), int((tgt_out != PAD).sum()))
-    out: dict = {"benchmark": "train_speed", "threads": torch.get_num_threads(), "tokens_per_step": tokens,
+    out: dict = {"benchmark": "train_speed", **environment(args.note), "tokens_per_step": tokens,
                  "batch": f"{args.sentences} x {args.length} source + target tokens", "vocab": args.vocab,
                  "layers": cfg.n_layers, "attention": args.attention, "parameters": count_parameters(ours),
-                 "matmul_peak_gflops": round(peak, 1), "models": {}}
+                 "matmul_peak_gflops": round(peak, 1),
+                 "matmul_peak": f"sustained: median of back-to-back 2048^3 fp32 products over {args.peak_seconds:g} s",
+                 "models": {}}
     for name, rows in timings.items():
         s = statistics.median(r["wall"] for r in rows)
         out["models"][name] = {
             "s_per_step": round(s, 3), "tokens_per_s": round(tokens / s, 1),
             "gflops": round(flops / s / 1e9, 1), "mfu_of_matmul_peak": round(flops / s / 1e9 / peak, 3),
             "sys_fraction_of_cpu": round(sum(r["sys"] for r in rows) / max(sum(r["cpu"] for r in rows), 1e-9), 3),
-            "steps": len(rows),
+            "steps": len(rows), "s_per_step_spread": spread([r["wall"] for r in rows]),
         }
+    out["speedup_spread"] = ratio_spread([r["wall"] for r in timings["torch.nn.Transformer"]],
+                                         [r["wall"] for r in timings["repro"]])
     out["speedup_tokens_per_s"] = round(out["models"]["repro"]["tokens_per_s"]
                                         / out["models"]["torch.nn.Transformer"]["tokens_per_s"], 3)
     out["target_speedup"] = 1.15
     print(json.dumps(out, indent=2))
+    if args.out:
+        atomic_write_text(args.out, json.dumps(out, indent=2) + "\n")
     return out
 
 

@@ -23,6 +23,8 @@ class Claim:
     or, with ``rounding``, when the measurement rounded to that step equals the paper's figure
     (the paper prints e.g. "65" parameters ×10^6: rounding = 1). ``bound`` = ``at_least`` or
     ``at_most`` turns the value into a one-sided target (used for the project's own local targets).
+    ``target`` marks ``expected`` as the project's own target, not a number of the paper: every
+    report prints it as "target", never as "paper".
     """
 
     id: str
@@ -41,11 +43,17 @@ class Claim:
     notes: str = ""
     inconsistency: str = ""
     basis: str = ""
+    target: bool = False
 
     def __post_init__(self) -> None:
         if not self.basis:  # unstated: a metric is a run's result, a recipe value a setting, the rest behaviour
             basis = "result" if self.kind == "metric" else "setting" if self.checker == "recipe.value" else "behaviour"
             object.__setattr__(self, "basis", basis)
+
+    @property
+    def value_label(self) -> str:
+        """What ``expected`` is: ``"target"`` for the project's own target, else ``"paper"``."""
+        return "target" if self.target else "paper"
 
     def within(self, measured: Any) -> bool:
         """Whether ``measured`` agrees with the paper's value under this claim's tolerance."""

@@ -16,7 +16,17 @@ if TYPE_CHECKING:
     from repro.results.store import Result
 
 
-class Outcome(str, enum.Enum):
+class TextEnum(str, enum.Enum):
+    """An enumeration whose members are their text: printed, hashed and compared as it."""
+
+    def __str__(self) -> str:
+        return self.value
+
+    # Hash as the text, so that a mapping keyed by members finds them by their text and back.
+    __hash__ = str.__hash__
+
+
+class Outcome(TextEnum):
     """The outcome of checking one claim against one implementation (its value is what JSON shows)."""
 
     PASS = "pass"
@@ -26,12 +36,6 @@ class Outcome(str, enum.Enum):
     NOT_RUN = "not run"
     NOT_APPLICABLE = "not applicable"
     ERROR = "error"
-
-    def __str__(self) -> str:
-        return self.value
-
-    # Hash as the text, so that a mapping keyed by outcomes finds them by their text and back.
-    __hash__ = str.__hash__
 
     @property
     def measured(self) -> bool:

@@ -31,6 +31,7 @@ CLAIM_SCHEMA: dict = {
         "notes": {"type": "string"},
         "inconsistency": {"type": "string"},
         "basis": {"enum": list(BASES)},
+        "target": {"type": "boolean"},
     },
     "allOf": [
         # A numeric paper value needs a stated tolerance or the paper's rounding.

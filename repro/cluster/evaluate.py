@@ -32,7 +32,11 @@ from repro.data.vocab import SharedVocab
 from repro.decode.settings import DecodeSettings
 from repro.decode.translate import load_model, translate
 from repro.errors import ConfigError
+from repro.eval.bleu import paper_tokens
+from repro.eval.bootstrap import evalb_interval, paper_interval
+from repro.eval.steptime import spread_of_log
 from repro.eval.translation import evaluate_bleu, evaluate_perplexity
+from repro.model.precision import resolve_precision
 from repro.parsing.evaluate import score_split
 from repro.results import Result, ResultStore, collect_provenance
 from repro.results.hardware import measure_peak_flops
@@ -79,46 +83,56 @@ def evaluate_claims(spec: dict[str, Any], summary: dict[str, Any], world: int, r
     search = DecodeSettings(**spec["decode"])
     model, checkpoint, k = _model(out_dir, int(train["average_last"]), device)
     dataset = get_dataset(train["dataset"], resolve_data_dir(train.get("data_dir")))
+    precision = resolve_precision(str(train.get("precision", "auto")), device)
+    log.info("evaluating in %s", precision.describe())
     common = dict(checkpoint=str(checkpoint), checkpoints_averaged=k, run_dir=str(out_dir), devices=world,
-                  steps=summary.get("steps"), job=spec["name"])
+                  steps=summary.get("steps"), job=spec["name"], **precision.provenance())
     written = []
 
     def write(claim: str, value: Any, unit: str, detail: str, data: str, signature: str | None = None,
-              **extra: Any) -> None:
+              ci95: tuple[float, float] | None = None, **extra: Any) -> None:
         prov = collect_provenance(config=train, dataset=data, scale=scale, bleu_signature=signature, **common, **extra)
-        written.append(store.write(Result(claim, value, prov, unit=unit, detail=detail)))
+        interval = tuple(round(x, 4) for x in ci95) if ci95 is not None else None
+        written.append(store.write(Result(claim, value, prov, unit=unit, detail=detail, ci95=interval)))
         log.info("%s = %s (%s)", claim, value, scale)
 
     for claim in claims:
         kind = claim.split(".")[1]
         if claim.startswith(("table2.bleu", "table3.bleu")):
             split = "test" if claim.startswith("table2") else "dev"
-            bleu = evaluate_bleu(model, vocab, dataset, split, search, max_tokens=8000)
+            bleu = evaluate_bleu(model, vocab, dataset, split, search, max_tokens=8000, precision=precision)
+            interval = paper_interval(paper_tokens(bleu.hypotheses, lang=dataset.tgt_lang),
+                                      paper_tokens(bleu.references, lang=dataset.tgt_lang, tokenized=dataset.tokenized))
             write(claim, round(bleu.paper.score, 2), "BLEU (tokenized, compound splitting)",
                   f"beam {search.beam_size}, alpha {search.alpha}, input + {search.max_len_offset} on {dataset.name} "
                   f"{split}, {k} checkpoint(s) averaged; "
                   f"sacreBLEU {bleu.sacrebleu.score:.2f} ({bleu.sacrebleu.signature})",
-                  f"{dataset.name} {split} ({bleu.sentences} pairs)", bleu.paper.signature,
-                  sacrebleu=round(bleu.sacrebleu.score, 2), sacrebleu_signature=bleu.sacrebleu.signature)
+                  f"{dataset.name} {split} ({bleu.sentences} pairs)", bleu.paper.signature, interval.ci95,
+                  sacrebleu=round(bleu.sacrebleu.score, 2), sacrebleu_signature=bleu.sacrebleu.signature,
+                  bootstrap=interval.to_dict())
         elif kind == "ppl":
-            ppl = evaluate_perplexity(model, vocab, dataset, "dev")
+            ppl = evaluate_perplexity(model, vocab, dataset, "dev", precision)
             write(claim, round(ppl.ppl, 3), "PPL per wordpiece (dev)",
                   f"exp(mean NLL) over {ppl.tokens} wordpieces of {dataset.name} dev, {k} checkpoint(s) averaged",
                   f"{dataset.name} dev")
         elif claim.startswith("table4.f1"):
             src, _ = dataset.split("test")
             sentences = Path(src).read_text(encoding="utf-8").splitlines()
-            outputs = translate(model, vocab, sentences, search, device=device)
+            outputs = translate(model, vocab, sentences, search, device=device, precision=precision)
             # the gold trees lie beside the prepared test split (repro.parsing.prepare)
             parsed = score_split(outputs, Path(src).parent, "test", write_trees=out_dir / "test.parsed")
             write(claim, round(parsed.f1, 2), "F1 (EVALB, COLLINS.prm)",
                   f"beam {search.beam_size}, alpha {search.alpha}, input + {search.max_len_offset}; "
                   f"{parsed.repaired} of {parsed.sentences} outputs repaired",
-                  f"{dataset.name} test ({parsed.sentences} trees)")
+                  f"{dataset.name} test ({parsed.sentences} trees)", None, evalb_interval(parsed.evalb.rows).ci95)
         elif claim.startswith("sec5.step-time"):
             steps = max(1, int(summary.get("steps", 0)) - int(summary.get("resumed_from", 0)))
             seconds = float(summary.get("elapsed_s", 0.0)) / steps
+            step = spread_of_log(out_dir / "metrics.csv")
             write(claim, round(seconds, 4), "s/step on the job's hardware",
-                  f"{steps} steps in {summary.get('elapsed_s', 0):.0f} s on {world} device(s)",
-                  str(train["dataset"]), peak_flops=measure_peak_flops(device))
+                  f"{steps} steps in {summary.get('elapsed_s', 0):.0f} s on {world} device(s)"
+                  + (f"; logged intervals: median {step.median:.4f} s, quartiles {step.q1:.4f}-{step.q3:.4f} s"
+                     if step else ""),
+                  str(train["dataset"]), None, step.ci95 if step else None, peak_flops=measure_peak_flops(device),
+                  **({"spread": step.to_dict()} if step else {}))
     return written

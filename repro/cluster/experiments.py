@@ -72,6 +72,7 @@ class Plan:
     runs_dir: Path
     data_dir: str | None = None
     overrides: dict[str, Any] = field(default_factory=dict)
+    precision: str | None = None       # --precision: how the jobs compute, not what they run (not 'reduced')
 
     def fit(self, recipe: Recipe, name: str) -> Recipe:
         """``recipe`` on this profile's devices, writing under ``runs_dir/name``, with ``--set`` applied."""
@@ -81,6 +82,7 @@ class Plan:
             data_dir=self.data_dir if self.data_dir is not None else train.data_dir,
             max_tokens_per_device=min(train.max_tokens_per_device, self.profile.max_tokens_per_device),
             device=("cuda" if self.profile.gpus_per_node else "cpu") if train.device == "auto" else train.device,
+            **({"precision": self.precision} if self.precision is not None else {}),
         )
         changes = {k: v for k, v in self.overrides.items() if k != "synthetic"}
         return apply_assignments(fitted, changes, flag=f"--set (job {name})") if changes else fitted

@@ -129,7 +129,9 @@ class TrainingJob(submitit.helpers.Checkpointable):
         scale = (f"{self.spec.get('profile', '?')}: {world} process(es), {summary.get('steps')} steps, "
                  f"{summary['update_plan']['tokens_per_update']} tokens per update")
         provenance = collect_provenance(config=train, dataset=str(train.get("dataset")), scale=scale,
-                                        job_id=env.job_id, requeues=self.requeues)
+                                        job_id=env.job_id, requeues=self.requeues,
+                                        precision=summary.get("precision"),
+                                        precision_reason=summary.get("precision_reason"))
         result = Result(
             claim_id=f"run.{self.spec['name']}", measured=summary.get("final_loss"), provenance=provenance,
             unit="loss (nats/token)",

@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 
+from repro.errors import DataError
 from repro.eval.bleu import PROTOCOLS, nltk_bleu, paper_tokens, read_lines, score_files
+from repro.eval.bootstrap import DEFAULT_RESAMPLES, Interval, paper_interval, sacrebleu_interval
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -26,6 +28,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="paper protocol: run Moses replace-unicode-punctuation on HYP first (later t2t versions)")
     parser.add_argument("--nltk", action="store_true", help="also report NLTK's corpus BLEU on the paper's tokens")
     parser.add_argument("--json", action="store_true", help="print one JSON object (score, signature, ...)")
+    parser.add_argument("--confidence", action="store_true",
+                        help="add a 95%% bootstrap interval (sacreBLEU's own: seed $SACREBLEU_SEED or 12345; "
+                        "--json gains ci95, confidence_mean, resamples, seed)")
+    parser.add_argument("--confidence-n", type=int, default=DEFAULT_RESAMPLES, metavar="N",
+                        help="bootstrap resamples for --confidence (default: %(default)s, as sacreBLEU)")
     parser.set_defaults(func=run)
 
 
@@ -40,11 +47,30 @@ def run(args: argparse.Namespace) -> int:
         hyps = paper_tokens(read_lines(args.hyp), lang=args.lang, tokenized=args.hyp_tokenized)
         refs = paper_tokens(read_lines(args.ref), lang=args.lang, tokenized=args.ref_tokenized)
         out["nltk_score"] = nltk_bleu(hyps, refs)
+    if args.confidence:
+        interval = confidence(args)
+        out.update(interval.to_dict())
     if args.json:
         print(json.dumps(out, indent=2))
     else:
         print(result.format())
+        if args.confidence:
+            low, high = interval.ci95
+            print(f"95% interval [{low:.2f}, {high:.2f}] (bootstrap μ = {interval.mean:.2f} ± {interval.half_width:.2f}, "
+                  f"{interval.resamples} resamples, seed {interval.seed})")
         print(result.signature)
         if args.nltk:
             print(f"nltk corpus_bleu (same tokens) = {out['nltk_score']:.2f}")
     return 0
+
+
+def confidence(args: argparse.Namespace) -> Interval:
+    """sacreBLEU's bootstrap over sentences, on the text the chosen protocol scores."""
+    if args.confidence_n < 2:
+        raise DataError(f"--confidence-n must be at least 2 (got {args.confidence_n})")
+    hyps, refs = read_lines(args.hyp), read_lines(args.ref)
+    if args.protocol == "paper":
+        hyp_tok = paper_tokens(hyps, lang=args.lang, tokenized=args.hyp_tokenized)
+        ref_tok = paper_tokens(refs, lang=args.lang, tokenized=args.ref_tokenized)
+        return paper_interval(hyp_tok, ref_tok, args.confidence_n)
+    return sacrebleu_interval(hyps, refs, args.confidence_n)

@@ -34,7 +34,7 @@ def _as_dict(claim) -> dict:
         "id": claim.id, "source": claim.source, "kind": claim.kind, "scale": claim.scale,
         "statement": claim.statement, "expected": claim.expected, "tolerance": claim.tolerance or None,
         "rounding": claim.rounding, "bound": claim.bound, "unit": claim.unit, "checker": claim.checker,
-        "basis": claim.basis, "params": claim.params,
+        "basis": claim.basis, "target": claim.target, "params": claim.params,
         "notes": claim.notes, "inconsistency": claim.inconsistency, "file": claim.file,
     }
 
@@ -45,7 +45,7 @@ def list_claims(args: argparse.Namespace) -> int:
         print(json.dumps([_as_dict(c) for c in claims], indent=2))
         return 0
     for c in claims:
-        print(f"{c.id:42s} {c.kind:14s} {c.scale:7s} {c.source:34s} paper: {format_value(c.expected, 40)}")
+        print(f"{c.id:42s} {c.kind:14s} {c.scale:7s} {c.source:34s} {c.value_label}: {format_value(c.expected, 40)}")
     return 0
 
 

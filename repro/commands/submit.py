@@ -12,6 +12,7 @@ from repro.cluster.executor import executor_parameters, new_submission_id, resol
 from repro.cluster.experiments import EXPERIMENTS, Plan, plan_jobs
 from repro.cluster.profiles import load_profile
 from repro.cluster.status import Ledger, default_state_dir
+from repro.model.precision import PRECISIONS
 from repro.recipes import parse_assignments
 from repro.results import DEFAULT_RESULTS
 from repro.train.update import plan_update
@@ -36,6 +37,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",
                    help="override a recipe field for every job (VALUE as JSON), e.g. max_steps=10; "
                         "a run changed so is recorded at scale 'reduced:'")
+    p.add_argument("--precision", choices=PRECISIONS, default=None,
+                   help="fp32, bf16 or auto for every job (default: the recipe's, auto: bf16 on GPUs that have it, "
+                        "TF32 matrix products where fp32 runs); recorded in each result's provenance")
     p.set_defaults(func=run)
 
 
@@ -47,7 +51,8 @@ def run(args: argparse.Namespace) -> int:
     ledger = Ledger(state_dir)
     submission_id = new_submission_id()
     runs_dir = state_dir / "jobs" / submission_id  # each job's out_dir: checkpoints, metrics
-    specs = plan_jobs(args.experiment, Plan(profile, runs_dir, args.data_dir, parse_assignments(args.overrides)))
+    specs = plan_jobs(args.experiment, Plan(profile, runs_dir, args.data_dir, parse_assignments(args.overrides),
+                                                   args.precision))
     if args.dry_run:
         sbatch = executor_parameters(profile, job_name, args.timeout_min)
         jobs = []

@@ -6,6 +6,7 @@ import argparse
 import json
 
 from repro.argtypes import existing_file, non_negative_int, positive_int
+from repro.model.precision import PRECISIONS
 from repro.recipes import Recipe, apply_assignments, get_recipe, parse_assignments, recipe_names
 from repro.train.config import TrainConfig
 from repro.train.loop import train
@@ -23,6 +24,9 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-steps", type=positive_int)
     parser.add_argument("--device", choices=["cpu", "cuda", "auto"])
     parser.add_argument("--threads", type=non_negative_int, help="torch intra-op threads")
+    parser.add_argument("--precision", choices=PRECISIONS,
+                        help="fp32, bf16 (mixed: bf16 matrix products, fp32 weights/Adam/checkpoints) or auto "
+                             "(bf16 where the device computes it natively; the default)")
     parser.add_argument("--set", metavar="FIELD=JSON", action="append", default=[],
                         help="override any recipe field (of TrainConfig, TransformerConfig or DecodeSettings), "
                              "e.g. --set warmup_steps=800 --set d_model=256 "
@@ -36,7 +40,7 @@ def recipe_from_args(args: argparse.Namespace) -> Recipe:
         recipe = Recipe(recipe.name, f"{recipe.source}; training config from {args.config}",
                         TrainConfig.from_file(args.config), recipe.decode)
     changes = {name: getattr(args, name) for name in ("out_dir", "data_dir", "dataset", "preset", "max_steps",
-                                                     "device", "threads") if getattr(args, name, None) is not None}
+                                                     "device", "threads", "precision") if getattr(args, name, None) is not None}
     changes.update(parse_assignments(args.set))
     return apply_assignments(recipe, changes) if changes else recipe
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from repro.decode.greedy import greedy_decode
 from repro.decode.settings import TRANSLATION, DecodeSettings
 from repro.errors import CheckpointError
 from repro.model import Transformer, TransformerConfig
+from repro.model.precision import Precision
 from repro.train.checkpoint import load_checkpoint
 
 
@@ -50,9 +52,11 @@ def find_vocab(checkpoint: str | os.PathLike[str], vocab: str | os.PathLike[str]
 def translate_ids(
     model: Transformer, sources: Sequence[list[int]], settings: DecodeSettings = TRANSLATION, *,
     max_tokens: int = 2000, greedy: bool = False, use_cache: bool = True,
-    device: torch.device | str = "cpu", progress: bool | None = None,
+    device: torch.device | str = "cpu", progress: bool | None = None, precision: Precision | None = None,
 ) -> list[list[int]]:
-    """Output ids for each source (ids without BOS/EOS), searched with ``settings`` (or greedily)."""
+    """Output ids for each source (ids without BOS/EOS), searched with ``settings`` (or greedily),
+    under ``precision``'s autocast (bf16 matrix products; the beam's scores stay fp32)."""
+    amp = precision.autocast if precision is not None else nullcontext
     order = sorted((i for i, s in enumerate(sources) if s), key=lambda i: len(sources[i]))
     out: list[list[int]] = [[] for _ in sources]
     width = 1 if greedy else settings.beam_size
@@ -71,11 +75,12 @@ def translate_ids(
         for row, i in enumerate(batch):
             src[row, : len(sources[i])] = torch.tensor(sources[i])
         src = src.to(device)
-        if greedy:
-            hyps = greedy_decode(model, src, max_len_offset=settings.max_len_offset, use_cache=use_cache)
-        else:
-            hyps = beam_search(model, src, beam_size=settings.beam_size, alpha=settings.alpha,
-                               max_len_offset=settings.max_len_offset, use_cache=use_cache)
+        with amp():
+            if greedy:
+                hyps = greedy_decode(model, src, max_len_offset=settings.max_len_offset, use_cache=use_cache)
+            else:
+                hyps = beam_search(model, src, beam_size=settings.beam_size, alpha=settings.alpha,
+                                   max_len_offset=settings.max_len_offset, use_cache=use_cache)
         for i, hyp in zip(batch, hyps):
             out[i] = hyp
     return out

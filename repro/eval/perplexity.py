@@ -8,12 +8,14 @@ each (PAD does not). Computed with the same fused projection as training, in eva
 from __future__ import annotations
 
 import math
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import torch
 
 from repro.data.batching import TokenBatcher
 from repro.model import Transformer
+from repro.model.precision import Precision
 from repro.train.loss import projection_loss
 
 
@@ -30,8 +32,10 @@ class Perplexity:
 
 @torch.inference_mode()
 def perplexity(model: Transformer, examples: list[tuple[list[int], list[int]]], *, max_tokens: int = 4000,
-               device: torch.device | str = "cpu") -> Perplexity:
-    """Per-wordpiece perplexity of ``model`` on encoded (source, target) pairs."""
+               device: torch.device | str = "cpu", precision: Precision | None = None) -> Perplexity:
+    """Per-wordpiece perplexity of ``model`` on encoded (source, target) pairs, under
+    ``precision``'s autocast (the fused loss keeps its log-sum-exp in fp32)."""
+    amp = precision.autocast if precision is not None else nullcontext
     was_training = model.training
     model.eval()
     try:
@@ -39,10 +43,11 @@ def perplexity(model: Transformer, examples: list[tuple[list[int], list[int]]], 
         longest = max(max(len(s), len(t) + 1) for s, t in examples)
         for batch in TokenBatcher(examples, max(max_tokens, longest), shuffle=False):
             batch = batch.to(device)
-            memory, src_mask = model.encode(batch.src)
-            hidden = model.decode(batch.tgt_in, memory, src_mask)
-            out = projection_loss(hidden, model.output_projection.weight, batch.tgt_out,
-                                  epsilon=0.0, pad_id=model.cfg.pad_id)
+            with amp():
+                memory, src_mask = model.encode(batch.src)
+                hidden = model.decode(batch.tgt_in, memory, src_mask)
+                out = projection_loss(hidden, model.output_projection.weight, batch.tgt_out,
+                                      epsilon=0.0, pad_id=model.cfg.pad_id)
             nll += out.nll
             tokens += out.tokens
     finally:

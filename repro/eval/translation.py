@@ -17,6 +17,7 @@ from repro.decode.translate import translate
 from repro.eval.bleu import BleuResult, score
 from repro.eval.perplexity import Perplexity, perplexity
 from repro.model import Transformer
+from repro.model.precision import Precision
 from repro.train.data import encode_pairs
 
 
@@ -29,17 +30,20 @@ class BleuEvaluation:
     seconds: float
     sentences: int
     settings: dict[str, Any] = field(default_factory=dict)
+    references: list[str] = field(default_factory=list)
 
 
 def evaluate_bleu(model: Transformer, vocab: SharedVocab, dataset: Dataset, split: str,
                   settings: DecodeSettings = TRANSLATION, *, greedy: bool = False,
-                  max_tokens: int = 2000, output: Path | None = None) -> BleuEvaluation:
+                  max_tokens: int = 2000, output: Path | None = None,
+                  precision: Precision | None = None) -> BleuEvaluation:
     """Translate ``split``'s source side with ``settings`` (or greedily) and score it against the
     target side with sacreBLEU and the paper's tokenized protocol."""
     src_path, tgt_path = dataset.split(split)
     corpus = read_parallel(src_path, tgt_path)
     start = time.monotonic()
-    hyps = translate(model, vocab, [s for s, _ in corpus.pairs], settings, greedy=greedy, max_tokens=max_tokens)
+    hyps = translate(model, vocab, [s for s, _ in corpus.pairs], settings, greedy=greedy, max_tokens=max_tokens,
+                     precision=precision)
     seconds = time.monotonic() - start
     refs = [t for _, t in corpus.pairs]
     if output is not None:
@@ -49,13 +53,14 @@ def evaluate_bleu(model: Transformer, vocab: SharedVocab, dataset: Dataset, spli
         paper_kwargs["refs_tokenized"] = True
     return BleuEvaluation(
         split=split, sacrebleu=score(hyps, refs, "sacrebleu"), paper=score(hyps, refs, "paper", **paper_kwargs),
-        hypotheses=hyps, seconds=seconds, sentences=len(hyps),
+        hypotheses=hyps, seconds=seconds, sentences=len(hyps), references=refs,
         settings={**settings.to_dict(), **({"beam_size": 1} if greedy else {}),
                   "search": "greedy" if greedy else "beam"},
     )
 
 
-def evaluate_perplexity(model: Transformer, vocab: SharedVocab, dataset: Dataset, split: str) -> Perplexity:
+def evaluate_perplexity(model: Transformer, vocab: SharedVocab, dataset: Dataset, split: str,
+                        precision: Precision | None = None) -> Perplexity:
     src_path, tgt_path = dataset.split(split)
     examples, _ = encode_pairs(vocab, read_parallel(src_path, tgt_path).pairs)
-    return perplexity(model, examples)
+    return perplexity(model, examples, precision=precision)

@@ -33,13 +33,18 @@ from repro.data.vocab import SharedVocab
 from repro.decode.settings import DecodeSettings
 from repro.decode.translate import load_model, translate_ids
 from repro.errors import ConfigError
+from repro.model.precision import Precision, resolve_precision
 from repro.parsing.evaluate import ParseScore, score_outputs
 from repro.parsing.prepare import SplitInfo, gold_trees_file, prepare_ptb_sample, split_files
-from repro.pipeline.local import Stages, replace_records
+from repro.eval.bootstrap import evalb_interval
+from repro.pipeline.local import Stages
 from repro.recipes import Recipe, get_recipe
 from repro.results import Result, ResultStore, collect_provenance
 from repro.train.checkpoint import list_checkpoints
 from repro.train.loop import train
+
+#: The name of the record this job owns (``RESULTS/local.ptb-sample.f1/reproduce-local-parsing.json``).
+RECORD_NAME = "reproduce-local-parsing"
 
 RESULT_ID = "local.ptb-sample.f1"
 RECIPE = "local-parsing"
@@ -68,10 +73,11 @@ def scale_description(recipe: Recipe, steps: int, train_trees: int, test_note: s
 
 
 def decode_parses(model: torch.nn.Module, vocab: SharedVocab, sentences: Sequence[str], settings: DecodeSettings, *,
-                  greedy: bool = False, max_tokens: int = 12000) -> tuple[list[str], int]:
+                  greedy: bool = False, max_tokens: int = 12000,
+                  precision: Precision | None = None) -> tuple[list[str], int]:
     """Linearised trees for ``sentences`` and how many of them ran into the input + offset limit."""
     sources = vocab.encode_batch([s.strip() for s in sentences])
-    ids = translate_ids(model, sources, settings, greedy=greedy, max_tokens=max_tokens)
+    ids = translate_ids(model, sources, settings, greedy=greedy, max_tokens=max_tokens, precision=precision)
     at_limit = sum(len(out) >= len(src) + settings.max_len_offset for src, out in zip(sources, ids))
     return [vocab.decode(out) for out in ids], at_limit
 
@@ -136,15 +142,19 @@ def reproduce_parsing_local(
     model, _ = load_model(checkpoint)
     vocab = SharedVocab.load(out_dir / "vocab.json")
     settings = recipe.decode
+    precision = resolve_precision(recipe.train.precision, "cpu")
+    say(f"    decoding in {precision.describe()}")
     sentences, gold_path, test_note, total_test = _test_set(prepared, out_dir, test_limit)
     say(f"3/4 beam search on {len(sentences)} test sentences (beam {settings.beam_size}, alpha {settings.alpha}, "
         f"max length input + {settings.max_len_offset})")
-    outputs, at_limit = stages.timed("decode", lambda: decode_parses(model, vocab, sentences, settings))
+    outputs, at_limit = stages.timed("decode", lambda: decode_parses(model, vocab, sentences, settings,
+                                                                        precision=precision))
     atomic_write_text(out_dir / f"{TEST_SPLIT}.out", "".join(o + "\n" for o in outputs))
     # Greedy search on the same checkpoint, reported beside the paper's beam: over a weak model a
     # wide beam with a mild length penalty prefers short outputs, and the gap shows how much.
     greedy_outputs, greedy_at_limit = stages.timed(
-        "greedy_decode", lambda: decode_parses(model, vocab, sentences, settings, greedy=True))
+        "greedy_decode", lambda: decode_parses(model, vocab, sentences, settings, greedy=True,
+                                                   precision=precision))
     atomic_write_text(out_dir / f"{TEST_SPLIT}.greedy.out", "".join(o + "\n" for o in greedy_outputs))
 
     say("4/4 EVALB (COLLINS.prm)")
@@ -167,11 +177,11 @@ def reproduce_parsing_local(
         test_sentences=parse.sentences, test_sentences_available=total_test,
     )
     scores = _scores(parse, greedy, at_limit, greedy_at_limit, settings)
-    replace_records(results_dir, (RESULT_ID,))
+    interval = evalb_interval(parse.evalb.rows)
     ResultStore(results_dir).write(Result(
         RESULT_ID, round(parse.f1, 2),
         collect_provenance(config=recipe.train.to_dict(), dataset=f"ptb-nltk-sample test: {test_note}", scale=scale,
-                           recipe=recipe.to_dict(), **common),
+                           recipe=recipe.to_dict(), **precision.provenance(), **common),
         unit="F1 (EVALB, COLLINS.prm)",
         detail=(f"precision {ev.precision:.2f}, recall {ev.recall:.2f} over {parse.sentences} sentences; "
                 f"{parse.repaired} of {parse.sentences} outputs were not a well-formed tree over the source words "
@@ -180,10 +190,11 @@ def reproduce_parsing_local(
                 f"alpha {settings.alpha}, max length input + {settings.max_len_offset}; last checkpoint, "
                 f"no averaging; decoding took {stages.seconds['decode_s']:.0f} s. Greedy search on the same "
                 f"checkpoint: F1 {greedy.f1:.2f} ({greedy.repaired} repaired)"),
-        extra=scores,
-    ))
+        extra={**scores, "bootstrap": interval.to_dict()},
+        ci95=tuple(round(x, 2) for x in interval.ci95),
+    ), RECORD_NAME)
     report = {"profile": "local-parsing", "result_written": RESULT_ID, "recipe": RECIPE, "experiment": RECIPE, **scores,
               "scale": scale, "splits": {k: v.sentences for k, v in infos.items()}, "config": recipe.train.to_dict(),
-              "evalb": parse.evalb.to_dict(), **common}
+              "evalb": parse.evalb.to_dict(), "numeric_precision": precision.provenance(), **common}
     atomic_write_text(reports_dir / "local_parsing_run.json", json.dumps(report, indent=2, default=str) + "\n")
     return report

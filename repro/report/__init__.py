@@ -15,6 +15,7 @@ from repro.report import render_html, render_json, render_md
 from repro.report.build import ReportData, build_report, load_results
 from repro.report.document import Document, make_document
 from repro.report.figures import FIGURE3_SENTENCE
+from repro.report.previous import kept_figures, prunable
 from repro.report.publish import publish
 from repro.report.runs import find_runs
 
@@ -51,7 +52,11 @@ def generate(
     base = Path(result_dirs[0]).parent if result_dirs else None
     runs = find_runs(results, [Path(r) for r in run_dirs], base)
     doc = make_document(data, claims, runs, attention_sentence)
-    publish(Path(out_dir), render_files(doc))
+    # A figure of a run not on this machine stays, shown with a note; only the previous report's own
+    # figures are ever deleted (repro.report.previous).
+    owned = prunable(Path(out_dir))
+    doc.figures.figures.extend(kept_figures(Path(out_dir), {f.name for f in doc.figures.figures}))
+    publish(Path(out_dir), render_files(doc), owned=owned)
     return doc
 
 

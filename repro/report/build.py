@@ -14,16 +14,20 @@ from pathlib import Path
 from typing import Any
 
 from repro.checks import derived_result
-from repro.claims.claim import Claim
+from repro.claims.claim import BASES, Claim
 from repro.errors import ResultError
 from repro.report.status import STATUSES, verdict
 from repro.results.provenance import REQUIRED_FIELDS, Provenance
 from repro.results.store import Result, ResultStore
 
 #: Columns of the claims table, in the order every renderer prints them.
+#: ``paper`` is the paper's value; a claim that holds the project's own target (``target = true``)
+#: leaves it empty and fills ``target`` instead. ``basis`` is the kind of evidence (setting, behaviour,
+#: result); ``ci95`` the measurement's 95% interval where the result carries one.
 ROW_COLUMNS = (
     "id", "source", "paper", "measured", "unit", "tolerance", "status", "note", "claim scale",
     "run scale", "commit", "config hash", "hardware", "dataset", "bleu signature", "date",
+    "basis", "target", "ci95",
 )
 
 
@@ -46,7 +50,7 @@ class ReportRow:
         return {
             "id": c.id,
             "source": c.source,
-            "paper": c.expected,
+            "paper": None if c.target else c.expected,
             "measured": r.measured if r is not None else None,
             "unit": (r.unit if r is not None and r.unit else None) or c.unit,
             "tolerance": tolerance_text(c),
@@ -60,6 +64,9 @@ class ReportRow:
             "dataset": p.dataset if p else None,
             "bleu signature": p.bleu_signature if p else None,
             "date": p.date if p else None,
+            "basis": c.basis,
+            "target": c.expected if c.target else None,
+            "ci95": list(r.ci95) if r is not None and r.ci95 is not None else None,
         }
 
 
@@ -78,6 +85,23 @@ class ReportData:
         for row in self.rows:
             counts[row.status] = counts.get(row.status, 0) + 1
         return counts
+
+    def counts_by_basis(self) -> dict[str, dict[str, int]]:
+        """Per status, how many of its claims are settings, behaviour and results (:data:`BASES`)."""
+        counts = {s.value: {b: 0 for b in BASES} for s in STATUSES}
+        for row in self.rows:
+            counts.setdefault(str(row.status), {b: 0 for b in BASES})[row.claim.basis] += 1
+        return counts
+
+    def summary_text(self) -> str:
+        """``54 reproduced (20 setting, 34 behaviour, 0 result), 3 deviates (...)``."""
+        by_basis = self.counts_by_basis()
+        parts = []
+        for status, n in self.counts().items():
+            if n:
+                split = ", ".join(f"{k} {b}" for b, k in by_basis[str(status)].items())
+                parts.append(f"{n} {status} ({split})")
+        return ", ".join(parts)
 
     def row(self, claim_id: str) -> ReportRow | None:
         return next((r for r in self.rows if r.claim.id == claim_id), None)

@@ -15,7 +15,8 @@ from repro.report.runs import Run
 from repro.report.status import MEANINGS
 from repro.report.values import show
 
-CLAIM_COLUMNS = ("id", "source", "paper", "measured", "unit", "tolerance", "status", "run scale", "note")
+CLAIM_COLUMNS = ("id", "source", "basis", "paper", "measured", "ci95", "unit", "tolerance", "status", "run scale",
+                 "note")
 PROVENANCE_COLUMNS = ("id", "commit", "config hash", "hardware", "dataset", "bleu signature", "date")
 
 
@@ -35,9 +36,18 @@ class Document:
     legend: dict[str, str] = field(default_factory=lambda: dict(MEANINGS))
 
 
+def claim_value(claim: Claim) -> str:
+    """The claim's value for a table cell: the paper's figure, or ``target: 30`` for the project's own."""
+    return f"target: {show(claim.expected)}" if claim.target else show(claim.expected)
+
+
 def claims_frame(data: ReportData) -> pd.DataFrame:
-    return pd.DataFrame([{k: show(v) for k, v in r.to_dict().items() if k in CLAIM_COLUMNS} for r in data.rows],
-                        columns=list(CLAIM_COLUMNS))
+    rows = []
+    for r in data.rows:
+        cells = {k: show(v) for k, v in r.to_dict().items() if k in CLAIM_COLUMNS}
+        cells["paper"] = claim_value(r.claim)
+        rows.append(cells)
+    return pd.DataFrame(rows, columns=list(CLAIM_COLUMNS))
 
 
 def provenance_frame(data: ReportData) -> pd.DataFrame:

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure as MplFigure
+from matplotlib.ticker import NullFormatter
 
 import torch
 
@@ -115,11 +116,16 @@ def curves_figure(run: Run) -> Figure | str:
         for column in dev:
             points = df.dropna(subset=[column])
             twin.plot(points["step"], points[column], "s--", markersize=4, label=column.replace("_", " "), color="C3")
+        if dev == ["dev_ppl"]:
+            twin.set_yscale("log")
         twin.set_ylabel(", ".join(c.replace("_", " ") for c in dev))
         twin.legend(loc="upper center")
     ax.legend(loc="upper right")
+    fig.tight_layout()
     caption = provenance_line(run.provenance) + ("" if dev else "; the log has no dev column (dev_ppl, dev_bleu)")
-    return Figure(f"curves-{_slug(run.label)}", f"Training and dev curves ({run.label})", caption, _png(fig))
+    title = (f"Training loss and {', '.join(c.replace('_', ' ') for c in dev)} ({run.label})" if dev
+             else f"Training loss ({run.label})")
+    return Figure(f"curves-{_slug(run.label)}", title, caption, _png(fig))
 
 
 #: What each Table 1 column measures, as stored by repro.checks.table1 in ``extra["points"]``.
@@ -159,6 +165,7 @@ def complexity_figure(results: dict[str, Result]) -> Figure | str:
     axes = fig.subplots(1, len(_TABLE1_COLUMNS))
     provs: list[str] = []
     for ax, (column, y_key, label) in zip(axes, _TABLE1_COLUMNS):
+        ticks: set[float] = set()
         for claim_id, res in fits.items():
             if not (claim_id.endswith("." + column) or (column == "complexity" and claim_id.count(".") == 1)):
                 continue
@@ -171,6 +178,12 @@ def complexity_figure(results: dict[str, Result]) -> Figure | str:
             line = ax.loglog(x[keep], y[keep], "o", label=f"{name}: slope {slope:.2f}")[0]
             ax.loglog(x[keep], np.exp(intercept) * x[keep] ** slope, "-", color=line.get_color(), linewidth=0.8)
             provs.append(provenance_line(res.provenance))
+            ticks.update(float(v) for v in x[keep])
+        if ticks:  # the measured n as ticks; no minor labels to overlap them
+            shown = sorted(ticks)
+            shown = shown[:: max(1, math.ceil(len(shown) / 6))]
+            ax.xaxis.set_minor_formatter(NullFormatter())
+            ax.set_xticks(shown, [f"{v:g}" for v in shown])
         ax.set_xlabel("sequence length n")
         ax.set_ylabel(label)
         ax.set_title(column.replace("-", " "), fontsize="medium")
@@ -200,16 +213,17 @@ def attention_figure(model: Any, src_ids: Sequence[int], tokens: Sequence[str], 
         attn.record_weights, attn.last_weights = False, None
         model.train(was_training)
     heads = weights.shape[0]
-    cols = min(4, heads)
+    cols = min(2, heads)  # two heads per row: labels stay legible at the page's width
     rows = math.ceil(heads / cols)
-    size = max(2.2, 0.18 * len(tokens))
+    size = max(3.2, 0.26 * len(tokens))
     fig = MplFigure(figsize=(cols * size, rows * size))
     for h in range(heads):
         ax = fig.add_subplot(rows, cols, h + 1)
         ax.imshow(weights[h], cmap="Blues", vmin=0.0, vmax=float(weights[h].max()) or 1.0)
-        ax.set_title(f"head {h + 1}", fontsize=8)
-        ax.set_xticks(range(len(tokens)), list(tokens), rotation=90, fontsize=5)
-        ax.set_yticks(range(len(tokens)), list(tokens), fontsize=5)
+        ax.set_title(f"head {h + 1}", fontsize=10)
+        ax.set_xticks(range(len(tokens)), list(tokens), rotation=90, fontsize=8)
+        ax.set_yticks(range(len(tokens)), list(tokens), fontsize=8)
+    fig.tight_layout()
     layer_no = layer if layer >= 0 else len(model.encoder_layers) + layer
     title = f"Encoder self-attention, layer {layer_no + 1}, all {heads} heads (rows attend to columns; colour scaled per head)"
     return Figure(name, title, caption, _png(fig))
@@ -249,7 +263,7 @@ def draw(results: dict[str, Result], runs: list[Run], attention_sentence: str | 
         if run.metrics is not None:
             add(schedule_figure(run))
             add(curves_figure(run))
-        if attention_sentence:
+        if attention_sentence and run.path.is_dir():  # an absent run is noted once, by load_run
             add(run_attention_figure(run, attention_sentence))
     seen: dict[str, int] = {}
     for i, fig in enumerate(out.figures):  # two runs with one label must not share a file

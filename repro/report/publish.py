@@ -29,8 +29,10 @@ def _stage(path: Path, content: bytes) -> Path:
     return Path(tmp)
 
 
-def publish(out_dir: Path, files: dict[str, bytes], *, prune: str | None = "figures") -> list[Path]:
-    """Write ``files`` (relative path -> bytes) under ``out_dir``; remove stale files of ``prune``."""
+def publish(out_dir: Path, files: dict[str, bytes], *, prune: str | None = "figures",
+            owned: set[str] | None = None) -> list[Path]:
+    """Write ``files`` (relative path -> bytes) under ``out_dir``; remove stale PNGs of ``prune``.
+    With ``owned`` (relative paths the previous report wrote), only those are ever removed."""
     out_dir = Path(out_dir)
     staged: list[tuple[Path, Path]] = []
     try:
@@ -46,6 +48,8 @@ def publish(out_dir: Path, files: dict[str, bytes], *, prune: str | None = "figu
     if prune:
         written = {out_dir / n for n in files}
         for old in (out_dir / prune).glob("*.png"):
+            if owned is not None and old.relative_to(out_dir).as_posix() not in owned:
+                continue
             if old not in written:
                 old.unlink(missing_ok=True)
     return [target for _, target in staged]

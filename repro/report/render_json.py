@@ -25,6 +25,7 @@ def render(doc: Document) -> str:
         "generated": data.generated,
         "results_dirs": [str(d) for d in data.result_dirs],
         "summary": data.counts(),
+        "summary_by_basis": data.counts_by_basis(),
         "statuses": doc.legend,
         "claims": [
             {**r.to_dict(), "statement": r.claim.statement, "kind": r.claim.kind,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 from repro.report.document import Document, inputs_line
+from repro.report.values import cell
 
 
 def escape(text: object) -> str:
@@ -15,16 +16,22 @@ def escape(text: object) -> str:
     return s.replace("|", "\\|").replace("\r", " ").replace("\n", " ")
 
 
+def anchor(title: str) -> str:
+    """The anchor a code host gives a heading: lower case, punctuation dropped, spaces as hyphens."""
+    kept = "".join(ch for ch in title.lower() if ch.isalnum() or ch in " -_")
+    return kept.replace(" ", "-")
+
+
 def table(frame: pd.DataFrame) -> str:
     if frame.empty:
         return "_(nothing to show)_"
-    safe = frame.astype(str).map(escape)
+    safe = frame.astype(object).map(cell).map(escape)
     safe.columns = [escape(c) for c in frame.columns]
     return safe.to_markdown(index=False)
 
 
 def render(doc: Document, figure_dir: str = "figures") -> str:
-    counts = ", ".join(f"{n} {s}" for s, n in doc.data.counts().items() if n)
+    counts = doc.data.summary_text()
     out = [
         '# Reproduction report: "Attention Is All You Need"',
         "",
@@ -37,6 +44,8 @@ def render(doc: Document, figure_dir: str = "figures") -> str:
         *(f"| {escape(s)} | {escape(m)} |" for s, m in doc.legend.items()),
         "",
     ]
+    titles = [s.title for s in doc.sections] + ["Figures"] + (["Missing or not drawn"] if doc.notes else [])
+    out += ["**Contents:** " + " · ".join(f"[{escape(t)}](#{anchor(t)})" for t in titles), ""]
     for section in doc.sections:
         out += [f"## {escape(section.title)}", ""]
         if section.note:

@@ -68,7 +68,9 @@ def load_run(path: Path, provenance: Provenance | None = None, claim_ids: list[s
     """Read what exists under ``path``; notes say what does not."""
     run = Run(Path(path), provenance, list(claim_ids or []))
     if not run.path.is_dir():
-        run.notes.append(f"run directory {run.path} not found")
+        named = f", named by {', '.join(run.claim_ids)}" if run.claim_ids else ""
+        run.notes.append(f"run directory {run.path} not found{named}: the run is not on this machine, so its "
+                         "figures were not drawn here")
         return run
     metrics = run.path / "metrics.csv"
     if metrics.is_file():
@@ -100,9 +102,9 @@ def find_runs(results: dict[str, Result], extra_dirs: list[Path], base: Path | N
         if not where:
             continue
         path = Path(where)
-        if not path.is_absolute() and base is not None and not path.exists():
-            path = base / path
-        prov, ids = named.setdefault(path.resolve(), (res.provenance, []))
+        if not path.is_absolute() and base is not None and not path.exists() and (base / path).exists():
+            path = base / path  # otherwise the note names the path the result records, not a guess
+        prov, ids = named.setdefault(path if not path.exists() else path.resolve(), (res.provenance, []))
         ids.append(claim_id)
     runs = [load_run(p, prov, ids) for p, (prov, ids) in named.items()]
     for path in extra_dirs:

@@ -3,12 +3,17 @@
 =====================  ==================================================================
 status                 when
 =====================  ==================================================================
-reproduced             the measurement equals the paper's value at the paper's precision:
-                       rounded to the claim's ``rounding`` (or to the last digit the paper
-                       prints) it is the paper's figure; for equations and hyperparameters,
-                       the check holds to its tolerance; strings, booleans, tables equal.
+reproduced             a metric (the result of a run): inside the tolerance AND the paper's
+                       value lies in the measurement's 95% interval (``Result.ci95``), the
+                       interval's ends rounded to the paper's printed precision: 27.3 lies in
+                       [25.96, 27.34] (-> [26.0, 27.3]) but not in [25.96, 27.24] (-> [26.0,
+                       27.2]). A metric without an interval is at best "within tolerance".
+                       Any other number: it equals the paper's value at the paper's precision
+                       (rounded to the claim's ``rounding`` or to the last digit the paper
+                       prints); for equations and hyperparameters, the check holds to its
+                       tolerance; strings, booleans, tables equal.
 within tolerance       inside the claim's tolerance (or meets a one-sided ``bound``), but not
-                       equal at the paper's precision.
+                       reproduced by the rule above.
 deviates               outside the tolerance, or the checker that produced it said ``fail``.
 paper inconsistent     outside the tolerance where the claim records that the paper
                        contradicts itself (``inconsistency``), so no run can match every figure.
@@ -33,18 +38,17 @@ because the report must not certify what its own comparison contradicts.
 
 from __future__ import annotations
 
-import enum
 import math
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from repro.claims.claim import Claim
-from repro.claims.outcome import Outcome
+from repro.claims.outcome import Outcome, TextEnum
 from repro.results.store import Result
 
 
-class ReportStatus(str, enum.Enum):
+class ReportStatus(TextEnum):
     """The report's verdict on a claim (its value is what the report prints)."""
 
     REPRODUCED = "reproduced"
@@ -55,12 +59,6 @@ class ReportStatus(str, enum.Enum):
     NOT_RUN = "not run"
     ERROR = "error"
     NOT_APPLICABLE = "not applicable"
-
-    def __str__(self) -> str:
-        return self.value
-
-    # Hash as the text, so that a mapping keyed by outcomes finds them by their text and back.
-    __hash__ = str.__hash__
 
 
 REPRODUCED = ReportStatus.REPRODUCED
@@ -77,8 +75,11 @@ STATUSES = (REPRODUCED, WITHIN, DEVIATES, INCONSISTENT, NEEDS_CLUSTER, NOT_RUN, 
 
 #: One line per status, printed as the report's legend.
 MEANINGS = {
-    REPRODUCED: "equals the paper's value at the paper's precision (equations and hyperparameters: holds to tolerance)",
-    WITHIN: "inside the claim's tolerance (or meets its one-sided bound), not equal at the paper's precision",
+    REPRODUCED: "a metric: inside the tolerance and the paper's value lies in the measured 95% interval, its ends "
+                "rounded to the paper's precision; other numbers: equal to the paper's value at the paper's precision "
+                "(equations and hyperparameters: hold to tolerance)",
+    WITHIN: "inside the claim's tolerance (or meets its one-sided bound), but not reproduced by that rule "
+            "(a metric without an interval is at best within tolerance)",
     DEVIATES: "outside the tolerance, or the checker that measured it reported fail",
     INCONSISTENT: "outside the tolerance where the paper contradicts itself (see the note)",
     NEEDS_CLUSTER: "a cluster-scale claim without a cluster-scale result (a local result is shown for its scale only)",
@@ -128,14 +129,32 @@ def _equal_at_precision(claim: Claim, expected: Any, measured: Any) -> bool:
     return expected == measured
 
 
-def compare(claim: Claim, measured: Any) -> ReportStatus:
-    """The status of ``measured`` against the paper's value, ignoring scale and checker verdicts."""
+def interval_holds(claim: Claim, ci95: tuple[float, float] | None) -> bool:
+    """Whether the paper's value lies in ``ci95``, its ends rounded to the paper's precision."""
+    expected = claim.expected
+    if ci95 is None or isinstance(expected, bool) or not isinstance(expected, (int, float)):
+        return False
+    low, high = ci95
+    if math.isnan(low) or math.isnan(high):
+        return False
+    step = claim.rounding or paper_precision(expected)
+    if step > 0:
+        low, high = round(low / step) * step, round(high / step) * step
+    tol = step * 1e-6
+    return low - tol <= expected <= high + tol
+
+
+def compare(claim: Claim, measured: Any, ci95: tuple[float, float] | None = None) -> ReportStatus:
+    """The status of ``measured`` (with its 95% interval, if any) against the paper's value, ignoring
+    scale and checker verdicts."""
     if not claim.within(measured):
         return INCONSISTENT if claim.inconsistency else DEVIATES
     if claim.bound is not None:
         return WITHIN  # a one-sided target met: there is no exact figure to reproduce
     if claim.kind in _EXACT_KINDS:
         return REPRODUCED
+    if claim.kind == "metric" and not isinstance(claim.expected, (list, dict)):
+        return REPRODUCED if interval_holds(claim, ci95) else WITHIN
     return REPRODUCED if _equal_at_precision(claim, claim.expected, measured) else WITHIN
 
 
@@ -157,7 +176,7 @@ def verdict(claim: Claim, result: Result | None) -> Verdict:
             exact = claim.kind in _EXACT_KINDS or claim.expected == result.measured
             return Verdict(REPRODUCED if exact else WITHIN)
         return Verdict(INCONSISTENT if claim.inconsistency else DEVIATES, "the checker reported fail")
-    status = compare(claim, result.measured)
+    status = compare(claim, result.measured, result.ci95)
     if result.status == Outcome.FAIL and status in (REPRODUCED, WITHIN):
         return Verdict(INCONSISTENT if claim.inconsistency else DEVIATES,
                        "the checker that produced this result reported fail")
@@ -165,4 +184,28 @@ def verdict(claim: Claim, result: Result | None) -> Verdict:
         return Verdict(status, "the checker reported pass, but the value lies outside the claim's tolerance")
     if result.status == Outcome.INCONSISTENT and status in (REPRODUCED, WITHIN):
         return Verdict(INCONSISTENT, "the checker reported the paper inconsistent")
+    if status == WITHIN:
+        return Verdict(status, within_note(claim, result))
     return Verdict(status, claim.inconsistency if status == INCONSISTENT else "")
+
+
+def within_note(claim: Claim, result: Result) -> str:
+    """Why a number inside the tolerance is not "reproduced": its offset in the paper's printed
+    precision (Table 3's counts: "1.92 below the paper's value 65 (1.9 × the paper's printed precision 1)"),
+    and for a metric where the paper's value lies against the measured interval."""
+    expected, measured = claim.expected, result.measured
+    if claim.bound is not None or isinstance(expected, bool) or not isinstance(expected, (int, float)) \
+            or isinstance(measured, bool) or not isinstance(measured, (int, float)):
+        return ""
+    step = claim.rounding or paper_precision(expected)
+    diff = float(measured) - float(expected)
+    side = "below" if diff < 0 else "above"
+    text = f"{abs(diff):.3g} {side} the {claim.value_label}'s value {expected:g}"
+    if step:
+        text += f" ({abs(diff) / step:.1f} × the paper's printed precision {step:g})"
+    if claim.kind == "metric":
+        if result.ci95 is None:
+            text += "; no 95% interval was measured, so it cannot read reproduced"
+        else:
+            text += f"; the paper's value lies outside the 95% interval [{result.ci95[0]:g}, {result.ci95[1]:g}]"
+    return text

@@ -26,6 +26,8 @@ import pandas as pd
 
 from repro.checks.table2 import FOOTNOTE5_TFLOPS
 from repro.claims.claim import Claim
+from repro.eval.steptime import spread
+from repro.report.values import show
 from repro.report.runs import Run
 from repro.results.store import Result
 
@@ -57,6 +59,7 @@ class StepTime:
     devices: int = 1
     peak_flops: float | None = None  # per device
     steps: int | None = None
+    spread: tuple[float, float] | None = None  # the 95% range of the logged steps' times
 
     def p100x8_equivalent(self) -> float | None:
         if not self.peak_flops:
@@ -85,29 +88,27 @@ def from_result(configuration: str, result: Result) -> StepTime:
         configuration=configuration, seconds_per_step=float(result.measured), source=f"result {result.claim_id}",
         scale=prov.scale, hardware=prov.hardware, commit=prov.commit, devices=int(extra.get("devices", 1) or 1),
         peak_flops=_float(extra.get("peak_flops")), steps=int(extra["steps"]) if extra.get("steps") else None,
+        spread=result.ci95,
     )
 
 
 def seconds_per_step(metrics: pd.DataFrame) -> float | None:
     """Median wall time per step between logged rows of a metrics log (``elapsed_s``)."""
-    if metrics is None or "elapsed_s" not in metrics.columns or len(metrics) < 2:
-        return None
-    df = metrics.dropna(subset=["elapsed_s"])
-    d_step, d_time = df["step"].diff(), df["elapsed_s"].diff()
-    per = (d_time / d_step)[(d_step > 0) & (d_time > 0)]
-    return float(per.median()) if len(per) else None
+    found = spread(metrics)
+    return found.median if found is not None else None
 
 
 def from_run(run: Run) -> StepTime | None:
-    per = seconds_per_step(run.metrics) if run.metrics is not None else None
-    if per is None or run.provenance is None:
+    found = spread(run.metrics) if run.metrics is not None else None
+    if found is None or run.provenance is None:
         return None
+    per = found.median
     extra = run.provenance.extra
     return StepTime(
         configuration=run.label, seconds_per_step=per, source=f"metrics.csv of {run.path}",
         scale=run.provenance.scale, hardware=run.provenance.hardware, commit=run.provenance.commit,
         devices=int(extra.get("devices", 1) or 1), peak_flops=_float(extra.get("peak_flops")),
-        steps=int(run.metrics["step"].max()),
+        steps=int(run.metrics["step"].max()), spread=found.ci95,
     )
 
 
@@ -136,6 +137,7 @@ def table(step_times: list[StepTime], claims: dict[str, Claim]) -> pd.DataFrame:
             "devices": st.devices,
             "peak TFLOPS/device": st.peak_flops / 1e12 if st.peak_flops else None,
             "measured s/step": st.seconds_per_step,
+            "95% range s/step": (f"{show(st.spread[0])}–{show(st.spread[1])}" if st.spread else None),
             "8×P100-equivalent s/step": equivalent,
             "paper s/step (8×P100)": paper_t,
             "equivalent / paper": equivalent / paper_t if equivalent and paper_t else None,

@@ -54,7 +54,9 @@ TABLE4_OTHERS = (
 
 def paper(report: ReportData, claim_id: str) -> str:
     row = report.row(claim_id)
-    return show(row.claim.expected) if row is not None else MISSING
+    if row is None:
+        return MISSING
+    return f"target: {show(row.claim.expected)}" if row.claim.target else show(row.claim.expected)
 
 
 def measured(report: ReportData, claim_id: str, fmt=show) -> str:

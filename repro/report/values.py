@@ -29,6 +29,15 @@ def show(value: Any) -> str:
     return str(value)
 
 
+def cell(value: Any) -> str:
+    """A table cell: text as it is, a number through :func:`show`, ``None`` or NaN as the dash."""
+    if isinstance(value, str):
+        return value
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return MISSING
+    return show(value)
+
+
 def exponents(value: Any) -> str:
     """Fitted exponents ``{"n": 2.01, "d": 0.99}`` as ``n^2.01 · d^0.99``; a number is n's exponent."""
     if isinstance(value, dict):

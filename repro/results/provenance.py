@@ -51,15 +51,22 @@ class Provenance:
         return cls(**known, extra=dict(data.get("extra") or {}))
 
 
+#: The paths whose uncommitted changes make a result's code differ from its commit: the package,
+#: the claims, the SLURM scripts and the build. Changes to reports/ or runs/ (the main job's own
+#: writes) do not.
+SOURCE_PATHS = ("repro", "claims", "slurm", "pyproject.toml")
+
+
 def git_commit(repo: Path | None = None) -> str:
-    """The current commit, with ``-dirty`` when the working tree has changes; ``unknown`` outside git."""
+    """The current commit, with ``-dirty`` when tracked source files (:data:`SOURCE_PATHS`) have
+    uncommitted changes; ``unknown`` outside git."""
     cwd = repo or Path(__file__).resolve().parents[2]
     try:
         sha = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, check=True
         ).stdout.strip()
         dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", *SOURCE_PATHS],
             cwd=cwd, capture_output=True, text=True, check=True,
         ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):

@@ -11,9 +11,10 @@ from repro.results.store import Result, ResultStore
 if TYPE_CHECKING:
     from repro.claims.runner import CheckRecord
 
-def store_records(records: Iterable["CheckRecord"], store: ResultStore) -> list:
+def store_records(records: Iterable["CheckRecord"], store: ResultStore, name: str | None = None) -> list:
     """Write each measured record (pass, fail, paper inconsistent) with this process's provenance;
-    records derived from stored results (metrics, relations) are skipped: they would only copy them."""
+    records derived from stored results (metrics, relations) are skipped: they would only copy them.
+    ``name``: the writer's own record name (:meth:`ResultStore.write`), replaced in place."""
     written = []
     for r in records:
         if not r.status.measured or r.derived:
@@ -23,5 +24,5 @@ def store_records(records: Iterable["CheckRecord"], store: ResultStore) -> list:
             scale="local: equation-level check on the CPU",
         )
         written.append(store.write(Result(r.claim.id, r.measured, prov, unit=r.unit or r.claim.unit,
-                                          status=r.status.value, detail=r.detail, extra=r.extra)))
+                                          status=r.status.value, detail=r.detail, extra=r.extra), name))
     return written

@@ -2,7 +2,9 @@
 
 Layout: ``ROOT/<claim id>/<timestamp>-<random>.json``, one record per file. Each record is
 written atomically (:mod:`repro.atomic`), so a reader never sees half a record and concurrent writers (SLURM array tasks) never
-overwrite each other.
+overwrite each other. A writer that owns a record (the local main job) names it instead,
+``ROOT/<claim id>/<name>.json`` (e.g. ``reproduce-local.json``), and replaces it in place on every
+run, so a regenerated store changes files rather than deleting and adding them.
 """
 
 from __future__ import annotations
@@ -30,6 +32,9 @@ class Result:
     ``measured`` is a number, a string, or a mapping for structured results (e.g. the
     fitted exponents of Table 1). ``status`` is the checker's verdict when it made one
     (``pass``/``fail``), else ``None`` and the reporter compares against the claim.
+    ``ci95`` is the measurement's 95% interval ``(low, high)`` where one was estimated (a BLEU
+    or F1 bootstrap, a step time's spread, the spread over seeds); the report needs it before it
+    calls a metric "reproduced" (:mod:`repro.report.status`).
     """
 
     claim_id: str
@@ -39,9 +44,14 @@ class Result:
     status: str | None = None
     detail: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    ci95: tuple[float, float] | None = None
+
+    def __post_init__(self) -> None:
+        if self.ci95 is not None:
+            object.__setattr__(self, "ci95", parse_interval(self.ci95, f"result for '{self.claim_id}'"))
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data = {
             "claim_id": self.claim_id,
             "measured": self.measured,
             "unit": self.unit,
@@ -50,6 +60,9 @@ class Result:
             "provenance": self.provenance.to_dict(),
             "extra": self.extra,
         }
+        if self.ci95 is not None:
+            data["ci95"] = list(self.ci95)
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], *, source: str = "<record>") -> "Result":
@@ -70,7 +83,19 @@ class Result:
             status=data.get("status"),
             detail=data.get("detail") or "",
             extra=dict(data.get("extra") or {}),
+            ci95=parse_interval(data["ci95"], f"{source}: field 'ci95'") if data.get("ci95") is not None else None,
         )
+
+
+def parse_interval(value: Any, where: str) -> tuple[float, float]:
+    """``[low, high]`` as a pair of floats with low <= high; anything else raises ResultError naming ``where``."""
+    if (not isinstance(value, (list, tuple)) or len(value) != 2
+            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)):
+        raise ResultError(f"{where}: ci95 must be [low, high], two numbers (got {value!r})")
+    low, high = float(value[0]), float(value[1])
+    if not low <= high:
+        raise ResultError(f"{where}: ci95 must be [low, high] with low <= high (got {value!r})")
+    return (low, high)
 
 
 class ResultStore:
@@ -83,11 +108,15 @@ class ResultStore:
         self.skip_invalid = skip_invalid
         self.skipped: list[tuple[Path, str]] = []
 
-    def write(self, result: Result) -> Path:
+    def write(self, result: Result, name: str | None = None) -> Path:
+        """Store ``result`` under a fresh timestamped name, or as ``<name>.json`` (replaced in place)."""
         if not isinstance(result.provenance, Provenance):
             raise ResultError(f"result for {result.claim_id} has no provenance; refusing to store it")
-        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
-        path = self.root / result.claim_id / f"{stamp}-{uuid.uuid4().hex[:12]}.json"
+        if name is None:
+            name = f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:12]}"
+        elif not name or "/" in name or name.startswith("."):
+            raise ResultError(f"result record name {name!r} must be a plain file name")
+        path = self.root / result.claim_id / f"{name}.json"
         atomic_write_text(path, json.dumps(result.to_dict(), indent=2, sort_keys=True, default=str) + "\n")
         return path
 

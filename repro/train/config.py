@@ -19,9 +19,10 @@ from typing import Any
 from repro.data.vocab import SPLITS
 from repro.errors import ConfigError
 from repro.model import TransformerConfig, get_preset
+from repro.model.precision import PRECISIONS
 
 
-_TEXT_FIELDS = ("preset", "dataset", "bpe_split", "out_dir", "device")
+_TEXT_FIELDS = ("preset", "dataset", "bpe_split", "out_dir", "device", "precision")
 _OPTIONAL_TEXT_FIELDS = ("data_dir", "train_src", "train_tgt", "dev_src", "dev_tgt")
 _INT_FIELDS = ("vocab_size", "tokens_per_batch", "max_tokens_per_device", "max_steps", "warmup_steps", "max_len",
                "checkpoint_every_steps", "keep_checkpoints", "average_last", "seed", "log_every", "threads")
@@ -62,6 +63,7 @@ class TrainConfig:
     log_every: int = 100
     threads: int = 0                   # torch intra-op threads; 0 leaves torch's default
     tensorboard: bool = False          # also write TensorBoard scalars under OUT_DIR/tensorboard (optional dep)
+    precision: str = "auto"            # auto, fp32 or bf16 (mixed; repro.model.precision); master weights stay fp32
 
     def __post_init__(self) -> None:
         self._check_types()
@@ -91,6 +93,9 @@ class TrainConfig:
                 raise ConfigError(f"training config field '{name}' must be >= 0, got {getattr(self, name)!r}")
         if not self.out_dir.strip():
             raise ConfigError("training config field 'out_dir' must not be empty")
+        if self.precision not in PRECISIONS:
+            raise ConfigError(f"training config field 'precision' must be one of {', '.join(PRECISIONS)}, "
+                              f"got {self.precision!r}")
         if self.keep_checkpoints < self.average_last:
             raise ConfigError(
                 f"training config keeps {self.keep_checkpoints} checkpoints but averages the last {self.average_last}"

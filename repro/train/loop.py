@@ -27,6 +27,7 @@ from repro.data.batching import TokenBatcher
 from repro.data.synthetic import SyntheticCorpus
 from repro.errors import CheckpointError
 from repro.model import Transformer, TransformerConfig
+from repro.model.precision import Precision, resolve_precision
 from repro.train.cadence import CheckpointCadence
 from repro.train.checkpoint import checkpoint_path, list_checkpoints, load_checkpoint, prune_checkpoints, save_checkpoint
 from repro.train.config import TrainConfig
@@ -34,6 +35,7 @@ from repro.train.data import prepare_training_data
 from repro.train.loss import TranslationLoss
 from repro.train.metrics import MetricsLog
 from repro.train.optimizer import optimizer_for
+from repro.train.progress_line import EVERY_LOGGED, progress_line
 from repro.train.step import TrainingDiverged, UpdateStats, accumulate, update, world
 from repro.train.update import plan_update
 
@@ -97,6 +99,7 @@ class Trainer:
     world_size: int
     rank: int
     accumulation: int
+    precision: Precision = field(default_factory=lambda: Precision("fp32", "default"))
 
     def micro_batches(self, batches: Iterable) -> list:
         """The next update's batches on this device."""
@@ -122,7 +125,9 @@ def build(cfg: TrainConfig, examples: list[tuple[list[int], list[int]]], vocab_s
         objective = torch.nn.parallel.DistributedDataParallel(objective)
     optimizer = optimizer_for(cfg, model)
     batcher = (make_batcher or _default_batcher)(examples, cfg.max_tokens_per_device, cfg.seed, world_size, rank)
-    return Trainer(cfg, model_cfg, model, objective, optimizer, batcher, device, world_size, rank, plan.accumulation)
+    precision = resolve_precision(cfg.precision, device)
+    return Trainer(cfg, model_cfg, model, objective, optimizer, batcher, device, world_size, rank, plan.accumulation,
+                   precision)
 
 
 def train(cfg: TrainConfig, *, synthetic: SyntheticCorpus | None = None, **kwargs: Any) -> TrainSummary:
@@ -152,13 +157,14 @@ def run(
     say(f"repro train: {trainer.world_size} device(s) x {trainer.accumulation} accumulation step(s) x "
         f"{cfg.max_tokens_per_device} tokens = {trainer.world_size * trainer.accumulation * cfg.max_tokens_per_device} "
         f"tokens per side per update (asked: {cfg.tokens_per_batch}; Section 5.1)")
+    say(f"repro train: {trainer.precision.describe()}")
     step = 0
     existing = list_checkpoints(out_dir)
     if existing:
         step = _restore(existing[-1], trainer)
         say(f"repro train: resumed from {existing[-1]} (step {step})")
     resumed_from = step
-    progress = _Progress(cfg, out_dir, step, trainer, clock)
+    progress = _Progress(cfg, out_dir, step, trainer, clock, say)
     cadence = CheckpointCadence(cfg.checkpoint_every_steps, cfg.checkpoint_every_minutes, cfg.max_steps, clock)
     trainer.model.train()
     batches = iter(trainer.batcher)
@@ -170,7 +176,7 @@ def run(
             try:
                 stats = update(trainer.objective, trainer.optimizer, trainer.micro_batches(batches), trainer.device,
                                step=step, d_model=trainer.model_cfg.d_model, warmup_steps=cfg.warmup_steps,
-                               lr_scale=cfg.lr_scale, world_size=trainer.world_size)
+                               lr_scale=cfg.lr_scale, world_size=trainer.world_size, precision=trainer.precision)
             except TrainingDiverged as err:
                 raise TrainingDiverged(f"{err}; the last checkpoint is {(list_checkpoints(out_dir) or ['none'])[-1]}") \
                     from None
@@ -188,7 +194,7 @@ def run(
         steps=step, final_loss=progress.last_loss, out_dir=out_dir,
         checkpoints=[p for p in written if p.exists()], tokens_per_s=progress.run_tokens / max(elapsed, 1e-9),
         resumed_from=resumed_from, accumulation=trainer.accumulation, world_size=trainer.world_size,
-        elapsed_s=elapsed, first_loss=progress.first_loss,
+        elapsed_s=elapsed, first_loss=progress.first_loss, extra=trainer.precision.provenance(),
     )
 
 
@@ -196,8 +202,11 @@ class _Progress:
     """The metrics log (every ``log_every`` updates and the last) and the terminal progress bar."""
 
     def __init__(self, cfg: TrainConfig, out_dir: Path, step: int, trainer: Trainer,
-                 clock: Callable[[], float]) -> None:
+                 clock: Callable[[], float], say: Callable[[str], None] = lambda _: None) -> None:
         self.cfg, self.trainer, self.clock = cfg, trainer, clock
+        # Without a terminal (a log file), a plain line every EVERY_LOGGED logged steps instead of the bar.
+        self.plain = say if trainer.rank == 0 and not sys.stderr.isatty() else None
+        self.initial_step, self.logged = step, 0
         self.metrics = (MetricsLog(out_dir / "metrics.csv", resume_step=step, tensorboard=cfg.tensorboard)
                         if trainer.rank == 0 else None)
         self.bar = tqdm(total=cfg.max_steps, initial=step, disable=trainer.rank != 0 or not sys.stderr.isatty(),
@@ -224,6 +233,10 @@ class _Progress:
                               "elapsed_s": round(now - self.start, 2),
                               "epoch": self.trainer.batcher.state_dict().get("epoch", "")})
             self.bar.set_postfix(loss=f"{stats.loss_per_token:.3f}", lr=f"{stats.lr:.2e}", tok_s=f"{tps:.0f}")
+            self.logged += 1
+            if self.plain is not None and (self.logged % EVERY_LOGGED == 0 or stats.step == self.cfg.max_steps):
+                self.plain(progress_line(stats.step, self.cfg.max_steps, tps, stats.loss_per_token, stats.lr,
+                                         now - self.start, stats.step - self.initial_step))
             self.window_start, self.window_tokens = now, 0
 
     def close(self) -> None:
@@ -240,7 +253,8 @@ def first_update_gradients(cfg: TrainConfig, examples: list[tuple[list[int], lis
     trainer = build(cfg, examples, vocab_size)
     trainer.model.train()
     loss_sum, _, _, tgt_tokens = accumulate(trainer.objective, trainer.micro_batches(trainer.batcher),
-                                            trainer.device, step=1, world_size=trainer.world_size)
+                                            trainer.device, step=1, world_size=trainer.world_size,
+                                            precision=trainer.precision)
     grads = {n: p.grad.detach().cpu().clone() for n, p in trainer.model.named_parameters() if p.grad is not None}
     return {"rank": trainer.rank, "world_size": trainer.world_size, "accumulation": trainer.accumulation,
             "loss": loss_sum / max(tgt_tokens, 1), "grads": grads}

@@ -17,6 +17,12 @@ a gradient is wanted, the gradient ``softmax(z) - q`` in place, folding it at on
 gradients of the hidden states and the projection weight. No (tokens x V) tensor outlives its
 chunk, so there are no large allocations and no extra copies of the logits (log-softmax, its
 gradient) as with ``nn.CrossEntropyLoss`` on full logits.
+
+Mixed precision (under ``torch.autocast`` with bf16, :mod:`repro.model.precision`): the three
+matrix products of a chunk run in bf16; the chunk's logits are widened to fp32 for the
+log-sum-exp, the loss and ``softmax(z) - q``, and the weight's gradient is accumulated in fp32.
+The memory bound is unchanged: one (chunk x V) fp32 buffer, plus bf16 copies of the chunk's
+gradient and of the two inputs.
 """
 
 from __future__ import annotations
@@ -59,18 +65,25 @@ class _FusedProjectionLoss(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, hidden: Tensor, weight: Tensor, target: Tensor, epsilon: float, pad_id: int,
-                scale: float, chunk_rows: int, nll_out: Tensor):  # type: ignore[override]
+                scale: float, chunk_rows: int, nll_out: Tensor, compute_dtype: torch.dtype):  # type: ignore[override]
         need_grad = ctx.needs_input_grad[0] or ctx.needs_input_grad[1]
         n, vocab = hidden.size(0), weight.size(0)
         off = epsilon / (vocab - 2)
+        mixed = compute_dtype != torch.float32
+        # under mixed precision the two matrices are cast once; the logits, log-sum-exp, loss
+        # and the gradient softmax(z) - q are fp32, as are the gradients returned
+        h_all = hidden.to(compute_dtype) if mixed else hidden
+        w = weight.to(compute_dtype) if mixed else weight
         loss_sum = hidden.new_zeros((), dtype=torch.float32)
         nll_sum = hidden.new_zeros((), dtype=torch.float32)
         grad_hidden = torch.empty_like(hidden) if need_grad else None
         grad_weight = torch.zeros_like(weight) if need_grad else None
         for start in range(0, n, chunk_rows):
-            h = hidden[start:start + chunk_rows]
+            h = h_all[start:start + chunk_rows]
             y = target[start:start + chunk_rows]
-            z = h @ weight.t()                                    # (rows, V), the only large tensor
+            z = h @ w.t()                                         # (rows, V), the only large tensor
+            if mixed:
+                z = z.float()
             lse = z.logsumexp(-1)
             z_y = z.gather(1, y[:, None]).squeeze(1)
             nll = lse - z_y
@@ -84,8 +97,13 @@ class _FusedProjectionLoss(torch.autograd.Function):
                 z[:, pad_id] += off
                 z.scatter_add_(1, y[:, None], z.new_full((y.numel(), 1), -(1.0 - epsilon - off)))
                 z.mul_(scale)
-                torch.mm(z, weight, out=grad_hidden[start:start + chunk_rows])
-                grad_weight.addmm_(z.t(), h)
+                if mixed:
+                    g = z.to(compute_dtype)
+                    grad_hidden[start:start + chunk_rows] = g @ w
+                    grad_weight += g.t() @ h                        # accumulated in fp32
+                else:
+                    torch.mm(z, weight, out=grad_hidden[start:start + chunk_rows])
+                    grad_weight.addmm_(z.t(), h)
         ctx.save_for_backward(grad_hidden, grad_weight) if need_grad else None
         nll_out.copy_(nll_sum)
         return loss_sum * scale
@@ -93,7 +111,7 @@ class _FusedProjectionLoss(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_output: Tensor):  # type: ignore[override]
         grad_hidden, grad_weight = ctx.saved_tensors
-        return grad_hidden * grad_output, grad_weight * grad_output, None, None, None, None, None, None
+        return grad_hidden * grad_output, grad_weight * grad_output, None, None, None, None, None, None, None
 
 
 @dataclass
@@ -117,8 +135,12 @@ def projection_loss(
     keep = target != pad_id
     hidden, target = hidden[keep], target[keep]
     nll = torch.zeros((), dtype=torch.float32, device=hidden.device)
-    loss = _FusedProjectionLoss.apply(hidden, weight, target, float(epsilon), int(pad_id),
-                                      float(scale), int(chunk_rows), nll)
+    device_type = hidden.device.type
+    compute_dtype = (torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type)
+                     else torch.float32)
+    with torch.autocast(device_type, enabled=False):   # the function casts for itself (see forward)
+        loss = _FusedProjectionLoss.apply(hidden, weight, target, float(epsilon), int(pad_id),
+                                          float(scale), int(chunk_rows), nll, compute_dtype)
     return LossOutput(loss, float(nll), int(target.numel()))
 
 

@@ -18,6 +18,7 @@ import torch.distributed as dist
 
 from repro.data.batching import Batch
 from repro.errors import ReproError
+from repro.model.precision import Precision
 from repro.train.schedule import learning_rate, set_learning_rate
 
 
@@ -56,14 +57,18 @@ def all_reduce_sum(value: float, device: torch.device) -> float:
 
 
 def accumulate(objective: torch.nn.Module, micro: Sequence[Batch], device: torch.device, *,
-               step: int, world_size: int = 1, context: str = "") -> tuple[float, float, int, int]:
+               step: int, world_size: int = 1, context: str = "",
+               precision: Precision | None = None) -> tuple[float, float, int, int]:
     """Back-propagate one update's micro-batches through ``objective`` (a
     :class:`~repro.train.loss.TranslationLoss`, possibly DDP-wrapped); returns this update's
     (loss sum, NLL sum, source tokens, target tokens), each summed over every device.
 
     DDP averages gradients over devices; scaling each pass by world_size / (the update's target
     tokens) makes the result the gradient of the per-token mean loss of the whole update.
+    The forward passes run under ``precision``'s autocast (bf16 mixed precision or none); the
+    backward pass follows the forward's dtypes, so the parameters' gradients are fp32.
     """
+    amp = precision.autocast if precision is not None else nullcontext
     tgt_tokens = all_reduce_sum(sum(b.tgt_tokens for b in micro), device)
     src_tokens = all_reduce_sum(sum(b.src_tokens for b in micro), device)
     scale = world_size / max(tgt_tokens, 1.0)
@@ -72,7 +77,9 @@ def accumulate(objective: torch.nn.Module, micro: Sequence[Batch], device: torch
         last = i == len(micro) - 1
         sync = objective.no_sync() if world_size > 1 and not last else nullcontext()  # type: ignore[operator]
         with sync:
-            loss, nll, _ = objective(batch.src.to(device), batch.tgt_in.to(device), batch.tgt_out.to(device), scale)
+            with amp():
+                loss, nll, _ = objective(batch.src.to(device), batch.tgt_in.to(device), batch.tgt_out.to(device),
+                                         scale)
             if not torch.isfinite(loss):
                 raise TrainingDiverged(
                     f"step {step}: the loss is {loss.item()} (batch of {batch.tgt_tokens} target tokens"
@@ -86,13 +93,14 @@ def accumulate(objective: torch.nn.Module, micro: Sequence[Batch], device: torch
 
 def update(objective: torch.nn.Module, optimizer: torch.optim.Optimizer, micro: Sequence[Batch],
            device: torch.device, *, step: int, d_model: int, warmup_steps: int, lr_scale: float = 1.0,
-           world_size: int = 1) -> UpdateStats:
+           world_size: int = 1, precision: Precision | None = None) -> UpdateStats:
     """Update ``step`` (counted from 1): Eq. 3's rate, the update's gradients, one Adam step."""
     lr = learning_rate(step, d_model, warmup_steps, lr_scale)
     set_learning_rate(optimizer, lr)
     optimizer.zero_grad(set_to_none=True)
     loss_sum, nll_sum, src_tokens, tgt_tokens = accumulate(
-        objective, micro, device, step=step, world_size=world_size, context=f"lr {lr:.3g}")
+        objective, micro, device, step=step, world_size=world_size, context=f"lr {lr:.3g}",
+        precision=precision)
     optimizer.step()
     tokens = max(tgt_tokens, 1)
     return UpdateStats(step, lr, src_tokens, tgt_tokens, loss_sum / tokens, nll_sum / tokens)

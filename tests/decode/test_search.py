@@ -132,3 +132,20 @@ def test_early_stopping_never_scores_above_the_exact_search():
     early = beam_search(model, src, max_len_offset=10, return_hypotheses=True)
     exact = beam_search(model, src, max_len_offset=10, stop="bound", return_hypotheses=True)
     assert all(e.score <= x.score + 1e-5 for e, x in zip(early, exact))
+
+
+@pytest.mark.parametrize("beam", [1, 4])
+@pytest.mark.parametrize("seed, bias, sharpen", SETTINGS)
+def test_cached_equals_recompute_in_bf16(beam, seed, bias, sharpen):
+    """Under bf16 autocast the cache holds bf16 keys and values; the search still finds what full
+    recompute finds, and the beam's scores are fp32 sums of fp32 log-probabilities."""
+    model, src = make_model(seed=seed, eos_bias=bias, sharpen=sharpen), make_src(seed=seed)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        cached = beam_search(model, src, beam_size=beam, max_len_offset=10, return_hypotheses=True)
+        full = beam_search(model, src, beam_size=beam, max_len_offset=10, use_cache=False, return_hypotheses=True)
+        greedy = greedy_decode(model, src, max_len_offset=10), greedy_decode(model, src, max_len_offset=10,
+                                                                             use_cache=False)
+    assert [h.tokens for h in cached] == [h.tokens for h in full]
+    assert [h.score for h in cached] == pytest.approx([h.score for h in full], abs=0.05)
+    assert all(isinstance(h.score, float) for h in cached)
+    assert greedy[0] == greedy[1]

@@ -5,21 +5,34 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from repro.pipeline.local import BLEU_CLAIM, PPL_CLAIM, reproduce_local
-from repro.results import ResultStore
+import pytest
+
+from repro.pipeline.local import BLEU_CLAIM, PPL_CLAIM, STEP_TIME, reproduce_local
+from repro.results import Provenance, Result, ResultStore
+
+OVERRIDES = dict(vocab_size=300, tokens_per_batch=400, max_tokens_per_device=400, max_steps=4, warmup_steps=2,
+                 checkpoint_every_steps=2, average_last=2, log_every=1,
+                 model_overrides={"n_layers": 1, "d_model": 32, "d_ff": 64, "n_heads": 4})
 
 
 def test_main_job_writes_results_with_provenance_and_the_report(tmp_path: Path, tiny_multi30k):
     data = tiny_multi30k(tmp_path / "tiny", {"train": 200, "dev": 10, "test": 10})
-    overrides = dict(dataset=str(data), vocab_size=300, tokens_per_batch=400, max_tokens_per_device=400, max_steps=4,
-                     warmup_steps=2, checkpoint_every_steps=2, average_last=2,
-                     model_overrides={"n_layers": 1, "d_model": 32, "d_ff": 64, "n_heads": 4})
+    overrides = dict(OVERRIDES, dataset=str(data))
     reports = tmp_path / "reports" / "local"
+    committed = Result("local.ptb-sample.f1", 12.5, Provenance(commit="c0ffee", config_hash="h", hardware="cpu",
+                                                               dataset="d", date="2026-01-01", scale="local: x"))
+    foreign = ResultStore(reports / "results").write(committed, "reproduce-local-parsing")
+    before = foreign.read_text()  # a committed record the job did not produce: it must stay untouched
     summary = reproduce_local(out_dir=tmp_path / "run", reports_dir=reports, checks=False, overrides=overrides,
                               say=lambda _: None)
+    assert foreign.read_text() == before
     results = {r.claim_id: r for r in ResultStore(reports / "results").read_all()}
-    assert set(results) == {BLEU_CLAIM, PPL_CLAIM}
+    assert set(results) == {BLEU_CLAIM, PPL_CLAIM, STEP_TIME, "local.ptb-sample.f1"}
+    assert sorted(p.name for p in (reports / "results" / BLEU_CLAIM).iterdir()) == ["reproduce-local.json"]
+    step = results[STEP_TIME]
+    assert step.ci95[0] <= step.measured <= step.ci95[1] and step.extra["spread"]["intervals"] >= 2
     bleu = results[BLEU_CLAIM]
+    assert bleu.ci95 is not None and bleu.extra["bootstrap"]["resamples"] == 1000
     assert 0 <= bleu.measured <= 100 and bleu.provenance.bleu_signature.startswith("protocol:sacrebleu")
     assert bleu.provenance.scale.startswith("local:") and bleu.provenance.extra["run_dir"] == str(tmp_path / "run")
     assert results[PPL_CLAIM].measured > 1
@@ -28,3 +41,17 @@ def test_main_job_writes_results_with_provenance_and_the_report(tmp_path: Path, 
     [row] = [row for row in report["claims"] if row["id"] == BLEU_CLAIM]
     assert row["measured"] == bleu.measured and row["status"] == "deviates"  # a 4-step toy misses 30 BLEU
     assert PPL_CLAIM in report["unmatched_results"]
+
+
+def test_seeds_store_the_mean_and_each_seed(tmp_path: Path, tiny_multi30k):
+    data = tiny_multi30k(tmp_path / "tiny", {"train": 100, "dev": 6, "test": 6})
+    overrides = dict(OVERRIDES, dataset=str(data), max_steps=2)
+    reports = tmp_path / "out" / "local"
+    summary = reproduce_local(out_dir=tmp_path / "run", reports_dir=reports, checks=False, overrides=overrides,
+                              say=lambda _: None, seeds=2, write_report=False)
+    assert (tmp_path / "run" / "seed-1" / "metrics.csv").exists() and (tmp_path / "run" / "seed-2").is_dir()
+    bleu = {r.claim_id: r for r in ResultStore(reports / "results").read_all()}[BLEU_CLAIM]
+    per_seed = bleu.extra["over_seeds"]["seeds"]
+    assert set(per_seed) == {"1", "2"} and summary["seeds"] == [1, 2]
+    assert bleu.measured == pytest.approx(sum(per_seed.values()) / 2, abs=0.01)
+    assert bleu.ci95[0] <= bleu.measured <= bleu.ci95[1]

@@ -73,3 +73,66 @@ def test_report_page_renders_in_chromium(chromium, claims_dir, results_dir, tmp_
     assert console == []
     assert "Reproduction report" in dom and "needs cluster" in dom and "data:image/png;base64," in dom
     assert "<script>alert(1)</script>" not in dom and "&lt;script&gt;alert(1)&lt;/script&gt;" in dom
+
+
+#: Injected into a copy of the page: opens every folded section, then records the page's width against
+#: the window's and which images failed to load.
+PROBE = """<script>
+window.addEventListener('load', () => {
+  document.querySelectorAll('details').forEach(d => { d.open = true; });
+  const imgs = [...document.images];
+  const broken = imgs.filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.alt || i.src.slice(0, 60));
+  const probe = document.createElement('pre');
+  probe.id = 'probe';
+  probe.textContent = JSON.stringify({scrollWidth: document.documentElement.scrollWidth,
+                                      innerWidth: window.innerWidth, images: imgs.length, broken: broken});
+  document.body.appendChild(probe);
+});
+</script>"""
+
+
+def measure(browser: Path, page: Path, tmp: Path, width: int) -> dict:
+    probed = page.with_name(f"probed-{width}-{page.name}")
+    probed.write_text(page.read_text(encoding="utf-8").replace("</body>", PROBE + "</body>"), encoding="utf-8")
+    dom, console = browse(browser, probed, tmp, "--dump-dom", "--virtual-time-budget=5000",
+                          f"--window-size={width},900")
+    assert console == [], console
+    found = re.search(r"<pre id=\"probe\">(.*?)</pre>", dom, re.S)
+    assert found, dom[-500:]
+    return json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+
+
+@pytest.fixture
+def report_with_figures(claims_dir, results_dir, tmp_path, make_provenance) -> Path:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.csv").write_text("step,loss,lr,elapsed_s\n100,5.0,0.0001,10\n200,4.0,0.0002,20\n300,3.5,0.0003,30\n")
+    (run / "config.json").write_text(json.dumps({"preset": "base", "warmup_steps": 4000}))
+    long = "a-very-long-unbroken-provenance-value-" * 6  # the kind of cell that once widened the page
+    ResultStore(results_dir).write(Result("t.within", 27.0, make_provenance(
+        f"local: {long}", date="2026-02-01T00:00:00+00:00", run_dir=str(run)), detail=long, ci95=(26.5, 27.2)))
+    out = tmp_path / "out"
+    generate([results_dir], out, claims_dir=claims_dir, attention_sentence=None)
+    return out
+
+
+@pytest.mark.parametrize("width", [1280, 800])
+def test_page_fits_the_window_and_every_image_loads(chromium, report_with_figures, tmp_path, width):
+    probe = measure(chromium, report_with_figures / "report.html", tmp_path, width)
+    assert probe["images"] >= 2 and probe["broken"] == []
+    assert probe["scrollWidth"] <= probe["innerWidth"], probe
+
+
+def test_markdown_references_only_files_that_exist(report_with_figures):
+    text = (report_with_figures / "report.md").read_text(encoding="utf-8")
+    paths = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
+    assert paths and all((report_with_figures / p).is_file() for p in paths)
+
+
+def test_the_probe_catches_a_wide_table_and_a_broken_image(chromium, tmp_path):
+    """Teeth: the same measurement fails a page with an unscrolled wide table and a missing image."""
+    page = tmp_path / "bad.html"
+    page.write_text("<!DOCTYPE html><html><body><table><tr><td style='white-space:nowrap'>"
+                    + "wide " * 400 + "</td></tr></table><img alt='gone' src='figures/missing.png'></body></html>")
+    probe = measure(chromium, page, tmp_path, 800)
+    assert probe["scrollWidth"] > probe["innerWidth"] and probe["broken"] == ["gone"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -140,7 +141,8 @@ def test_newest_result_across_stores_wins(claims_dir, results_dir, tmp_path, mak
     from repro.results import ResultStore
 
     later = ResultStore(tmp_path / "cluster-results")
-    later.write(Result("t.deviates", 27.3, make_provenance("cluster: 8 GPUs", date="2026-06-01T00:00:00+00:00")))
+    later.write(Result("t.deviates", 27.3, make_provenance("cluster: 8 GPUs", date="2026-06-01T00:00:00+00:00"),
+                       ci95=(27.1, 27.5)))
     out = tmp_path / "out"
     doc = generate([results_dir, later.root], out, claims_dir=claims_dir)
     assert doc.data.row("t.deviates").status == "reproduced"
@@ -153,3 +155,51 @@ def test_cli(claims_dir, results_dir, tmp_path, capsys):
     (results_dir / "t.within" / "bad.json").write_text("[1, 2")
     code = cli(["report", "--results", str(results_dir), "--out", str(out), "--claims-dir", str(claims_dir)])
     assert code == 2 and "bad.json" in capsys.readouterr().err
+
+
+def test_figures_of_absent_runs_are_kept_and_only_own_figures_pruned(claims_dir, results_dir, tmp_path):
+    from repro.report.previous import kept_figures
+
+    out = tmp_path / "out"
+    (out / "figures").mkdir(parents=True)
+    png = b"\x89PNG\r\n\x1a\n" + b"0" * 16
+    (out / "figures" / "curves-parser.png").write_bytes(png)  # drawn by the previous report, run now absent
+    (out / "figures" / "by-hand.png").write_bytes(png)  # never written by a report
+    (out / "report.json").write_text(json.dumps({"figures": [
+        {"name": "curves-parser", "title": "Training loss (parser)", "caption": "c", "file": "figures/curves-parser.png"},
+        {"name": "gone", "title": "g", "caption": "", "file": "figures/gone.png"}]}))
+    assert [f.name for f in kept_figures(out, set())] == ["curves-parser"]
+    doc = generate([results_dir], out, claims_dir=claims_dir)
+    kept = [f for f in doc.figures.figures if f.name == "curves-parser"]
+    assert kept and "not on this machine" in kept[0].caption
+    assert (out / "figures" / "curves-parser.png").read_bytes() == png and (out / "figures" / "by-hand.png").exists()
+    assert "figures/curves-parser.png" in (out / "report.md").read_text()
+
+
+def test_basis_and_target_in_every_rendering(claims_dir, results_dir, tmp_path):
+    (claims_dir / "target.toml").write_text('''
+[[claim]]
+id = "t.target"
+source = "Project target"
+statement = "The project's own local target of 30 BLEU."
+kind = "metric"
+scale = "local"
+checker = "metric.result"
+expected = 30.0
+bound = "at_least"
+target = true
+''', encoding="utf-8")
+    out = tmp_path / "out"
+    generate([results_dir], out, claims_dir=claims_dir)
+    data = json.loads((out / "report.json").read_text())
+    rows = {r["id"]: r for r in data["claims"]}
+    assert rows["t.target"]["paper"] is None and rows["t.target"]["target"] == 30.0
+    assert rows["t.escape"]["basis"] == "setting" and rows["t.within"]["basis"] == "result"
+    assert data["summary_by_basis"]["reproduced"]["setting"] >= 1
+    assert sum(sum(v.values()) for v in data["summary_by_basis"].values()) == len(rows)
+    csv = (out / "report.csv").read_text()
+    assert "basis" in csv.splitlines()[0] and "ci95" in csv.splitlines()[0]
+    for name in ("report.md", "report.html"):
+        text = (out / name).read_text()
+        assert "target: 30" in text and re.search(r"\d+ reproduced \(\d+ setting, \d+ behaviour, \d+ result\)", text)
+        assert "paper: 30" not in text

@@ -19,8 +19,12 @@ def claim(**kw) -> Claim:
     return Claim(**{**base, **kw})
 
 
-def result(measured, scale="local: x", status=None) -> Result:
-    return Result("c", measured, provenance(scale), status=status)
+#: A 95% interval that holds the paper's 27.3 (and 41.8 is outside it), for the metric tests.
+CI = (26.9, 27.6)
+
+
+def result(measured, scale="local: x", status=None, ci95=CI) -> Result:
+    return Result("c", measured, provenance(scale), status=status, ci95=ci95)
 
 
 @pytest.mark.parametrize("value, step", [(27.3, 0.1), (4.92, 0.01), (3.3e18, 1e17), (25000, 1), (0.4, 0.1)])
@@ -34,7 +38,23 @@ def test_paper_precision(value, step):
     (27.81, "deviates"), (20.0, "deviates"), (float("nan"), "deviates"),
 ])
 def test_metric_against_paper_precision(measured, status):
-    assert compare(claim(), measured) == status
+    """A non-metric number (a count, a cost) is reproduced when it equals the paper's value at its precision."""
+    assert compare(claim(kind="cost"), measured) == status
+
+
+@pytest.mark.parametrize("ci95, status", [
+    ((25.96, 27.34), "reproduced"),   # 27.34 rounds to 27.3: the paper's value is in the interval
+    ((25.96, 27.24), "within tolerance"),  # 27.24 rounds to 27.2: it is not
+    ((27.26, 27.9), "reproduced"), ((27.36, 27.9), "within tolerance"),
+    (None, "within tolerance"),  # no interval: at best within tolerance, even when the number is 27.3
+])
+def test_metric_reproduced_only_when_the_paper_value_is_in_the_interval(ci95, status):
+    assert compare(claim(), 27.3, ci95) == status
+    assert verdict(claim(), result(27.3, ci95=ci95)).status == status
+
+
+def test_metric_interval_does_not_rescue_a_value_outside_tolerance():
+    assert compare(claim(), 20.0, (10.0, 30.0)) == "deviates"
 
 
 def test_rounding_claim_uses_its_rounding():
@@ -60,7 +80,7 @@ def test_bound_met_is_within_tolerance_never_reproduced():
 def test_inconsistent_claim_outside_tolerance():
     c = claim(expected=41.8, inconsistency="41.0 in Section 6.1")
     assert verdict(c, result(41.0)).status == "paper inconsistent"
-    assert verdict(c, result(41.8)).status == "reproduced"
+    assert verdict(c, result(41.8, ci95=(41.5, 42.1))).status == "reproduced"
 
 
 def test_missing_result_by_scale():
@@ -89,10 +109,19 @@ def test_checker_verdict_only_makes_things_worse():
 
 def test_every_status_is_reachable():
     reached = {
-        verdict(claim(), result(27.3)).status, verdict(claim(), result(27.0)).status,
+        verdict(claim(), result(27.3)).status, verdict(claim(), result(27.0, ci95=None)).status,
         verdict(claim(), result(1.0)).status, verdict(claim(inconsistency="x"), result(1.0)).status,
         verdict(claim(scale="cluster"), None).status, verdict(claim(), None).status,
         verdict(claim(), result(None, status="error")).status,
         verdict(claim(), result(None, status="not applicable")).status,
     }
     assert reached == set(STATUSES)
+
+
+def test_within_note_gives_the_offset_in_the_papers_precision():
+    count = claim(kind="count", expected=65, tolerance={"abs": 3.0}, unit="10^6 parameters")
+    v = verdict(count, result(63.08, ci95=None))
+    assert v.status == "within tolerance"
+    assert v.note == "1.92 below the paper's value 65 (1.9 × the paper's printed precision 1)"
+    assert "no 95% interval" in verdict(claim(), result(27.0, ci95=None)).note
+    assert "outside the 95% interval [26.5, 27.2]" in verdict(claim(), result(27.0, ci95=(26.5, 27.2))).note

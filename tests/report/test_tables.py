@@ -32,7 +32,8 @@ def test_table3_has_every_row_with_measured_columns(claims, make_provenance):
 
 
 def test_table2_and_table4_keep_others_as_paper_figures(claims, make_provenance):
-    results = {"table2.bleu.base-ende": Result("table2.bleu.base-ende", 27.31, make_provenance("cluster: 8 GPUs"))}
+    results = {"table2.bleu.base-ende": Result("table2.bleu.base-ende", 27.31, make_provenance("cluster: 8 GPUs"),
+                                                   ci95=(26.6, 28.0))}
     t2 = table2(build_report(claims, results), {"base": 3.1e18}).set_index("Model")
     assert t2.loc["Transformer (base model)", "BLEU EN-DE (measured)"] == "27.31 (reproduced; cluster)"
     assert t2.loc["Transformer (base model)", "Cost from measured step time"] == "3.1e+18"
@@ -78,3 +79,15 @@ def test_document_has_all_sections(claims):
     titles = [s.title for s in doc.sections]
     assert any(t.startswith("Table 1") for t in titles) and any(t.startswith("Step time") for t in titles)
     assert "footnote 5" in doc.sections[-1].note and "No step time" in doc.sections[-1].note
+
+
+def test_step_time_cells_are_formatted_with_their_spread():
+    from repro.report import render_html, render_md
+
+    st = StepTime("local", 0.6109999999999, "metrics.csv of runs/local", "local: x", "cpu", "abc",
+                  steps=300, spread=(0.5912345, 0.7))
+    frame = table([st], {})
+    md, html = render_md.table(frame), render_html.table(frame)
+    for text in (md, html):
+        assert "None" not in text and "nan" not in text and "0.6109999" not in text
+        assert "0.611" in text and "0.5912–0.7" in text

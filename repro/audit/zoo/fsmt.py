@@ -78,7 +78,7 @@ class _TimeFirst(torch.nn.Module):
         return self.fn(x.transpose(0, 1)).transpose(0, 1)
 
 
-class FSMTAdapter(Adapter):
+class FSMTAdapter(hf_trainer.TrainedByHFTrainer, Adapter):
     """``FSMTForConditionalGeneration`` with random weights, called as a training loop with its
     own loss calls it; ``call_kwargs`` are passed to every forward call."""
 
@@ -124,15 +124,6 @@ class FSMTAdapter(Adapter):
             source_embedding=encoder.embed_tokens.weight, target_embedding=decoder.embed_tokens.weight,
             output_projection=decoder.output_projection.weight, module=net,
         )
-
-    def optimizer(self, params: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
-        return hf_trainer.optimizer(params)
-
-    def learning_rate(self, step: int, d_model: int, warmup_steps: int) -> float:
-        return hf_trainer.learning_rate(step, d_model, warmup_steps)
-
-    def loss(self, logits: Tensor, target: Tensor, pad_id: int, smoothing: float) -> Tensor:
-        return hf_trainer.loss(logits, target, pad_id, smoothing)
 
     def hyperparameters(self) -> dict[str, Any]:
         defaults = FSMTConfig()

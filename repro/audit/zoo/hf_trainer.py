@@ -60,3 +60,17 @@ def hyperparameters() -> dict[str, Any]:
         "label_smoothing": (TRAINING_DEFAULTS["label_smoothing_factor"], "TrainingArguments.label_smoothing_factor default"),
         "warmup_steps": (TRAINING_DEFAULTS["warmup_steps"], "TrainingArguments.warmup_steps default"),
     }
+
+
+class TrainedByHFTrainer:
+    """Adapter methods for a transformers model trained by the ``Trainer``: its optimizer, its
+    schedule and its loss, as above (mixed into the Marian and FSMT adapters)."""
+
+    def optimizer(self, params: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
+        return optimizer(params)
+
+    def learning_rate(self, step: int, d_model: int, warmup_steps: int) -> float:
+        return learning_rate(step, d_model, warmup_steps)
+
+    def loss(self, logits: Tensor, target: Tensor, pad_id: int, smoothing: float) -> Tensor:
+        return loss(logits, target, pad_id, smoothing)

@@ -70,7 +70,7 @@ def config(vocab_size: int = 37000, d_model: int = 512, n_heads: int = 8, d_ff: 
     return cfg
 
 
-class MarianAdapter(Adapter):
+class MarianAdapter(hf_trainer.TrainedByHFTrainer, Adapter):
     """``MarianMTModel`` with random weights; ``overrides`` change the config (e.g. the library's
     own ``activation_function="gelu", scale_embedding=False``)."""
 
@@ -124,15 +124,6 @@ class MarianAdapter(Adapter):
             source_embedding=encoder.embed_tokens.weight, target_embedding=net.model.decoder.embed_tokens.weight,
             output_projection=net.lm_head.weight, module=net,
         )
-
-    def optimizer(self, params: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
-        return hf_trainer.optimizer(params)
-
-    def learning_rate(self, step: int, d_model: int, warmup_steps: int) -> float:
-        return hf_trainer.learning_rate(step, d_model, warmup_steps)
-
-    def loss(self, logits: Tensor, target: Tensor, pad_id: int, smoothing: float) -> Tensor:
-        return hf_trainer.loss(logits, target, pad_id, smoothing)
 
     def hyperparameters(self) -> dict[str, Any]:
         return {

@@ -1,0 +1,61 @@
+"""What every benchmark records beside its figures: the CPU, the commit, torch, the threads, how
+the machine was shared, and the median and spread of repeated, alternated measurements."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import platform
+import statistics
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from repro.model.precision import cpu_flags
+from repro.results.provenance import git_commit
+
+
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo), or what the platform says."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def environment(note: str = "") -> dict[str, Any]:
+    """The machine and code a benchmark ran on (the CPU's bf16/AMX/AVX-512 flags included)."""
+    flags = cpu_flags()
+    return {"cpu": cpu_model(),
+            "cpu_flags": sorted(f for f in flags if f.startswith(("avx512", "amx")) or f in ("avx2", "fma")),
+            "threads": torch.get_num_threads(), "torch": torch.__version__, "commit": git_commit(),
+            "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "conditions": note}
+
+
+def alternate(cases: Mapping[str, Callable[[], Any]], rounds: int, warmup: int = 1) -> dict[str, list[float]]:
+    """Wall seconds of each case, run in turn (case A, case B, ..., then again) ``warmup + rounds``
+    times, so that every case sees the same machine load; the warm-up rounds are not kept."""
+    seconds: dict[str, list[float]] = {name: [] for name in cases}
+    for i in range(warmup + rounds):
+        for name, fn in cases.items():
+            start = time.perf_counter()
+            fn()
+            if i >= warmup:
+                seconds[name].append(time.perf_counter() - start)
+    return seconds
+
+
+def spread(values: list[float], digits: int = 3) -> dict[str, Any]:
+    """Median, min, max and the values themselves (rounded)."""
+    return {"median": round(statistics.median(values), digits), "min": round(min(values), digits),
+            "max": round(max(values), digits), "n": len(values), "values": [round(v, digits) for v in values]}
+
+
+def ratio_spread(slow: list[float], fast: list[float], digits: int = 3) -> dict[str, Any]:
+    """The per-round ratios slow/fast (same round: same load) with their median and spread."""
+    return spread([s / f for s, f in zip(slow, fast)], digits)

@@ -1,0 +1,48 @@
+"""What the previous report in an output directory wrote, so a new report neither loses nor leaves it.
+
+A report is regenerated on machines that do not hold every run: the parser's run directory, say,
+lives on another machine, so its figures cannot be drawn again here. Such a figure, written by the
+previous report and still on disk, is kept and shown with a note saying so. A report deletes only
+figures the previous report itself listed (``report.json`` ``figures``) and that it no longer
+draws; any other file under ``figures/`` (put there by hand, or by another tool) is left alone.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from repro.report.figures import Figure
+
+
+def previous_figures(out_dir: Path) -> list[dict]:
+    """The figure entries of ``out_dir/report.json`` (name, title, caption, file); none when unreadable."""
+    try:
+        data = json.loads((Path(out_dir) / "report.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    figures = data.get("figures") if isinstance(data, dict) else None
+    if not isinstance(figures, list):
+        return []
+    return [f for f in figures if isinstance(f, dict) and isinstance(f.get("name"), str) and "/" not in f["name"]]
+
+
+def kept_figures(out_dir: Path, drawn: set[str]) -> list[Figure]:
+    """The previous report's figures that this one could not draw and whose files still exist."""
+    kept = []
+    for entry in previous_figures(out_dir):
+        name = entry["name"]
+        path = Path(out_dir) / "figures" / f"{name}.png"
+        if name in drawn or not path.is_file():
+            continue
+        caption = str(entry.get("caption") or "")
+        note = "kept from the previous report: its run is not on this machine, so it was not redrawn"
+        if note not in caption:
+            caption = f"{caption} [{note}]" if caption else f"[{note}]"
+        kept.append(Figure(name, str(entry.get("title") or name), caption, path.read_bytes()))
+    return kept
+
+
+def prunable(out_dir: Path) -> set[str]:
+    """Files (relative to ``out_dir``) the previous report wrote under figures/: the only ones it may delete."""
+    return {f"figures/{entry['name']}.png" for entry in previous_figures(out_dir)}
