@@ -13,13 +13,22 @@ import os
 import pkgutil
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 import repro.commands
 from repro.errors import ReproError
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse that reports a bad flag in one line (``repro train: error: argument --seed: ...``)
+    and exits 2, like every other refusal of bad input; ``--help`` still shows the usage."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="repro",
         description='Reproduction harness for "Attention Is All You Need" (Vaswani et al., 2017).',
     )

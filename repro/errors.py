@@ -1,4 +1,9 @@
-"""Errors a user can act on. Each names the file, line, field or step at fault."""
+"""Errors a user can act on. Each names the file, line, field or step at fault.
+
+The CLI prints one line, ``repro: error: <message>``, and exits with the error's ``exit_code``:
+2 for input the user got wrong (a flag, a file, a directory, a record), 1 for a run that failed
+on valid input (training diverged). The README's "Exit codes" table lists every code.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,13 @@ class ReproError(Exception):
     """An error caused by input the user controls; the CLI prints it and exits ``exit_code``."""
 
     exit_code = 1
+
+
+class UsageError(ReproError):
+    """A flag or argument that is wrong or missing (a directory that does not exist, a flag without
+    the one it needs); the message names the flag or path."""
+
+    exit_code = 2
 
 
 class ConfigError(ReproError, ValueError):

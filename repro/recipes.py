@@ -68,7 +68,11 @@ class Recipe:
         DecodeSettings, ``name``/``source`` to the recipe. The result is validated whole.
         """
         recipe_changes = {k: changes.pop(k) for k in ("name", "source") if k in changes}
-        model = dict(changes.pop("model_overrides", None) or {})
+        overrides = changes.pop("model_overrides", None) or {}
+        if not isinstance(overrides, Mapping):
+            raise ConfigError(f"recipe {self.name}: field 'model_overrides' must be a JSON object of TransformerConfig "
+                              f"fields, got {overrides!r}")
+        model = dict(overrides)
         train: dict[str, Any] = {}
         decode: dict[str, Any] = {}
         unknown = []

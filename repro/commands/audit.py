@@ -18,6 +18,7 @@ import json
 import sys
 from pathlib import Path
 
+from repro.argtypes import existing_dir, non_negative_int
 from repro.atomic import atomic_write_text
 from repro.audit.audit import AuditRecord, auditable_claims, broken, render_audit, run_audit
 from repro.audit.load import load_adapter
@@ -30,6 +31,10 @@ from repro.errors import ReproError
 
 class AuditUsageError(ReproError):
     exit_code = 2
+
+
+#: The exit code of an audit in which every claim was "not applicable" (README, "Exit codes").
+NOTHING_CHECKED = 3
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -45,11 +50,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="with --zoo: folder for zoo.md, zoo.html, zoo.json (default: reports/audit)")
     parser.add_argument("--zoo-only", metavar="KEY", action="append", default=[],
                         help=f"with --zoo: only these columns ({', '.join(e.key for e in ZOO)})")
-    parser.add_argument("--claims-dir", default=None,
+    parser.add_argument("--claims-dir", default=None, type=existing_dir,
                         help="directory of claims files (default: $REPRO_CLAIMS_DIR, else the checkout's claims/, "
                              "else the claims shipped in the package)")
     parser.add_argument("--only", metavar="PREFIX", action="append", default=[], help="only claims whose id starts so")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=non_negative_int, default=0)
     parser.set_defaults(func=main)
 
 
@@ -71,7 +76,9 @@ def main(args: argparse.Namespace) -> int:
     if args.json:
         atomic_write_text(Path(args.json), json.dumps([r.to_dict() for r in records], indent=2, default=str) + "\n")
     if all(r.status == Outcome.NOT_APPLICABLE for r in records):
+        # a check never passes because nothing ran: exit 3, not 0 (README, "Exit codes")
         print(f"repro audit: {adapter.name} exposes no part any claim needs: nothing was checked", file=sys.stderr)
+        return NOTHING_CHECKED
     return 1 if broken(records) else 0
 
 

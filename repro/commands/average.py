@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import argparse
 
-from repro.errors import ReproError
+from repro.argtypes import existing_dir, existing_file, positive_int
+from repro.errors import UsageError
 from repro.train.average import average_last, write_average
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("average", help="average the last K checkpoints of a run (base: 5, big: 20)")
-    parser.add_argument("run_dir", nargs="?", help="run directory holding checkpoints/")
-    parser.add_argument("--last", type=int, default=5, help="how many of the newest checkpoints (default 5)")
-    parser.add_argument("--checkpoints", nargs="+", metavar="CKPT", help="average these files instead")
+    parser.add_argument("run_dir", nargs="?", type=existing_dir, help="run directory holding checkpoints/")
+    parser.add_argument("--last", type=positive_int, default=5, help="how many of the newest checkpoints (default 5)")
+    parser.add_argument("--checkpoints", nargs="+", metavar="CKPT", type=existing_file, help="average these files instead")
     parser.add_argument("-o", "--output", help="output file (default RUN_DIR/average_lastK.pt)")
     parser.set_defaults(func=main)
 
@@ -20,11 +21,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 def main(args: argparse.Namespace) -> int:
     if args.checkpoints:
         if not args.output:
-            raise ReproError("--checkpoints needs --output")
+            raise UsageError("--checkpoints needs --output")
         out = write_average(args.checkpoints, args.output)
     elif args.run_dir:
         out = average_last(args.run_dir, args.last, args.output)
     else:
-        raise ReproError("give a run directory or --checkpoints")
+        raise UsageError("give a run directory or --checkpoints")
     print(out)
     return 0

@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+from repro.argtypes import existing_dir, non_negative_int
 from repro.atomic import atomic_write_text
 from repro.audit.repro_adapter import ReproAdapter
 from repro.checks import run_checks, select_claims
@@ -18,7 +19,7 @@ from repro.results import DEFAULT_RESULTS, ResultStore, store_records
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("check", help="run every local claim; exit non-zero when one fails")
     parser.add_argument("--json", metavar="FILE", help="write the records as a JSON array to FILE")
-    parser.add_argument("--claims-dir", default=None,
+    parser.add_argument("--claims-dir", default=None, type=existing_dir,
                         help="directory of claims files (default: $REPRO_CLAIMS_DIR, else the claims repro ships)")
     parser.add_argument(
         "--results", metavar="DIR", default=None,
@@ -26,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--store", metavar="DIR", default=None, help="also write each measurement to this results store")
     parser.add_argument("--only", metavar="PREFIX", action="append", default=[], help="only claims whose id starts so")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=non_negative_int, default=0)
     parser.set_defaults(func=main)
 
 

@@ -5,16 +5,17 @@ from __future__ import annotations
 import argparse
 import json
 
+from repro.argtypes import existing_dir
 from repro.checks import select_claims
 from repro.claims import default_claims_dir
 from repro.claims.coverage import coverage, load_statements
 from repro.claims.table import format_value
-from repro.errors import ReproError
+from repro.errors import UsageError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("claims", help="list or show the paper's claims (claims/*.toml)")
-    parser.add_argument("--claims-dir", default=None, help="directory of claims files (default: claims/)")
+    parser.add_argument("--claims-dir", default=None, type=existing_dir, help="directory of claims files (default: claims/)")
     actions = parser.add_subparsers(dest="action", metavar="ACTION")
     actions.required = True
     ls = actions.add_parser("list", help="one line per claim")
@@ -51,7 +52,7 @@ def list_claims(args: argparse.Namespace) -> int:
 def show_claim(args: argparse.Namespace) -> int:
     claims = {c.id: c for c in select_claims(claims_dir=args.claims_dir)}
     if args.id not in claims:
-        raise ReproError(f"no claim with id '{args.id}' (see 'repro claims list')")
+        raise UsageError(f"no claim with id '{args.id}' (see 'repro claims list')")
     for key, value in _as_dict(claims[args.id]).items():
         if value not in (None, "", {}):
             print(f"{key:14s} {value}")

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
+from repro.argtypes import positive_int
 from repro.data.corpus import read_parallel
 from repro.data.fetch import fetch
 from repro.data.downloads import RECIPES
 from repro.data.registry import get_dataset, registered_names, resolve_data_dir
+from repro.paths import existing_dir
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -22,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     ls.set_defaults(func=list_datasets)
     show = actions.add_parser("show", help="read every split of one dataset and count its pairs (validates it)")
     show.add_argument("name")
-    show.add_argument("--max-len", type=int, default=None, help="also count pairs longer than this (words)")
+    show.add_argument("--max-len", type=positive_int, default=None, help="also count pairs longer than this (words)")
     show.add_argument("--json", action="store_true")
     show.set_defaults(func=show_dataset)
     get = actions.add_parser("fetch", help="download a dataset from its official sources (needs a network)")
@@ -31,8 +34,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     get.set_defaults(func=fetch_dataset)
 
 
+def _data_dir(args: argparse.Namespace) -> Path:
+    """The data directory to read, which must exist (a typo is not "every split missing")."""
+    return existing_dir(resolve_data_dir(args.data_dir), "data directory (--data-dir or $REPRO_DATA_DIR)")
+
+
 def list_datasets(args: argparse.Namespace) -> int:
-    root = resolve_data_dir(args.data_dir)
+    root = _data_dir(args)
     rows = []
     for name in registered_names():
         ds = get_dataset(name, root)
@@ -51,7 +59,7 @@ def list_datasets(args: argparse.Namespace) -> int:
 
 
 def show_dataset(args: argparse.Namespace) -> int:
-    ds = get_dataset(args.name, resolve_data_dir(args.data_dir))
+    ds = get_dataset(args.name, _data_dir(args))
     info = {"name": ds.name, "description": ds.description, "tokenized": ds.tokenized, "splits": {}}
     present = ds.available_splits()
     info["missing"] = [s for s in ds.splits if s not in present]

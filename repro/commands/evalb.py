@@ -7,11 +7,14 @@ import json
 import sys
 from pathlib import Path
 
-from repro.eval.evalb import evalb_files
+from repro.argtypes import existing_file, non_negative_int
+from repro.eval.evalb import EvalbResult, evalb_files
 from repro.eval.evalb_report import format_report
 from repro.eval.evalb_params import COLLINS, SAMPLE, EvalbParams, read_prm
 
 _BUILTIN = {"collins": COLLINS, "sample": SAMPLE}
+#: What evalb.c prints when GOLD and TEST have different numbers of lines.
+_LINES_UNMATCH = "Number of lines unmatch"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -19,15 +22,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "evalb", help="score one-tree-per-line parses against gold trees (EVALB, COLLINS.prm)",
         description="Score TEST against GOLD (one bracketed tree per line) exactly as evalb -p COLLINS.prm "
                     "does. Prints EVALB's report, or with --json the 'All' summary.")
-    parser.add_argument("gold", type=Path, help="gold trees, one per line")
-    parser.add_argument("test", type=Path, help="parser output, one tree per line, same order")
+    parser.add_argument("gold", type=existing_file, help="gold trees, one per line")
+    parser.add_argument("test", type=existing_file, help="parser output, one tree per line, same order")
     parser.add_argument("--param", "-p", metavar="FILE",
                         help="EVALB .prm file, or a built-in: COLLINS (default) or SAMPLE (EVALB's sample.prm)")
-    parser.add_argument("--max-error", "-e", type=int, metavar="N",
+    parser.add_argument("--max-error", "-e", type=non_negative_int, metavar="N",
                         help="stop after more than N error sentences (overrides MAX_ERROR)")
-    parser.add_argument("--cutoff", "-c", type=int, metavar="N",
+    parser.add_argument("--cutoff", "-c", type=non_negative_int, metavar="N",
                         help="length cut-off of the second summary (overrides CUTOFF_LEN)")
     parser.add_argument("--json", action="store_true", help="print the summaries as JSON")
+    parser.add_argument("--allow-mismatch", action="store_true",
+                        help="exit 0 even when GOLD and TEST have different numbers of lines or GOLD has no trees "
+                             "(EVALB's behaviour); by default the report is printed and the exit code is 2")
     parser.set_defaults(func=run)
 
 
@@ -45,6 +51,19 @@ def _params(args: argparse.Namespace) -> EvalbParams:
     return params
 
 
+def _incomplete(args: argparse.Namespace, result: EvalbResult) -> str | None:
+    """Why the scores do not cover every sentence of GOLD and TEST (unequal line counts, no gold
+    trees), or None. EVALB reports this only on stderr and exits 0; a script would take the scores
+    of part of its output for the whole."""
+    unmatched = [m for m in result.messages if _LINES_UNMATCH in m]
+    if unmatched:
+        return (f"{args.gold}, {args.test}: the files have different numbers of lines ({unmatched[0]}); "
+                "the scores above cover only the lines both have (--allow-mismatch accepts this)")
+    if not result.rows:
+        return f"{args.gold}: no gold trees to score (--allow-mismatch accepts this)"
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
     result = evalb_files(args.gold, args.test, _params(args))
     if args.json:
@@ -53,4 +72,9 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(format_report(result))
         for message in result.messages:
             print(message, file=sys.stderr)
+    problem = _incomplete(args, result)
+    if problem and not args.allow_mismatch:
+        sys.stdout.flush()
+        print(f"repro: error: {problem}", file=sys.stderr)
+        return 2
     return 0

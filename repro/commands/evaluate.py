@@ -7,6 +7,7 @@ import argparse
 import json
 from pathlib import Path
 
+from repro.argtypes import existing_dir, existing_file
 from repro.commands.translate import add_search_arguments, precision_from_args, search_settings
 from repro.data.registry import get_dataset, resolve_data_dir
 from repro.decode.translate import find_vocab, load_model
@@ -15,10 +16,10 @@ from repro.eval.translation import evaluate_bleu, evaluate_perplexity
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("evaluate", help="BLEU on a test split and perplexity on a dev split of a checkpoint")
-    parser.add_argument("--checkpoint", required=True)
-    parser.add_argument("--vocab", help="vocab.json (default: the one in the checkpoint's run directory)")
+    parser.add_argument("--checkpoint", required=True, type=existing_file)
+    parser.add_argument("--vocab", type=existing_file, help="vocab.json (default: the one in the checkpoint's run directory)")
     parser.add_argument("--dataset", default=None, help="dataset name (default: the one the checkpoint was trained on)")
-    parser.add_argument("--data-dir", help="data directory (default: $REPRO_DATA_DIR or ../shared/data)")
+    parser.add_argument("--data-dir", type=existing_dir, help="data directory (default: $REPRO_DATA_DIR or ../shared/data)")
     parser.add_argument("--split", default="test", help="split to translate and score (default test)")
     parser.add_argument("--ppl-split", default="dev", help="split for perplexity (default dev; 'none' to skip)")
     parser.add_argument("--hypotheses", help="also write the translations to this file")

@@ -8,6 +8,7 @@ import argparse
 import json
 import sys
 
+from repro.argtypes import positive_int
 from repro.errors import ConfigError
 from repro.model.precision import PRECISIONS
 from repro.pipeline.local import reproduce_local
@@ -31,10 +32,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--skip-checks", action="store_true", help="do not run the local claims first")
     parser.add_argument("--claims-dir", default=None,
                         help="directory of claims files (default: $REPRO_CLAIMS_DIR, else the claims repro ships)")
-    parser.add_argument("--max-steps", type=int, help="override the profile's training steps")
+    parser.add_argument("--max-steps", type=positive_int, help="override the profile's training steps")
     parser.add_argument("--precision", choices=PRECISIONS,
                         help="fp32, bf16 or auto (the recipe's default: bf16 where the CPU computes it natively)")
-    parser.add_argument("--test-limit", type=int, metavar="N",
+    parser.add_argument("--test-limit", type=positive_int, metavar="N",
                         help="local-parsing: decode only the first N test sentences (recorded in the result)")
     parser.set_defaults(func=main)
 

@@ -6,6 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
+from repro.paths import existing_dir
 from repro.cluster.status import Ledger, default_state_dir, job_states
 from repro.errors import ConfigError
 
@@ -21,6 +22,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.state_dir is not None:  # a typo is not "no submissions"
+        existing_dir(args.state_dir, "state directory (--state-dir)")
     ledger = Ledger(args.state_dir or default_state_dir())
     records = ledger.read_all()
     if args.submissions:

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from repro.argtypes import positive_int
 from repro.cluster.executor import executor_parameters, new_submission_id, resolve_executor, submit_jobs
 from repro.cluster.experiments import EXPERIMENTS, Plan, plan_jobs
 from repro.cluster.profiles import load_profile
@@ -32,7 +33,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--results-dir", type=Path, default=DEFAULT_RESULTS, help="results store the jobs write to")
     p.add_argument("--data-dir", default=None, help="data directory the jobs read (default: REPRO_DATA_DIR)")
     p.add_argument("--job-name", default=None, help="SLURM job name (default repro-EXPERIMENT)")
-    p.add_argument("--timeout-min", type=int, default=None, help="override the profile's time limit")
+    p.add_argument("--timeout-min", type=positive_int, default=None, help="override the profile's time limit")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",
                    help="override a recipe field for every job (VALUE as JSON), e.g. max_steps=10; "
                         "a run changed so is recorded at scale 'reduced:'")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from repro.argtypes import existing_file, non_negative_int, positive_int
 from repro.model.precision import PRECISIONS
 from repro.recipes import Recipe, apply_assignments, get_recipe, parse_assignments, recipe_names
 from repro.train.config import TrainConfig
@@ -15,14 +16,14 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile", default="paper", choices=recipe_names(), metavar="RECIPE",
                         help="a named recipe (repro.recipes): 'paper' (= base, EN-DE), 'paper-big' (= big), "
                              "'local' (Multi30k on a CPU), a Table 3 row 'table3-<row>', 'smoke', ...")
-    parser.add_argument("--config", metavar="FILE", help="a JSON TrainConfig (replaces the recipe's training config)")
+    parser.add_argument("--config", metavar="FILE", type=existing_file, help="a JSON TrainConfig (replaces the recipe's training config)")
     parser.add_argument("--out-dir", help="run directory: checkpoints, vocab.json, metrics.csv")
     parser.add_argument("--data-dir", help="data directory (default: $REPRO_DATA_DIR or ../shared/data)")
     parser.add_argument("--dataset", help="registered dataset name, e.g. wmt14-en-de, multi30k-en-de")
     parser.add_argument("--preset", help="model preset (base, big, a Table 3 row)")
-    parser.add_argument("--max-steps", type=int)
+    parser.add_argument("--max-steps", type=positive_int)
     parser.add_argument("--device", choices=["cpu", "cuda", "auto"])
-    parser.add_argument("--threads", type=int, help="torch intra-op threads")
+    parser.add_argument("--threads", type=non_negative_int, help="torch intra-op threads")
     parser.add_argument("--precision", choices=PRECISIONS,
                         help="fp32, bf16 (mixed: bf16 matrix products, fp32 weights/Adam/checkpoints) or auto "
                              "(bf16 where the device computes it natively; the default)")

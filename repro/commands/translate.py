@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from repro.argtypes import existing_file, non_negative_float, non_negative_int, positive_int
 from repro.atomic import atomic_write_text
 from repro.data.corpus import _lines
 from repro.decode.settings import TRANSLATION, DecodeSettings
@@ -15,14 +16,14 @@ from repro.model.precision import PRECISIONS, Precision, resolve_precision
 
 
 def add_search_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--beam", type=int, default=TRANSLATION.beam_size,
+    parser.add_argument("--beam", type=positive_int, default=TRANSLATION.beam_size,
                         help=f"beam size (Section 6.1: {TRANSLATION.beam_size})")
-    parser.add_argument("--alpha", type=float, default=TRANSLATION.alpha,
+    parser.add_argument("--alpha", type=non_negative_float, default=TRANSLATION.alpha,
                         help=f"GNMT length penalty (Section 6.1: {TRANSLATION.alpha})")
-    parser.add_argument("--max-len-offset", type=int, default=TRANSLATION.max_len_offset,
+    parser.add_argument("--max-len-offset", type=non_negative_int, default=TRANSLATION.max_len_offset,
                         help=f"max output length = input + this (Section 6.1: {TRANSLATION.max_len_offset})")
     parser.add_argument("--greedy", action="store_true", help="greedy decoding instead of beam search")
-    parser.add_argument("--max-tokens", type=int, default=2000, help="source tokens x beam per decoding batch")
+    parser.add_argument("--max-tokens", type=positive_int, default=2000, help="source tokens x beam per decoding batch")
     add_precision_argument(parser)
 
 
@@ -46,8 +47,8 @@ def search_settings(args: argparse.Namespace) -> DecodeSettings:
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("translate", help="translate text with a checkpoint (beam 4, alpha 0.6)")
-    parser.add_argument("--checkpoint", required=True, help="a training or averaged checkpoint")
-    parser.add_argument("--vocab", help="vocab.json (default: the one in the checkpoint's run directory)")
+    parser.add_argument("--checkpoint", required=True, type=existing_file, help="a training or averaged checkpoint")
+    parser.add_argument("--vocab", type=existing_file, help="vocab.json (default: the one in the checkpoint's run directory)")
     parser.add_argument("--input", default="-", help="raw source text, one sentence a line (default stdin)")
     parser.add_argument("--output", default="-", help="where to write translations (default stdout)")
     parser.add_argument("--no-cache", action="store_true", help="recompute the whole prefix each step (slow)")

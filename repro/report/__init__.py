@@ -41,10 +41,13 @@ def generate(
     claims_dir: Path | None = None,
     run_dirs: Sequence[Path] = (),
     attention_sentence: str | None = None,
+    skip_invalid: bool = False,
 ) -> Document:
-    """Build the report from ``result_dirs`` and write it to ``out_dir``; returns the document."""
+    """Build the report from ``result_dirs`` and write it to ``out_dir``; returns the document.
+    A malformed record raises ResultError naming it; ``skip_invalid`` leaves such records out
+    (the caller, ``repro report --skip-invalid``, lists every one)."""
     claims = select_claims(claims_dir=claims_dir)
-    results = load_results([Path(d) for d in result_dirs])
+    results = load_results([Path(d) for d in result_dirs], skip_invalid=skip_invalid)
     data = build_report(claims, results, result_dirs)
     base = Path(result_dirs[0]).parent if result_dirs else None
     runs = find_runs(results, [Path(r) for r in run_dirs], base)

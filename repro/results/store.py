@@ -101,8 +101,12 @@ def parse_interval(value: Any, where: str) -> tuple[float, float]:
 class ResultStore:
     """Result records under one root directory."""
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    def __init__(self, root: str | os.PathLike[str], *, skip_invalid: bool = False) -> None:
         self.root = Path(root)
+        #: With ``skip_invalid``, a malformed record is left out and listed in ``skipped`` (path, why)
+        #: for the caller to report; without it (the default) it raises ResultError naming its file.
+        self.skip_invalid = skip_invalid
+        self.skipped: list[tuple[Path, str]] = []
 
     def write(self, result: Result, name: str | None = None) -> Path:
         """Store ``result`` under a fresh timestamped name, or as ``<name>.json`` (replaced in place)."""
@@ -120,16 +124,28 @@ class ResultStore:
         """Every record under the root; a malformed one raises an error naming its file."""
         if not self.root.exists():
             raise ResultError(f"{self.root}: results directory does not exist")
+        if not self.root.is_dir():
+            raise ResultError(f"{self.root}: results directory is not a directory")
         results = []
+        self.skipped = []
         for path in sorted(self.root.rglob("*.json")):
             try:
-                data = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-                raise ResultError(f"{path}: not a readable JSON result record ({err})") from None
-            if not isinstance(data, dict):
-                raise ResultError(f"{path}: a result record must be a JSON object")
-            results.append(Result.from_dict(data, source=str(path)))
+                results.append(self._read(path))
+            except ResultError as err:
+                if not self.skip_invalid:
+                    raise
+                self.skipped.append((path, str(err)))
         return results
+
+    @staticmethod
+    def _read(path: Path) -> Result:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise ResultError(f"{path}: not a readable JSON result record ({err})") from None
+        if not isinstance(data, dict):
+            raise ResultError(f"{path}: a result record must be a JSON object")
+        return Result.from_dict(data, source=str(path))
 
     def latest(self) -> dict[str, Result]:
         """The newest record of each claim (by provenance date)."""

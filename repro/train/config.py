@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,13 @@ from repro.data.vocab import SPLITS
 from repro.errors import ConfigError
 from repro.model import TransformerConfig, get_preset
 from repro.model.precision import PRECISIONS
+
+
+_TEXT_FIELDS = ("preset", "dataset", "bpe_split", "out_dir", "device", "precision")
+_OPTIONAL_TEXT_FIELDS = ("data_dir", "train_src", "train_tgt", "dev_src", "dev_tgt")
+_INT_FIELDS = ("vocab_size", "tokens_per_batch", "max_tokens_per_device", "max_steps", "warmup_steps", "max_len",
+               "checkpoint_every_steps", "keep_checkpoints", "average_last", "seed", "log_every", "threads")
+_FLOAT_FIELDS = ("lr_scale", "adam_beta1", "adam_beta2", "adam_eps", "label_smoothing", "checkpoint_every_minutes")
 
 
 @dataclass(frozen=True)
@@ -57,6 +66,7 @@ class TrainConfig:
     precision: str = "auto"            # auto, fp32 or bf16 (mixed; repro.model.precision); master weights stay fp32
 
     def __post_init__(self) -> None:
+        self._check_types()
         for name in ("vocab_size", "tokens_per_batch", "max_tokens_per_device", "max_steps",
                      "warmup_steps", "max_len", "keep_checkpoints", "average_last", "log_every"):
             value = getattr(self, name)
@@ -71,6 +81,18 @@ class TrainConfig:
             raise ConfigError("training config fields 'checkpoint_every_steps'/'checkpoint_every_minutes' must be >= 0")
         if self.device not in ("cpu", "cuda", "auto") and not self.device.startswith("cuda:"):
             raise ConfigError(f"training config field 'device' must be cpu, cuda or auto, got {self.device!r}")
+        for name in ("adam_beta1", "adam_beta2"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ConfigError(f"training config field '{name}' must lie in [0, 1) (Section 5.3), "
+                                  f"got {getattr(self, name)!r}")
+        for name in ("lr_scale", "adam_eps"):
+            if not getattr(self, name) > 0:
+                raise ConfigError(f"training config field '{name}' must be positive, got {getattr(self, name)!r}")
+        for name in ("seed", "threads"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"training config field '{name}' must be >= 0, got {getattr(self, name)!r}")
+        if not self.out_dir.strip():
+            raise ConfigError("training config field 'out_dir' must not be empty")
         if self.precision not in PRECISIONS:
             raise ConfigError(f"training config field 'precision' must be one of {', '.join(PRECISIONS)}, "
                               f"got {self.precision!r}")
@@ -78,6 +100,29 @@ class TrainConfig:
             raise ConfigError(
                 f"training config keeps {self.keep_checkpoints} checkpoints but averages the last {self.average_last}"
             )
+
+    def _check_types(self) -> None:
+        """Each field has its declared type (a JSON config or ``--set`` cannot smuggle in text for a number);
+        a path given as ``os.PathLike`` is kept as text, so the config stays JSON."""
+        for name in _TEXT_FIELDS + _OPTIONAL_TEXT_FIELDS:
+            value = getattr(self, name)
+            if isinstance(value, os.PathLike):
+                object.__setattr__(self, name, os.fspath(value))
+            elif not isinstance(value, str) and not (value is None and name in _OPTIONAL_TEXT_FIELDS):
+                raise ConfigError(f"training config field '{name}' must be text, got {value!r}")
+        for name in _INT_FIELDS:
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise ConfigError(f"training config field '{name}' must be an integer, got {value!r}")
+        for name in _FLOAT_FIELDS:
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+                raise ConfigError(f"training config field '{name}' must be a finite number, got {value!r}")
+        if not isinstance(self.tensorboard, bool):
+            raise ConfigError(f"training config field 'tensorboard' must be true or false, got {self.tensorboard!r}")
+        if not isinstance(self.model_overrides, dict):
+            raise ConfigError("training config field 'model_overrides' must be a JSON object of TransformerConfig "
+                              f"fields, got {self.model_overrides!r}")
 
     def model_config(self, vocab_size: int | None = None) -> TransformerConfig:
         """The preset's model with the overrides applied and, when given, the vocabulary actually built."""
@@ -103,9 +148,13 @@ class TrainConfig:
         if unknown:
             raise ConfigError(f"{source}: unknown training config field(s): {', '.join(sorted(unknown))}")
         try:
-            return cls(**data)
+            cfg = cls(**data)
+            cfg.model_config()  # the preset with the overrides: a bad override is refused here, by name
         except TypeError as err:
             raise ConfigError(f"{source}: {err}") from None
+        except ConfigError as err:
+            raise ConfigError(f"{source}: {err}") from None
+        return cfg
 
     @classmethod
     def from_file(cls, path: str | Path) -> "TrainConfig":

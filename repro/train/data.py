@@ -16,7 +16,7 @@ from repro.data.corpus import read_parallel
 from repro.data.registry import Dataset, get_dataset, resolve_data_dir, with_splits
 from repro.data.synthetic import SYNTHETIC, SyntheticCorpus
 from repro.data.vocab import SharedVocab
-from repro.errors import ConfigError
+from repro.errors import ConfigError, DataError
 from repro.train.config import TrainConfig
 
 Examples = list[tuple[list[int], list[int]]]
@@ -75,6 +75,9 @@ def prepare_training_data(cfg: TrainConfig, synthetic: SyntheticCorpus | None = 
     dataset = dataset_for(cfg)
     src_path, tgt_path = dataset.split("train")
     corpus = read_parallel(src_path, tgt_path)
+    if not corpus.pairs:  # refused before the run directory or a vocabulary is written
+        raise DataError(f"{src_path}, {tgt_path}: training corpus of dataset '{cfg.dataset}' is empty; "
+                        "training needs at least one sentence pair")
     out_dir = Path(cfg.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     texts = [s for s, _ in corpus.pairs] + [t for _, t in corpus.pairs]
@@ -85,4 +88,7 @@ def prepare_training_data(cfg: TrainConfig, synthetic: SyntheticCorpus | None = 
         shown = ", ".join(map(str, lines[:10])) + (" ..." if len(lines) > 10 else "")
         print(f"repro train: filtered {len(dropped)} of {len(corpus.pairs)} pairs of {src_path} longer than "
               f"{cfg.max_len} wordpieces (lines {shown})", file=sys.stderr)
+    if not examples:
+        raise DataError(f"{src_path}, {tgt_path}: all {len(corpus.pairs)} training pairs are longer than "
+                        f"max_len={cfg.max_len} wordpieces; nothing is left to train on (raise max_len)")
     return TrainingData(vocab, examples, len(vocab), len(dropped), lines, (src_path, tgt_path))

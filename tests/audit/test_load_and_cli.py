@@ -107,3 +107,9 @@ def test_cli_exits_1_when_an_adapter_errs(capsys: pytest.CaptureFixture[str]) ->
 def test_cli_bad_target_is_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["audit", "surely_not_a_module_xyz:f"]) == 2
     assert "repro: error: target 'surely_not_a_module_xyz:f': module" in capsys.readouterr().err
+
+
+def test_cli_exits_3_when_nothing_was_checked(user_module: str, capsys: pytest.CaptureFixture[str]) -> None:
+    # the adapter has attention only: the post-norm claim is "not applicable", so nothing ran (README, Exit codes)
+    assert main(["audit", f"{user_module}:good", "--only", "sec3.sublayer.post-norm"]) == 3
+    assert "nothing was checked" in capsys.readouterr().err
