@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from repro.model import precision
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 # The audit plugin's tests run pytest inline (tests/audit/test_plugin.py).
@@ -16,6 +18,17 @@ pytest_plugins = ["pytester"]
 def shared_data_dir() -> Path:
     env = os.environ.get("REPRO_DATA_DIR")
     return Path(env) if env else REPO_ROOT.parent / "shared" / "data"
+
+
+@pytest.fixture(autouse=True)
+def auto_precision_is_fp32(monkeypatch):
+    """``--precision auto`` resolves to fp32 in the tests on every CPU: many compare the loop, the
+    loss or the search with fp32 references, and CI machines differ (some have AMX bf16). The
+    precision tests inject their own probe; the bf16 paths are tested with ``bf16`` asked for."""
+    monkeypatch.setattr(precision, "matmul_probe", lambda device="cpu", **_: (1.0, 0.0))
+    precision._cached_probe.cache_clear()
+    yield
+    precision._cached_probe.cache_clear()
 
 
 @pytest.fixture(scope="session")

@@ -172,11 +172,12 @@ def objective_smoothing(claim: Claim, ctx: CheckContext) -> Measurement:
 
 
 def _shrunk(cfg: TrainConfig) -> TrainConfig:
-    """The job's config on a small model: its training settings (and P_drop) kept."""
+    """The job's config on a small model: its training settings (and P_drop) kept, on the CPU in
+    fp32 (the paper's arithmetic, whatever ``auto`` would pick on this machine)."""
     keep = cfg.model_config().dropout
     return cfg.replace(model_overrides={"n_layers": SIZE["n_layers"], "d_model": SIZE["d_model"],
                                         "d_ff": SIZE["d_ff"], "n_heads": SIZE["n_heads"], "dropout": keep},
-                       device="cpu", threads=0)
+                       device="cpu", threads=0, precision="fp32")
 
 
 @checker("run.job_dropout")

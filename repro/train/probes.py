@@ -25,7 +25,9 @@ _TINY = {"n_layers": 1, "d_ff": 8, "n_heads": 1, "dropout": 0.0}
 
 def _tiny(cfg: TrainConfig, out_dir: str, d_model: int = 8, **changes: object) -> TrainConfig:
     """``cfg`` on the smallest model (of width ``d_model``) and batches the loop takes."""
+    # fp32, the paper's arithmetic (Section 5.2's P100s have no bf16), whatever ``auto`` would pick here
     fields = dict(out_dir=out_dir, vocab_size=8, tokens_per_batch=16, max_tokens_per_device=16, log_every=10**6,
+                  precision="fp32",
                   keep_checkpoints=max(cfg.keep_checkpoints, cfg.average_last), threads=0, device="cpu",
                   model_overrides={**cfg.model_overrides, **_TINY, "d_model": d_model})
     return cfg.replace(**{**fields, **changes})
