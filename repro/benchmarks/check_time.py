@@ -7,16 +7,14 @@ implementation, timed claim by claim (the target: under 60 s on 2 cores).
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
 from pathlib import Path
 
 import torch
 
-from repro.atomic import atomic_write_text
 from repro.audit.repro_adapter import ReproAdapter
-from repro.benchmarks.machine import cpu_model
+from repro.benchmarks.machine import cpu_model, publish
 from repro.checks import run_checks, select_claims
 
 
@@ -41,10 +39,7 @@ def main(argv: list[str] | None = None) -> dict:
         "wall_s_max": round(max(walls), 2),
         "slowest_claims_s": {k: round(s, 2) for s, k in slowest},
     }
-    print(json.dumps(out, indent=2))
-    if args.out:
-        atomic_write_text(args.out, json.dumps(out, indent=2) + "\n")
-    return out
+    return publish(out, args.out)
 
 
 if __name__ == "__main__":

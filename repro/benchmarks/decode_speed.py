@@ -13,14 +13,12 @@ gives each case's median time and the median and spread of the per-round speed-u
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
-from repro.atomic import atomic_write_text
-from repro.benchmarks.machine import alternate, environment, ratio_spread, spread
+from repro.benchmarks.machine import alternate, environment, publish, ratio_spread, spread
 from repro.decode import beam_search, greedy_decode
 from repro.decode.step import EOS
 from repro.model import Transformer, get_preset
@@ -95,10 +93,7 @@ def main(argv: list[str] | None = None) -> dict:
     out["greedy_speedup_spread"] = ratio_spread(seconds["greedy_recompute"], seconds["greedy_cached"], 2)
     out["greedy_speedup"] = out["greedy_speedup_spread"]["median"]
     out["target_beam_speedup"] = 5.0
-    print(json.dumps(out, indent=2))
-    if args.out:
-        atomic_write_text(args.out, json.dumps(out, indent=2) + "\n")
-    return out
+    return publish(out, args.out)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ the machine was shared, and the median and spread of repeated, alternated measur
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import platform
 import statistics
 import time
@@ -13,6 +14,7 @@ from typing import Any
 
 import torch
 
+from repro.atomic import atomic_write_text
 from repro.model.precision import cpu_flags
 from repro.results.provenance import git_commit
 
@@ -59,3 +61,12 @@ def spread(values: list[float], digits: int = 3) -> dict[str, Any]:
 def ratio_spread(slow: list[float], fast: list[float], digits: int = 3) -> dict[str, Any]:
     """The per-round ratios slow/fast (same round: same load) with their median and spread."""
     return spread([s / f for s, f in zip(slow, fast)], digits)
+
+
+def publish(out: dict[str, Any], path: Path | None) -> dict[str, Any]:
+    """Print a benchmark's figures as JSON, and write them (atomically) to ``path`` when given."""
+    text = json.dumps(out, indent=2)
+    print(text)
+    if path:
+        atomic_write_text(path, text + "\n")
+    return out

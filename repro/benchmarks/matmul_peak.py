@@ -12,7 +12,6 @@ where the CPU emulates bf16 a 2048^3 product takes about a minute).
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
 from pathlib import Path
@@ -20,8 +19,7 @@ from typing import Any
 
 import torch
 
-from repro.atomic import atomic_write_text
-from repro.benchmarks.machine import environment, spread
+from repro.benchmarks.machine import environment, publish, spread
 
 
 def sustained_matmul(n: int = 2048, seconds: float = 5.0, dtype: torch.dtype = torch.float32,
@@ -62,10 +60,7 @@ def main(argv: list[str] | None = None) -> dict:
         out["bf16"] = sustained_matmul(args.bf16_n, args.seconds, torch.bfloat16, min_runs=2)
         out["bf16_over_fp32"] = round(out["bf16"]["gflops"]["median"] / out["fp32"]["gflops"]["median"], 4)
     out["peak_gflops"] = out["fp32"]["gflops"]["median"]
-    print(json.dumps(out, indent=2))
-    if args.out:
-        atomic_write_text(args.out, json.dumps(out, indent=2) + "\n")
-    return out
+    return publish(out, args.out)
 
 
 if __name__ == "__main__":

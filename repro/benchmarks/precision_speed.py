@@ -15,14 +15,12 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from repro.atomic import atomic_write_text
-from repro.benchmarks.machine import alternate, environment, ratio_spread, spread
+from repro.benchmarks.machine import alternate, environment, publish, ratio_spread, spread
 from repro.benchmarks.train_speed import make_batch
 from repro.model import Transformer, count_parameters
 from repro.model.precision import Precision, matmul_probe, resolve_precision
@@ -87,10 +85,7 @@ def main(argv: list[str] | None = None) -> dict:
         "target_speedup": TARGET_SPEEDUP, "goal_speedup": GOAL_SPEEDUP,
         "native_bf16": bf16_rate > fp32_rate,
     }
-    print(json.dumps(out, indent=2))
-    if args.out:
-        atomic_write_text(args.out, json.dumps(out, indent=2) + "\n")
-    return out
+    return publish(out, args.out)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ is relative to the sustained fp32 matmul rate (repro.benchmarks.matmul_peak).
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import resource
 import statistics
@@ -27,8 +26,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from repro.atomic import atomic_write_text
-from repro.benchmarks.machine import environment, ratio_spread, spread
+from repro.benchmarks.machine import environment, publish, ratio_spread, spread
 from repro.benchmarks.matmul_peak import matmul_gflops
 from repro.data.batching import Batch
 from repro.model import Transformer, count_parameters, get_preset
@@ -159,10 +157,7 @@ def main(argv: list[str] | None = None) -> dict:
     out["speedup_tokens_per_s"] = round(out["models"]["repro"]["tokens_per_s"]
                                         / out["models"]["torch.nn.Transformer"]["tokens_per_s"], 3)
     out["target_speedup"] = 1.15
-    print(json.dumps(out, indent=2))
-    if args.out:
-        atomic_write_text(args.out, json.dumps(out, indent=2) + "\n")
-    return out
+    return publish(out, args.out)
 
 
 def _rusage() -> tuple[float, float]:

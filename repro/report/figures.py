@@ -119,8 +119,9 @@ def curves_figure(run: Run) -> Figure | str:
         if dev == ["dev_ppl"]:
             twin.set_yscale("log")
         twin.set_ylabel(", ".join(c.replace("_", " ") for c in dev))
-        twin.legend(loc="upper center")
-    ax.legend(loc="upper right")
+    # One legend for both axes, so the dev curve's entry never sits on top of the loss's.
+    handles = [h for a in fig.axes for h in a.get_legend_handles_labels()[0]]
+    ax.legend(handles, [h.get_label() for h in handles], loc="upper right")
     fig.tight_layout()
     caption = provenance_line(run.provenance) + ("" if dev else "; the log has no dev column (dev_ppl, dev_bleu)")
     title = (f"Training loss and {', '.join(c.replace('_', ' ') for c in dev)} ({run.label})" if dev
