@@ -14,8 +14,9 @@ from pathlib import Path
 import torch
 
 from repro.audit.repro_adapter import ReproAdapter
-from repro.benchmarks.machine import cpu_model, publish
+from repro.benchmarks.machine import publish
 from repro.checks import run_checks, select_claims
+from repro.results.provenance import cpu_model
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import platform
 import statistics
 import time
 from collections.abc import Callable, Mapping
@@ -15,26 +14,13 @@ from typing import Any
 import torch
 
 from repro.atomic import atomic_write_text
-from repro.model.precision import cpu_flags
-from repro.results.provenance import git_commit
-
-
-def cpu_model() -> str:
-    """The CPU's model name (/proc/cpuinfo), or what the platform says."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+from repro.results.provenance import cpu_model, git_commit, vector_flags
 
 
 def environment(note: str = "") -> dict[str, Any]:
     """The machine and code a benchmark ran on (the CPU's bf16/AMX/AVX-512 flags included)."""
-    flags = cpu_flags()
     return {"cpu": cpu_model(),
-            "cpu_flags": sorted(f for f in flags if f.startswith(("avx512", "amx")) or f in ("avx2", "fma")),
+            "cpu_flags": vector_flags(),
             "threads": torch.get_num_threads(), "torch": torch.__version__, "commit": git_commit(),
             "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "conditions": note}
 

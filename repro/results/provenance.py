@@ -18,6 +18,8 @@ from typing import Any
 
 import torch
 
+from repro.model.precision import cpu_flags
+
 REQUIRED_FIELDS = ("commit", "config_hash", "hardware", "dataset", "date", "scale")
 
 
@@ -74,13 +76,31 @@ def git_commit(repo: Path | None = None) -> str:
     return f"{sha}-dirty" if dirty else sha
 
 
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo), or what the platform says."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def vector_flags() -> list[str]:
+    """The CPU's flags that decide its matrix-product speed: AVX2/FMA, AVX-512 (with BF16) and AMX.
+    Machines of the same name differ in them, so every measurement records them."""
+    return sorted(f for f in cpu_flags() if f.startswith(("avx512", "amx")) or f in ("avx2", "fma"))
+
+
 def hardware_description() -> str:
     """A one-line description of the device a measurement ran on."""
     if torch.cuda.is_available():
         name = torch.cuda.get_device_name(0)
         return f"{torch.cuda.device_count()}x {name} (CUDA {torch.version.cuda}), torch {torch.__version__}"
-    cpu = platform.processor() or platform.machine()
-    return f"CPU {cpu}, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads, torch {torch.__version__}"
+    flags = " ".join(vector_flags()) or "no AVX2"
+    return (f"CPU {cpu_model()} ({flags}), {os.cpu_count()} cores, {torch.get_num_threads()} torch threads, "
+            f"torch {torch.__version__}")
 
 
 def config_hash(config: Any) -> str:
