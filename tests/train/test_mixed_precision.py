@@ -1,7 +1,6 @@
 """bf16 mixed precision in training: the fused loss under autocast, gradients close to fp32,
 fp32 master weights, Adam state and checkpoints, exact resume, checkpoints that load in either."""
 
-import random
 
 import pytest
 import torch
@@ -11,9 +10,7 @@ from repro.model.precision import Precision
 from repro.train.checkpoint import list_checkpoints, load_checkpoint
 from repro.train.loop import run
 from repro.train.loss import TranslationLoss, label_smoothed_nll, projection_loss
-from repro.train.config import TrainConfig
-
-VOCAB = 24
+from tests.train.test_loop import VOCAB, quiet, tiny_config, toy_examples
 
 BF16, FP32 = Precision("bf16", "test"), Precision("fp32", "test")
 
@@ -23,31 +20,6 @@ BF16, FP32 = Precision("bf16", "test"), Precision("fp32", "test")
 # order one. Hence: loss within 1%, each sizeable gradient within 10% relative L2 error and a
 # cosine above 0.99, the whole gradient within 5%.
 LOSS_RTOL, GRAD_RTOL, TOTAL_RTOL, MIN_COSINE = 1e-2, 0.10, 0.05, 0.99
-
-
-def tiny_config(out_dir, **changes) -> TrainConfig:
-    """tests/train/test_loop.py's tiny run (dropout on, so that resuming must restore the RNG)."""
-    base = dict(
-        model_overrides=dict(n_layers=1, d_model=32, d_ff=64, n_heads=2, dropout=0.1, max_positions=64),
-        dataset="multi30k-en-de", vocab_size=VOCAB, tokens_per_batch=40, max_tokens_per_device=40,
-        max_steps=6, warmup_steps=4, checkpoint_every_steps=2, checkpoint_every_minutes=0,
-        keep_checkpoints=10, average_last=1, out_dir=str(out_dir), device="cpu", log_every=1, seed=3,
-    )
-    base.update(changes)
-    return TrainConfig(**base)
-
-
-def toy_examples(n=20, seed=0):
-    rng = random.Random(seed)
-    out = []
-    for _ in range(n):
-        src = [rng.randrange(4, VOCAB) for _ in range(rng.randint(2, 7))]
-        out.append((src, list(reversed(src))))
-    return out
-
-
-def quiet(_msg):
-    pass
 
 
 def small_model(seed=0):
