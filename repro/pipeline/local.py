@@ -40,7 +40,7 @@ from repro.data.vocab import SharedVocab
 from repro.decode.translate import load_model
 from repro.errors import ConfigError
 from repro.eval.bootstrap import Interval, sacrebleu_interval
-from repro.eval.seeds import over_seeds
+from repro.eval.seeds import SeedSummary, over_seeds
 from repro.eval.steptime import spread_of_log
 from repro.eval.translation import BleuEvaluation, evaluate_bleu, evaluate_perplexity
 from repro.eval.perplexity import Perplexity
@@ -127,7 +127,9 @@ class SeedRun:
     vocab_size: int
 
 
-def _write_results(results_dir: Path, recipe: Recipe, runs: list[SeedRun], common: dict[str, Any]) -> None:
+def _write_results(results_dir: Path, recipe: Recipe, runs: list[SeedRun],
+                   common: dict[str, Any]) -> tuple[SeedSummary, SeedSummary]:
+    """Store the BLEU, PPL and step-time records; returns the BLEU and PPL summaries over seeds."""
     first = runs[0]
     scale = scale_description(recipe, first.summary.steps) + (f"; mean of {len(runs)} seeds" if len(runs) > 1 else "")
     config = recipe.train.to_dict()
@@ -176,6 +178,7 @@ def _write_results(results_dir: Path, recipe: Recipe, runs: list[SeedRun], commo
                     "writing; the interval is the 2.5-97.5 percentile range of the intervals)"),
             extra={"spread": step.to_dict()}, ci95=tuple(round(x, 4) for x in step.ci95),
         ), RECORD_NAME)
+    return bleu_seeds, ppl_seeds
 
 
 def _dev_perplexity(out_dir: Path, dataset: Dataset, precision: Precision) -> Callable[[Transformer], dict[str, float]]:
@@ -275,15 +278,15 @@ def reproduce_local(
         threads=torch.get_num_threads(), run_dir=str(out_dir), seeds=[r.seed for r in runs],
         **precision.provenance(),
     )
-    _write_results(results_dir, recipe, runs, common)
-    bleu_scores = [r.bleu.sacrebleu.score for r in runs]
+    bleu_seeds, ppl_seeds = _write_results(results_dir, recipe, runs, common)
     report = {
         "profile": "local", "claims_written": [BLEU_CLAIM, PPL_CLAIM, STEP_TIME], "checks": check_summary,
-        "sacrebleu": round(sum(bleu_scores) / len(runs), 2), "sacrebleu_signature": first.bleu.sacrebleu.signature,
-        "sacrebleu_ci95": [round(x, 2) for x in first.interval.ci95] if len(runs) == 1 else None,
+        "sacrebleu": round(bleu_seeds.mean, 2), "sacrebleu_signature": first.bleu.sacrebleu.signature,
+        # one seed: sacreBLEU's bootstrap; several: the seeds' interval (repro.eval.seeds)
+        "sacrebleu_ci95": [round(x, 2) for x in (bleu_seeds.ci95 if len(runs) > 1 else first.interval.ci95)],
         "sacrebleu_by_seed": {str(r.seed): round(r.bleu.sacrebleu.score, 2) for r in runs},
         "paper_protocol_bleu": round(sum(r.bleu.paper.score for r in runs) / len(runs), 2),
-        "dev_ppl": round(sum(r.ppl.ppl for r in runs) / len(runs), 3),
+        "dev_ppl": round(ppl_seeds.mean, 3),
         "final_train_loss": summary.final_loss, "scale": scale_description(recipe, summary.steps),
         "config": recipe.train.to_dict(), **common,
     }
