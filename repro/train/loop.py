@@ -196,7 +196,8 @@ def run(
     elapsed = clock() - start
     return TrainSummary(
         steps=step, final_loss=progress.last_loss, out_dir=out_dir,
-        checkpoints=[p for p in written if p.exists()], tokens_per_s=progress.run_tokens / max(elapsed, 1e-9),
+        checkpoints=[p for p in written if p.exists()],
+        tokens_per_s=progress.run_tokens / max(progress.training_seconds(), 1e-9),  # dev evaluations left out
         resumed_from=resumed_from, accumulation=trainer.accumulation, world_size=trainer.world_size,
         elapsed_s=elapsed, first_loss=progress.first_loss, extra=trainer.precision.provenance(),
     )
@@ -228,6 +229,10 @@ class _Progress:
         self.window_start, self.window_tokens, self.run_tokens = self.start, 0, 0
         self.first_loss: float | None = None
         self.last_loss = float("nan")
+
+    def training_seconds(self) -> float:
+        """Wall seconds since the loop started, less the dev evaluations."""
+        return self.clock() - self.start
 
     def exclude(self, seconds: float) -> None:
         """Leave ``seconds`` (a dev evaluation) out of the throughput and the logged elapsed time."""

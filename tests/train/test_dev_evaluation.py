@@ -42,12 +42,13 @@ def test_evaluation_time_is_left_out_of_elapsed_time_and_throughput(tmp_path):
             clock.now += 1000.0  # a dev evaluation taking 1000 s
             return evaluate(model) if evaluate else {}
 
-        run(tiny_config(out, max_steps=10, checkpoint_every_steps=5, log_every=5), toy_examples(), VOCAB,
-            log=lambda _: None, clock=clock, evaluate=slow if evaluate else None)
-        return pd.read_csv(out / "metrics.csv")
+        summary = run(tiny_config(out, max_steps=10, checkpoint_every_steps=5, log_every=5), toy_examples(), VOCAB,
+                      log=lambda _: None, clock=clock, evaluate=slow if evaluate else None)
+        return pd.read_csv(out / "metrics.csv"), summary
 
-    plain = logged_elapsed(tmp_path / "plain", None)
-    evaluated = logged_elapsed(tmp_path / "evaluated", lambda m: {"dev_ppl": 1.0})
+    plain, plain_summary = logged_elapsed(tmp_path / "plain", None)
+    evaluated, evaluated_summary = logged_elapsed(tmp_path / "evaluated", lambda m: {"dev_ppl": 1.0})
+    assert evaluated_summary.tokens_per_s > 0.5 * plain_summary.tokens_per_s  # the run's figure too
     # The evaluation's readings of the clock add a few seconds, never the 1000 s it took.
     assert (evaluated["elapsed_s"] - plain["elapsed_s"]).abs().max() < 10
     assert evaluated["tokens_per_s"].min() > 0.5 * plain["tokens_per_s"].min()
