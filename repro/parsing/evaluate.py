@@ -32,6 +32,8 @@ class ParseScore:
     repaired: int      # outputs that were not a well-formed tree over the source words
     sentences: int
     leaf_count: dict[str, int] = field(default_factory=dict)  # outputs with exact / too_few / too_many XX
+    #: by sentence length (``LENGTH_BINS``): {"1-10": {"sentences": n, "exact": k, "too_few": .., "too_many": ..}}
+    leaf_count_by_length: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property
     def f1(self) -> float:
@@ -41,7 +43,16 @@ class ParseScore:
 
     def to_dict(self) -> dict:
         return {"f1": self.f1, "repaired": self.repaired, "sentences": self.sentences,
-                "leaf_count": dict(self.leaf_count), "evalb": self.evalb.to_dict()}
+                "leaf_count": dict(self.leaf_count), "leaf_count_by_length": self.leaf_count_by_length,
+                "evalb": self.evalb.to_dict()}
+
+
+#: Sentence-length bins (words) for the leaf-count table: (label, shortest, longest).
+LENGTH_BINS = (("1-10", 1, 10), ("11-20", 11, 20), ("21-30", 21, 30), ("31-40", 31, 40), ("41+", 41, 10**9))
+
+
+def length_bin(n_words: int) -> str:
+    return next(label for label, lo, hi in LENGTH_BINS if lo <= n_words <= hi)
 
 
 def score_outputs(outputs: Sequence[str], gold_path: str | Path, params: EvalbParams = COLLINS,
@@ -52,9 +63,14 @@ def score_outputs(outputs: Sequence[str], gold_path: str | Path, params: EvalbPa
         raise DataError(f"{len(outputs)} parser outputs for {len(gold)} gold trees in {gold_path}")
     test_lines, repaired = [], 0
     leaf_count = {"exact": 0, "too_few": 0, "too_many": 0}
+    by_length = {label: {"sentences": 0, **leaf_count} for label, _, _ in LENGTH_BINS}
     for output, tree in zip(outputs, gold):
         n_leaves, n_words = output.split().count(LEAF), len(words(tree))
-        leaf_count["exact" if n_leaves == n_words else "too_few" if n_leaves < n_words else "too_many"] += 1
+        kind = "exact" if n_leaves == n_words else "too_few" if n_leaves < n_words else "too_many"
+        leaf_count[kind] += 1
+        row = by_length[length_bin(n_words)]
+        row["sentences"] += 1
+        row[kind] += 1
         fixed = repair(output, words(tree), tags(tree))
         repaired += fixed.was_malformed
         test_lines.append(tree_to_line(fixed.tree))
@@ -63,7 +79,8 @@ def score_outputs(outputs: Sequence[str], gold_path: str | Path, params: EvalbPa
     # Repaired trees always carry the gold words, so no EVALB error can occur: no MAX_ERROR stop.
     result = evalb_lines([tree_to_line(t) for t in gold], test_lines, params.replace(max_error=len(gold) + 1),
                          str(gold_path), "parser output")
-    return ParseScore(result, repaired, len(gold), leaf_count)
+    return ParseScore(result, repaired, len(gold), leaf_count,
+                      {label: row for label, row in by_length.items() if row["sentences"]})
 
 
 def score_split(outputs: Sequence[str], prepared_dir: str | Path, split: str = "test",

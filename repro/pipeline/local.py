@@ -181,11 +181,11 @@ def _write_results(results_dir: Path, recipe: Recipe, runs: list[SeedRun],
     return bleu_seeds, ppl_seeds
 
 
-def _dev_perplexity(out_dir: Path, dataset: Dataset, precision: Precision) -> Callable[[Transformer], dict[str, float]]:
+def _dev_perplexity(out_dir: Path, dataset: Dataset, precision: Precision) -> Callable[[Transformer, int], dict[str, float]]:
     """The training loop's checkpoint-time evaluation: perplexity on the dev split (the curve of the report)."""
     vocab: list[SharedVocab] = []  # built by the training run itself, so loaded at the first checkpoint
 
-    def evaluate(model: Transformer) -> dict[str, float]:
+    def evaluate(model: Transformer, step: int) -> dict[str, float]:
         if not vocab:
             vocab.append(SharedVocab.load(out_dir / "vocab.json"))
         return {"dev_ppl": round(evaluate_perplexity(model, vocab[0], dataset, DEV_SPLIT, precision).ppl, 3)}

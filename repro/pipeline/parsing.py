@@ -19,6 +19,7 @@ the test files are not section 23. There is no claim for it; the report lists it
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import sys
 from collections.abc import Callable, Sequence
@@ -28,10 +29,13 @@ from typing import Any
 import torch
 
 from repro.atomic import atomic_write_text
+from repro.data.corpus import read_parallel
 from repro.data.registry import resolve_data_dir
 from repro.data.vocab import SharedVocab
 from repro.decode.settings import DecodeSettings
 from repro.decode.translate import load_model, translate_ids
+from repro.eval.perplexity import perplexity
+from repro.model import Transformer
 from repro.errors import ConfigError
 from repro.model.precision import Precision, resolve_precision
 from repro.parsing.evaluate import ParseScore, score_outputs
@@ -42,6 +46,7 @@ from repro.pipeline.parsing_sanity import Overfit, overfit_parser
 from repro.recipes import Recipe, get_recipe
 from repro.results import Result, ResultStore, collect_provenance
 from repro.train.checkpoint import list_checkpoints
+from repro.train.data import encode_pairs
 from repro.train.loop import train
 
 #: The name of the record this job owns (``RESULTS/local.ptb-sample.f1/reproduce-local-parsing.json``).
@@ -52,6 +57,8 @@ RECIPE = "local-parsing"
 TEST_SPLIT = "test"
 #: The sanity run's size (:mod:`repro.pipeline.parsing_sanity`).
 OVERFIT_TREES = 10
+#: Training pairs the checkpoint probe scores beside the dev split (the PTB sample's dev split has 273).
+TRAIN_PROBE_PAIRS = 273
 
 
 def _say(msg: str) -> None:
@@ -66,13 +73,20 @@ def on_prepared_data(recipe: Recipe, prepared: Path) -> Recipe:
                           dev_src=str(dev_src), dev_tgt=str(dev_tgt))
 
 
-def scale_description(recipe: Recipe, steps: int, train_trees: int, test_note: str) -> str:
+def scale_description(recipe: Recipe, steps: int, train_trees: int, test_note: str, vocab_size: int) -> str:
     m, t = recipe.model, recipe.train
+    vocab = (f"a word-level vocabulary of {vocab_size} tokens" if t.bpe_split == "word-level" else
+             f"a shared BPE of {vocab_size} tokens")
     return (f"local: {torch.get_num_threads()}-thread CPU, NLTK Penn Treebank sample ({train_trees} training trees "
             f"from WSJ 00-01, files wsj_0001-0159; vs ~40K of WSJ 02-21), test {test_note} (not section 23); "
             f"{steps} steps x ~{t.tokens_per_batch} tokens per side, d_model={m.d_model}, N={m.n_layers}, "
-            f"d_ff={m.d_ff}, h={m.n_heads}, ~{t.vocab_size} shared BPE; not the paper's scale, not comparable "
-            f"with Table 4")
+            f"d_ff={m.d_ff}, h={m.n_heads}, {vocab}; not the paper's scale, not comparable with Table 4")
+
+
+def epochs_seen(recipe: Recipe, steps: int, train_tgt: Path) -> float:
+    """Passes over the training targets that ``steps`` updates of the recipe's tokens make (EOS counted)."""
+    tokens = sum(len(line.split()) + 1 for line in train_tgt.read_text(encoding="utf-8").splitlines())
+    return round(steps * recipe.train.tokens_per_batch / max(tokens, 1), 1)
 
 
 def decode_parses(model: torch.nn.Module, vocab: SharedVocab, sentences: Sequence[str], settings: DecodeSettings, *,
@@ -83,6 +97,50 @@ def decode_parses(model: torch.nn.Module, vocab: SharedVocab, sentences: Sequenc
     ids = translate_ids(model, sources, settings, greedy=greedy, max_tokens=max_tokens, precision=precision)
     at_limit = sum(len(out) >= len(src) + settings.max_len_offset for src, out in zip(sources, ids))
     return [vocab.decode(out) for out in ids], at_limit
+
+
+class ParserProbe:
+    """The training loop's checkpoint-time evaluation of the parser: is it under- or over-fitting?
+
+    At every checkpoint, in eval mode: the NLL per target token (no label smoothing, EOS counted) on
+    the first :data:`TRAIN_PROBE_PAIRS` training pairs and on the dev split, and greedy search on the
+    dev sentences scored with EVALB (F1, and how many outputs have one leaf per word). A training NLL
+    well below the dev NLL says the model over-fits; both high, that it under-fits. The points are
+    kept in ``OUT_DIR/probe.json`` (a resumed run drops the points after its checkpoint), and the
+    dev perplexity goes to ``metrics.csv`` as the translation job's does.
+    """
+
+    def __init__(self, out_dir: Path, prepared: Path, settings: DecodeSettings, *,
+                 precision: Precision | None = None, train_pairs: int = TRAIN_PROBE_PAIRS) -> None:
+        self.out_dir, self.prepared, self.settings, self.precision = out_dir, prepared, settings, precision
+        self.train_pairs = train_pairs
+        self.path = out_dir / "probe.json"
+        self._data: tuple | None = None  # the vocabulary is the training run's: loaded at the first checkpoint
+
+    @property
+    def points(self) -> list[dict[str, Any]]:
+        return json.loads(self.path.read_text(encoding="utf-8")) if self.path.exists() else []
+
+    def _load(self) -> tuple:
+        if self._data is None:
+            vocab = SharedVocab.load(self.out_dir / "vocab.json")
+            dev = read_parallel(self.prepared / "dev.src", self.prepared / "dev.tgt").pairs
+            seen = read_parallel(self.prepared / "train.src", self.prepared / "train.tgt").pairs[:self.train_pairs]
+            self._data = (vocab, encode_pairs(vocab, seen)[0], encode_pairs(vocab, dev)[0], [src for src, _ in dev])
+        return self._data
+
+    def __call__(self, model: Transformer, step: int) -> dict[str, float]:
+        vocab, seen, dev, dev_sentences = self._load()
+        dev_ppl = perplexity(model, dev, precision=self.precision)
+        train_ppl = perplexity(model, seen, precision=self.precision)
+        outputs, _ = decode_parses(model, vocab, dev_sentences, self.settings, greedy=True, precision=self.precision)
+        score = score_outputs(outputs, gold_trees_file(self.prepared, "dev"))
+        point = {"step": step, "train_nll": round(train_ppl.nll_per_token, 4), "dev_nll": round(dev_ppl.nll_per_token, 4),
+                 "dev_greedy_f1": round(score.f1, 2), "dev_exact_leaf_count": score.leaf_count["exact"],
+                 "dev_sentences": len(dev_sentences)}
+        points = [p for p in self.points if p["step"] < step] + [point]
+        atomic_write_text(self.path, json.dumps(points, indent=1) + "\n")
+        return {"dev_ppl": round(math.exp(dev_ppl.nll_per_token), 3)}
 
 
 def _test_set(prepared: Path, out_dir: Path, test_limit: int | None) -> tuple[list[str], Path, str, int]:
@@ -106,10 +164,12 @@ def _scores(parse: ParseScore, greedy: ParseScore, at_limit: int, greedy_at_limi
     ev = parse.evalb.all
     return {"f1": round(parse.f1, 2), "precision": round(ev.precision, 2), "recall": round(ev.recall, 2),
             "repaired": parse.repaired, "at_length_limit": at_limit, "complete_match": round(ev.complete_match, 2),
-            "leaf_count": parse.leaf_count, "decode": settings.to_dict(),
+            "leaf_count": parse.leaf_count, "leaf_count_by_length": parse.leaf_count_by_length,
+            "decode": settings.to_dict(),
             "greedy": {"f1": round(greedy.f1, 2), "precision": round(greedy.evalb.all.precision, 2),
                        "recall": round(greedy.evalb.all.recall, 2), "repaired": greedy.repaired,
-                       "leaf_count": greedy.leaf_count, "at_length_limit": greedy_at_limit}}
+                       "leaf_count": greedy.leaf_count, "leaf_count_by_length": greedy.leaf_count_by_length,
+                       "at_length_limit": greedy_at_limit}}
 
 
 def reproduce_parsing_local(
@@ -145,14 +205,16 @@ def reproduce_parsing_local(
         recipe, prepared, out_dir / "overfit", trees=OVERFIT_TREES, vocab_texts=texts))
     say(f"    overfit: {overfit.trees} trees, {overfit.epochs:.0f} epochs, greedy F1 {overfit.f1:.2f}")
 
-    say(f"2/4 training {RECIPE} ({recipe.train.max_steps} steps) in {out_dir}")
-    summary = stages.timed("train", lambda: train(recipe.train))
+    settings = recipe.decode
+    precision = resolve_precision(recipe.train.precision, "cpu")
+    probe = ParserProbe(out_dir, prepared, settings, precision=precision)
+    say(f"2/4 training {RECIPE} ({recipe.train.max_steps} steps) in {out_dir}; at every checkpoint train and dev "
+        f"NLL, greedy dev F1")
+    summary = stages.timed("train", lambda: train(recipe.train, evaluate=probe))
 
     checkpoint = list_checkpoints(out_dir)[-1]
     model, _ = load_model(checkpoint)
     vocab = SharedVocab.load(out_dir / "vocab.json")
-    settings = recipe.decode
-    precision = resolve_precision(recipe.train.precision, "cpu")
     say(f"    decoding in {precision.describe()}")
     sentences, gold_path, test_note, total_test = _test_set(prepared, out_dir, test_limit)
     say(f"3/4 beam search on {len(sentences)} test sentences (beam {settings.beam_size}, alpha {settings.alpha}, "
@@ -178,15 +240,16 @@ def reproduce_parsing_local(
         f"many), {at_limit} at the length limit; greedy search: F1 {greedy.f1:.2f}, {greedy.repaired} "
         f"repaired; total {total / 60:.1f} min")
 
-    scale = scale_description(recipe, summary.steps, infos["train"].sentences, test_note)
+    scale = scale_description(recipe, summary.steps, infos["train"].sentences, test_note, len(vocab))
     common = dict(
-        steps=summary.steps, resumed_from=summary.resumed_from, train_tokens_per_s=round(summary.tokens_per_s, 1),
+        steps=summary.steps, epochs=epochs_seen(recipe, summary.steps, prepared / "train.tgt"),
+        resumed_from=summary.resumed_from, train_tokens_per_s=round(summary.tokens_per_s, 1),
         final_train_loss=summary.final_loss, wall_minutes_total=round(total / 60, 2),
         stages_s=stages.rounded(), checkpoint=str(checkpoint),
         vocab_size=len(vocab), threads=torch.get_num_threads(), run_dir=str(out_dir),
         test_sentences=parse.sentences, test_sentences_available=total_test, overfit=overfit.to_dict(),
     )
-    scores = _scores(parse, greedy, at_limit, greedy_at_limit, settings)
+    scores = {**_scores(parse, greedy, at_limit, greedy_at_limit, settings), "curve": probe.points}
     interval = evalb_interval(parse.evalb.rows)
     ResultStore(results_dir).write(Result(
         RESULT_ID, round(parse.f1, 2),

@@ -148,10 +148,10 @@ def run(
     on_step: Callable[[int], None] | None = None,
     log: Callable[[str], None] | None = None,
     clock: Callable[[], float] | None = None,
-    evaluate: Callable[[torch.nn.Module], dict[str, float]] | None = None,
+    evaluate: Callable[[torch.nn.Module, int], dict[str, float]] | None = None,
 ) -> TrainSummary:
     """The loop itself, on already encoded ``examples``; ``on_step(step)`` is called after each update.
-    ``evaluate(model)`` (rank 0, at every checkpoint) returns dev metrics such as ``{"dev_ppl": ...}``
+    ``evaluate(model, step)`` (rank 0, at every checkpoint) returns dev metrics such as ``{"dev_ppl": ...}``
     for the metrics log; its time counts neither in tokens/s nor in the logged elapsed time."""
     say = log or (lambda msg: print(msg, file=sys.stderr))
     clock = clock or time.monotonic
@@ -184,7 +184,7 @@ def run(
                 raise TrainingDiverged(f"{err}; the last checkpoint is {(list_checkpoints(out_dir) or ['none'])[-1]}") \
                     from None
             due = cadence.due(step) and trainer.rank == 0
-            progress.record(stats, _evaluate(evaluate, trainer, progress) if due and evaluate is not None else None)
+            progress.record(stats, _evaluate(evaluate, trainer, progress, step) if due and evaluate is not None else None)
             if due:
                 written.append(_save(out_dir, step, trainer))
                 prune_checkpoints(out_dir, cfg.keep_checkpoints)
@@ -203,10 +203,10 @@ def run(
     )
 
 
-def _evaluate(evaluate: Callable[[torch.nn.Module], dict[str, float]], trainer: Trainer,
-              progress: "_Progress") -> dict[str, float]:
+def _evaluate(evaluate: Callable[[torch.nn.Module, int], dict[str, float]], trainer: Trainer,
+              progress: "_Progress", step: int) -> dict[str, float]:
     start = progress.clock()
-    metrics = evaluate(trainer.model)
+    metrics = evaluate(trainer.model, step)
     trainer.model.train()
     progress.exclude(progress.clock() - start)
     return metrics

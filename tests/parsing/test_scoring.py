@@ -20,10 +20,18 @@ def test_scoring_decoded_output(tmp_path, tiny_parsing_data):
     assert broken.repaired == 2 and broken.evalb.all.error_sentences == 0
     assert broken.evalb.all.valid_sentences == 2
     assert broken.leaf_count == {"exact": 0, "too_few": 2, "too_many": 0}  # 2 of 4 words, then none of 4
-    assert score_outputs(["(S XX XX XX XX XX )S", "(S XX XX XX XX )S"], gold).leaf_count == {
-        "exact": 1, "too_few": 0, "too_many": 1}
+    mixed = score_outputs(["(S XX XX XX XX XX )S", "(S XX XX XX XX )S"], gold)
+    assert mixed.leaf_count == {"exact": 1, "too_few": 0, "too_many": 1}
+    # both gold sentences have 4 words: one bin, holding both outputs, by kind
+    assert mixed.leaf_count_by_length == {"1-10": {"sentences": 2, "exact": 1, "too_few": 0, "too_many": 1}}
     written = read_tree_lines(tmp_path / "out.trees")
     assert [t.leaves() for t in written] == [t.leaves() for t in TREES]
     assert tree_to_line(written[1]) == "(TOP (PRP it) (VBZ rains) (RB hard) (, ,))"
     with pytest.raises(DataError, match="1 parser outputs for 2 gold trees"):
         score_outputs(["(S XX )S"], gold)
+
+
+def test_length_bins_cover_every_length():
+    from repro.parsing.evaluate import length_bin
+    assert [length_bin(n) for n in (1, 10, 11, 20, 21, 40, 41, 600)] == [
+        "1-10", "1-10", "11-20", "11-20", "21-30", "31-40", "41+", "41+"]

@@ -41,6 +41,11 @@ def test_local_parsing_profile_writes_result_with_provenance(tmp_path, data_dir)
     assert summary["f1"] == result.measured and summary["test_sentences"] == 3
     assert set(summary["stages_s"]) == {"prepare_s", "overfit_s", "train_s", "decode_s", "greedy_decode_s", "score_s"}
     assert set(summary["overfit"]) >= {"trees", "epochs", "f1"} and summary["overfit"]["trees"] == 10
+    # the checkpoint probe: train vs dev NLL and greedy dev F1 at every checkpoint (here only the last)
+    [point] = summary["curve"]
+    assert point["step"] == 4 and point["dev_sentences"] == 273 and point["train_nll"] > 0 and point["dev_nll"] > 0
+    assert 0.0 <= point["dev_greedy_f1"] <= 100.0
+    assert set(summary["leaf_count_by_length"]) <= {"1-10", "11-20", "21-30", "31-40", "41+"}
 
     # a rerun (resuming the finished run) replaces the record rather than adding a second one
     reproduce_parsing_local(out_dir=tmp_path / "run", reports_dir=reports, data_dir=str(data_dir),

@@ -20,9 +20,11 @@ class FakeClock:
 
 def test_dev_metrics_logged_at_every_checkpoint_and_only_there(tmp_path):
     seen: list[bool] = []
+    steps: list[int] = []
 
-    def evaluate(model: torch.nn.Module) -> dict[str, float]:
+    def evaluate(model: torch.nn.Module, step: int) -> dict[str, float]:
         seen.append(model.training)
+        steps.append(step)
         return {"dev_ppl": 10.0 + len(seen)}
 
     run(tiny_config(tmp_path, max_steps=12, checkpoint_every_steps=5, log_every=2), toy_examples(), VOCAB,
@@ -31,6 +33,7 @@ def test_dev_metrics_logged_at_every_checkpoint_and_only_there(tmp_path):
     with_dev = log.dropna(subset=["dev_ppl"])
     assert with_dev["step"].tolist() == [5, 10, 12]  # the checkpoints (5 is not a logged step: logged for it)
     assert with_dev["dev_ppl"].tolist() == [11.0, 12.0, 13.0]
+    assert steps == [5, 10, 12]  # the hook is told the step it evaluates
     assert log["step"].tolist() == [2, 4, 5, 6, 8, 10, 12]
 
 
@@ -38,7 +41,7 @@ def test_evaluation_time_is_left_out_of_elapsed_time_and_throughput(tmp_path):
     def logged_elapsed(out, evaluate):
         clock = FakeClock()
 
-        def slow(model):
+        def slow(model, step):
             clock.now += 1000.0  # a dev evaluation taking 1000 s
             return evaluate(model) if evaluate else {}
 
@@ -63,7 +66,7 @@ def test_evaluating_does_not_change_training(tmp_path):
         state = torch.load(sorted((out / "checkpoints").glob("step_*.pt"))[-1], weights_only=True)
         return state["model"]
 
-    def evaluate(model):
+    def evaluate(model, step):
         model.eval()
         with torch.no_grad():
             model.encode(torch.tensor([[5, 6, 7, 2]]))

@@ -1,0 +1,47 @@
+"""The local parser's learning curve (issue 18): one point per training-set size, each with its
+train/dev NLL probe, test F1 under both searches, and the pipeline's run as the full-size point."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from repro.errors import ConfigError
+from repro.pipeline.parsing_curve import CURVE_FILE, learning_curve, point_from_pipeline, subset
+from tests.pipeline.test_parsing_local import TINY
+
+
+def test_subset_is_a_prefix_of_the_training_split(tmp_path, tiny_parsing_data):
+    out = subset(tiny_parsing_data, tmp_path / "one", 1)
+    assert (out / "train.src").read_text().splitlines() == (tiny_parsing_data / "train.src").read_text().splitlines()[:1]
+    assert (out / "dev.trees").read_text() == (tiny_parsing_data / "dev.trees").read_text()
+    with pytest.raises(ConfigError, match="3 trees asked, the training split has 2"):
+        subset(tiny_parsing_data, tmp_path / "three", 3)
+
+
+def test_curve_trains_each_size_and_keeps_finished_points(tmp_path, data_dir):
+    reports = tmp_path / "reports"
+    said: list[str] = []
+    curve = learning_curve(sizes=[5, 12], out_dir=tmp_path / "runs", reports_dir=reports, data_dir=str(data_dir),
+                           overrides=TINY, say=said.append, test_limit=2)
+    assert [p["trees"] for p in curve["points"]] == [5, 12]
+    for p in curve["points"]:
+        assert p["steps"] == 4 and p["test_sentences"] == 2 and 0.0 <= p["test_f1"] <= 100.0
+        assert p["probe"][-1]["step"] == 4 and p["train_nll"] == p["probe"][-1]["train_nll"] > 0
+        assert p["epochs"] > 0
+    # the same sizes again: nothing is retrained, the file is rewritten with the same points
+    said.clear()
+    again = learning_curve(sizes=[5], out_dir=tmp_path / "runs", reports_dir=reports, data_dir=str(data_dir),
+                           overrides=TINY, say=said.append, test_limit=2)
+    assert said == [f"5 trees: kept from {reports / CURVE_FILE}"] and again["points"] == curve["points"]
+    assert json.loads((reports / CURVE_FILE).read_text())["points"] == curve["points"]
+
+
+def test_full_size_point_comes_from_the_pipeline_summary():
+    summary = {"splits": {"train": 3396}, "steps": 1600, "epochs": 15.2, "f1": 20.0, "greedy": {
+        "f1": 21.0, "leaf_count": {"exact": 30}}, "leaf_count": {"exact": 25}, "stages_s": {"train_s": 700.0},
+        "curve": [{"step": 1600, "train_nll": 0.5, "dev_nll": 0.6, "dev_greedy_f1": 19.0}]}
+    point = point_from_pipeline(summary)
+    assert point["trees"] == 3396 and point["test_f1"] == 20.0 and point["test_greedy_f1"] == 21.0
+    assert (point["train_nll"], point["dev_nll"], point["dev_greedy_f1"]) == (0.5, 0.6, 19.0)
