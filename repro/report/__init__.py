@@ -7,13 +7,15 @@ figure in memory, then write ``report.md``, ``report.html``, ``report.json``, ``
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
 from repro.checks import select_claims
+from repro.errors import ResultError
 from repro.report import render_html, render_json, render_md
 from repro.report.build import ReportData, build_report, load_results
-from repro.report.document import Document, make_document
+from repro.report.document import PARSING_CURVE_FILE, Document, make_document
 from repro.report.figures import FIGURE3_SENTENCE
 from repro.report.previous import kept_figures, prunable
 from repro.report.publish import publish
@@ -34,6 +36,18 @@ def render_files(doc: Document) -> dict[str, bytes]:
     return files
 
 
+def _parsing_curve(result_dirs: Sequence[Path]) -> dict | None:
+    """The local parser's learning curve kept beside a results folder (``reports/local/parsing_curve.json``)."""
+    for d in result_dirs:
+        path = d.parent / PARSING_CURVE_FILE
+        if path.is_file():
+            try:
+                return json.loads(path.read_text(encoding="utf-8"))
+            except json.JSONDecodeError as err:
+                raise ResultError(f"{path}: not JSON ({err.msg}, line {err.lineno})") from None
+    return None
+
+
 def generate(
     result_dirs: Sequence[Path],
     out_dir: Path,
@@ -51,7 +65,8 @@ def generate(
     data = build_report(claims, results, result_dirs)
     base = Path(result_dirs[0]).parent if result_dirs else None
     runs = find_runs(results, [Path(r) for r in run_dirs], base)
-    doc = make_document(data, claims, runs, attention_sentence)
+    curve = _parsing_curve([Path(d) for d in result_dirs])
+    doc = make_document(data, claims, runs, attention_sentence, curve)
     # A figure of a run not on this machine stays, shown with a note; only the previous report's own
     # figures are ever deleted (repro.report.previous).
     owned = prunable(Path(out_dir))

@@ -66,8 +66,34 @@ def unclaimed_frame(data: ReportData) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["id", "measured", "unit", "run scale", "detail", "dataset", "commit", "date"])
 
 
+#: The learning curve of the local parser (:mod:`repro.pipeline.parsing_curve`), beside the results it comes with.
+PARSING_CURVE_FILE = "parsing_curve.json"
+CURVE_COLUMNS = ("training trees", "updates", "epochs", "train NLL", "dev NLL", "dev F1 (greedy)",
+                 "test F1 (beam 21, α 0.3)", "test F1 (greedy)", "one leaf per word (beam / greedy)")
+
+
+def parsing_curve_section(curve: dict) -> Section:
+    """The local parser's F1 against its number of training trees, each at the same number of updates."""
+    rows = []
+    for p in curve.get("points", []):
+        rows.append({"training trees": p["trees"], "updates": p["steps"], "epochs": show(p.get("epochs")),
+                     "train NLL": show(p.get("train_nll")), "dev NLL": show(p.get("dev_nll")),
+                     "dev F1 (greedy)": show(p.get("dev_greedy_f1")), "test F1 (beam 21, α 0.3)": show(p["test_f1"]),
+                     "test F1 (greedy)": show(p["test_greedy_f1"]),
+                     "one leaf per word (beam / greedy)": f"{p['test_exact_leaf_count']} / "
+                                                          f"{p['test_greedy_exact_leaf_count']}"})
+    return Section("Local parser: learning curve (PTB sample)", pd.DataFrame(rows, columns=list(CURVE_COLUMNS)),
+                   f"The local-parsing recipe trained from scratch on the first K training trees of the NLTK Penn "
+                   f"Treebank sample, the same number of updates for every K; NLL per target token (no smoothing) on "
+                   f"{TRAIN_PROBE_NOTE}; test: {curve.get('test', 'the 245 test trees')}. Not Table 4's data or "
+                   f"scale: python -m repro.pipeline.parsing_curve.")
+
+
+TRAIN_PROBE_NOTE = "the first 273 training trees and on the 273 dev trees at the last checkpoint"
+
+
 def make_document(data: ReportData, claims: list[Claim], runs: list[Run],
-                  attention_sentence: str | None = None) -> Document:
+                  attention_sentence: str | None = None, parsing_curve: dict | None = None) -> Document:
     """Every table and figure of the report, built in memory."""
     by_id = {c.id: c for c in claims}
     step_times = steptime.collect(data.results, runs)
@@ -95,6 +121,8 @@ def make_document(data: ReportData, claims: list[Claim], runs: list[Run],
     if data.unmatched:
         sections.append(Section("Measurements without a claim", unclaimed_frame(data),
                                 "Stored results that no claim names: shown with their scale, never given a status."))
+    if parsing_curve and parsing_curve.get("points"):
+        sections.append(parsing_curve_section(parsing_curve))
     figures = draw(data.results, runs, attention_sentence)
     notes = list(figures.missing)
     return Document(data, sections, figures, notes)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from repro.claims import load_claims
+from repro.errors import ResultError
 from repro.report import make_document
 from repro.report.build import build_report
 from repro.report.steptime import P100_FLOPS, StepTime, collect, table
@@ -91,3 +94,33 @@ def test_step_time_cells_are_formatted_with_their_spread():
     for text in (md, html):
         assert "None" not in text and "nan" not in text and "0.6109999" not in text
         assert "0.611" in text and "0.5912–0.7" in text
+
+
+def test_parsing_curve_section_lists_each_size(claims):
+    curve = {"test": "all 245 trees", "points": [
+        {"trees": 400, "steps": 1600, "epochs": 120.3, "train_nll": 0.21, "dev_nll": 1.3, "dev_greedy_f1": 8.0,
+         "test_f1": 7.5, "test_greedy_f1": 9.0, "test_exact_leaf_count": 3, "test_greedy_exact_leaf_count": 11},
+        {"trees": 3396, "steps": 1600, "epochs": 15.2, "train_nll": 0.7, "dev_nll": 0.71, "dev_greedy_f1": 12.0,
+         "test_f1": 10.0, "test_greedy_f1": 12.0, "test_exact_leaf_count": 2, "test_greedy_exact_leaf_count": 21}]}
+    doc = make_document(build_report(claims, {}), claims, [], parsing_curve=curve)
+    [section] = [s for s in doc.sections if s.title.startswith("Local parser: learning curve")]
+    assert section.table["training trees"].tolist() == [400, 3396]
+    assert section.table["one leaf per word (beam / greedy)"].tolist() == ["3 / 11", "2 / 21"]
+    assert "same number of updates" in section.note and "all 245 trees" in section.note
+    # without a curve there is no such section
+    assert not any(s.title.startswith("Local parser") for s in make_document(build_report(claims, {}), claims, []).sections)
+
+
+def test_report_reads_the_curve_beside_its_results(tmp_path, claims):
+    from repro.report import generate
+    results = tmp_path / "local" / "results"
+    results.mkdir(parents=True)
+    (tmp_path / "local" / "parsing_curve.json").write_text(json.dumps({"points": [
+        {"trees": 400, "steps": 4, "epochs": 1.0, "train_nll": 1.0, "dev_nll": 1.1, "dev_greedy_f1": 0.0,
+         "test_f1": 0.0, "test_greedy_f1": 0.0, "test_exact_leaf_count": 0, "test_greedy_exact_leaf_count": 0}]}))
+    generate([results], tmp_path / "out")
+    assert "Local parser: learning curve" in (tmp_path / "out" / "report.md").read_text()
+    (tmp_path / "local" / "parsing_curve.json").write_text("{")
+    with pytest.raises(ResultError, match="parsing_curve.json: not JSON"):
+        generate([results], tmp_path / "out2")
+    assert not (tmp_path / "out2" / "report.md").exists()
