@@ -38,7 +38,7 @@ from repro.model.precision import resolve_precision
 from repro.parsing.evaluate import score_outputs
 from repro.parsing.prepare import gold_trees_file, prepare_ptb_sample
 from repro.pipeline.parsing import RECIPE, TEST_SPLIT, ParserProbe, decode_parses, epochs_seen, on_prepared_data
-from repro.recipes import Recipe, get_recipe
+from repro.recipes import Recipe, apply_assignments, get_recipe, parse_assignments
 from repro.train.checkpoint import list_checkpoints
 from repro.train.loop import train
 
@@ -142,11 +142,13 @@ def learning_curve(*, sizes: Sequence[int] = SIZES, out_dir: str | Path = "runs/
     if not sizes or any(k < 1 for k in sizes):
         raise ConfigError(f"--sizes must be positive tree counts, got {list(sizes)}")
     out_dir, reports_dir = Path(out_dir), Path(reports_dir)
-    recipe = get_recipe(RECIPE).replace(**(overrides or {}))
+    recipe = apply_assignments(get_recipe(RECIPE), overrides) if overrides else get_recipe(RECIPE)
+    path = reports_dir / CURVE_FILE
+    if path.exists() and not _comparable(json.loads(path.read_text(encoding="utf-8")).get("config", {}), recipe):
+        raise ConfigError(f"{path} holds the curve of another config; give this one its own --reports folder")
     prepared = out_dir / "data"
     prepared.mkdir(parents=True, exist_ok=True)
     prepare_ptb_sample(resolve_data_dir(data_dir), prepared)
-    path = reports_dir / CURVE_FILE
     trained = {}
     for trees in sizes:
         if trees in _kept_points(path, recipe):
@@ -176,9 +178,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out-dir", type=Path, default=Path("runs/parsing-curve"))
     parser.add_argument("--reports", type=Path, default=Path("reports/local"))
     parser.add_argument("--data-dir", help="data directory (default: $REPRO_DATA_DIR or ../shared/data)")
+    parser.add_argument("--set", metavar="FIELD=JSON", action="append", default=[],
+                        help="a variant of the local-parsing recipe, as `repro train --set` (e.g. --set lr_scale=0.27); "
+                             "a variant's curve needs its own --reports folder")
     args = parser.parse_args(argv)
     try:
-        curve = learning_curve(sizes=args.sizes, out_dir=args.out_dir, reports_dir=args.reports, data_dir=args.data_dir)
+        curve = learning_curve(sizes=args.sizes, out_dir=args.out_dir, reports_dir=args.reports, data_dir=args.data_dir,
+                               overrides=parse_assignments(args.set))
     except ReproError as err:
         print(f"repro: error: {err}", file=sys.stderr)
         return err.exit_code

@@ -45,3 +45,16 @@ def test_full_size_point_comes_from_the_pipeline_summary():
     point = point_from_pipeline(summary)
     assert point["trees"] == 3396 and point["test_f1"] == 20.0 and point["test_greedy_f1"] == 21.0
     assert (point["train_nll"], point["dev_nll"], point["dev_greedy_f1"]) == (0.5, 0.6, 19.0)
+
+
+def test_a_variant_does_not_overwrite_another_configs_curve(tmp_path, data_dir):
+    from repro.pipeline.parsing_curve import main
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    (reports / CURVE_FILE).write_text(json.dumps({"config": {"max_steps": 1}, "points": []}))
+    assert main(["--sizes", "5", "--reports", str(reports), "--out-dir", str(tmp_path / "runs"),
+                 "--data-dir", str(data_dir), "--set", "lr_scale=0.2"]) == 2
+    assert json.loads((reports / CURVE_FILE).read_text())["config"] == {"max_steps": 1}
+    with pytest.raises(ConfigError, match="unknown"):
+        learning_curve(sizes=[5], out_dir=tmp_path / "runs", reports_dir=tmp_path / "other", data_dir=str(data_dir),
+                       overrides={"no_such_field": 1})
