@@ -4,6 +4,7 @@ and the length filter whole, and Section 6.3's beam must not do worse than greed
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -70,3 +71,16 @@ def test_beam_is_not_worse_than_greedy_on_memorised_trees(ten):
     ids = translate_ids(model, vocab.encode_batch(sentences), recipe.decode)  # beam 21, alpha 0.3, input + 300
     beam = score_outputs([vocab.decode(o) for o in ids], out / "overfit.trees")
     assert beam.f1 >= result.f1 - 1e-6 and beam.leaf_count["exact"] >= result.exact_leaf_count
+
+
+def test_ladder_rung_as_a_committed_record(tmp_path, data_dir):
+    """``python -m repro.pipeline.parsing_sanity``: one rung written as REPORTS/parsing_overfit_N.json;
+    exit 1 when the rung is not reached (2 updates memorise nothing)."""
+    from repro.pipeline.parsing_sanity import main
+    code = main(["--trees", "2", "--steps", "2", "--warmup", "1", "--out-dir", str(tmp_path / "run"),
+                 "--reports", str(tmp_path / "reports"), "--data-dir", str(data_dir)])
+    record = json.loads((tmp_path / "reports" / "parsing_overfit_2.json").read_text())
+    assert code == 1 and record["trees"] == 2 and record["steps"] == 2 and record["f1"] < 90.0
+    with pytest.raises(SystemExit) as stop:
+        main(["--trees", "0"])
+    assert stop.value.code == 2
