@@ -15,7 +15,7 @@ from repro.checks import select_claims
 from repro.errors import ResultError
 from repro.report import render_html, render_json, render_md
 from repro.report.build import ReportData, build_report, load_results
-from repro.report.document import PARSING_CURVE_FILE, Document, make_document
+from repro.report.document import CURVE_POINT_FIELDS, PARSING_CURVE_FILE, Document, make_document
 from repro.report.figures import FIGURE3_SENTENCE
 from repro.report.previous import kept_figures, prunable
 from repro.report.publish import publish
@@ -42,9 +42,17 @@ def _parsing_curve(result_dirs: Sequence[Path]) -> dict | None:
         path = d.parent / PARSING_CURVE_FILE
         if path.is_file():
             try:
-                return json.loads(path.read_text(encoding="utf-8"))
+                curve = json.loads(path.read_text(encoding="utf-8"))
             except json.JSONDecodeError as err:
                 raise ResultError(f"{path}: not JSON ({err.msg}, line {err.lineno})") from None
+            points = curve.get("points") if isinstance(curve, dict) else None
+            if not isinstance(points, list):
+                raise ResultError(f"{path}: no list 'points'")
+            for i, point in enumerate(points):
+                missing = [k for k in CURVE_POINT_FIELDS if not isinstance(point, dict) or k not in point]
+                if missing:
+                    raise ResultError(f"{path}: points[{i}] lacks field '{missing[0]}'")
+            return curve
     return None
 
 

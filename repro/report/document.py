@@ -68,6 +68,9 @@ def unclaimed_frame(data: ReportData) -> pd.DataFrame:
 
 #: The learning curve of the local parser (:mod:`repro.pipeline.parsing_curve`), beside the results it comes with.
 PARSING_CURVE_FILE = "parsing_curve.json"
+#: What the section reads of each point (the rest, such as ``probe``, is optional).
+CURVE_POINT_FIELDS = ("trees", "steps", "test_f1", "test_greedy_f1", "test_exact_leaf_count",
+                      "test_greedy_exact_leaf_count")
 CURVE_COLUMNS = ("training trees", "updates", "epochs", "train NLL", "dev NLL", "dev F1 (greedy)",
                  "test F1 (beam 21, α 0.3)", "test F1 (greedy)", "one leaf per word (beam / greedy)")
 
