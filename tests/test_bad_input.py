@@ -153,14 +153,20 @@ def _store_with_bad_records(tmp_path: Path) -> tuple[Path, list[Path]]:
     return results, bad
 
 
-def test_report_refuses_a_store_with_an_invalid_record(tmp_path, capsys):
+def _report_over_bad_store(tmp_path, capsys, *flags):
+    """``repro report`` over a store holding two bad records; returns (rc, stderr, out dir, bad records)."""
     results, bad = _store_with_bad_records(tmp_path)
     claims = tmp_path / "claims"
     claims.mkdir()
     (claims / "x.toml").write_text(METRIC_CLAIM)
     out = tmp_path / "out"
     rc, _, err = run(capsys, "report", "--results", str(results), "--claims-dir", str(claims), "--out", str(out),
-                     "--no-attention")
+                     "--no-attention", *flags)
+    return rc, err, out, bad
+
+
+def test_report_refuses_a_store_with_an_invalid_record(tmp_path, capsys):
+    rc, err, out, bad = _report_over_bad_store(tmp_path, capsys)
     assert rc == 2
     line = one_error_line(err)
     assert str(bad[0]) in line and "--skip-invalid" in line and "1 more" in line
@@ -168,13 +174,7 @@ def test_report_refuses_a_store_with_an_invalid_record(tmp_path, capsys):
 
 
 def test_report_skip_invalid_warns_listing_every_skipped_record(tmp_path, capsys):
-    results, bad = _store_with_bad_records(tmp_path)
-    claims = tmp_path / "claims"
-    claims.mkdir()
-    (claims / "x.toml").write_text(METRIC_CLAIM)
-    out = tmp_path / "out"
-    rc, _, err = run(capsys, "report", "--results", str(results), "--claims-dir", str(claims), "--out", str(out),
-                     "--no-attention", "--skip-invalid")
+    rc, err, out, bad = _report_over_bad_store(tmp_path, capsys, "--skip-invalid")
     assert rc == 0 and (out / "report.md").exists()
     warnings = [line for line in err.splitlines() if "WARNING" in line]
     for path in bad:

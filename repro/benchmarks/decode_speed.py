@@ -14,11 +14,17 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
 
-from repro.benchmarks.machine import alternate, environment, publish, ratio_spread, spread
+from repro.benchmarks.machine import (
+    alternate,
+    environment,
+    parse_benchmark_args,
+    publish,
+    ratio_spread,
+    spread,
+)
 from repro.decode import beam_search, greedy_decode
 from repro.decode.step import EOS
 from repro.model import Transformer, get_preset
@@ -42,16 +48,11 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--out-len", type=int, default=64)
     parser.add_argument("--vocab", type=int, default=37000)
     parser.add_argument("--layers", type=int, default=None)
-    parser.add_argument("--threads", type=int, default=0)
     parser.add_argument("--skip-recompute-beam", action="store_true")
     parser.add_argument("--rounds", type=int, default=3, help="measured rounds; each runs every case once, in turn")
     parser.add_argument("--warmup", type=int, default=0, help="unmeasured rounds first")
     parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
-    parser.add_argument("--note", default="", help="how the machine was shared (e.g. under the CPU lock)")
-    parser.add_argument("--out", type=Path, default=None, help="also write the figures as JSON here")
-    args = parser.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    args = parse_benchmark_args(parser, argv)
     torch.manual_seed(0)
     cfg = get_preset("base").model.replace(src_vocab_size=args.vocab, tgt_vocab_size=args.vocab, dropout=0.0,
                                            **({"n_layers": args.layers} if args.layers else {}))

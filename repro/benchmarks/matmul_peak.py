@@ -14,12 +14,11 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from pathlib import Path
 from typing import Any
 
 import torch
 
-from repro.benchmarks.machine import environment, publish, spread
+from repro.benchmarks.machine import environment, parse_benchmark_args, publish, spread
 
 
 def sustained_matmul(n: int = 2048, seconds: float = 5.0, dtype: torch.dtype = torch.float32,
@@ -48,12 +47,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--n", type=int, default=2048, help="fp32 product size")
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--bf16-n", type=int, default=512, help="bf16 product size (0: skip bf16)")
-    parser.add_argument("--threads", type=int, default=0)
-    parser.add_argument("--note", default="", help="how the machine was shared (e.g. under the CPU lock)")
-    parser.add_argument("--out", type=Path, default=None, help="also write the figures as JSON here")
-    args = parser.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    args = parse_benchmark_args(parser, argv)
     out: dict[str, Any] = {"benchmark": "matmul_peak", **environment(args.note),
                            "fp32": sustained_matmul(args.n, args.seconds)}
     if args.bf16_n:

@@ -15,12 +15,18 @@ from __future__ import annotations
 
 import argparse
 import copy
-from pathlib import Path
 from typing import Any
 
 import torch
 
-from repro.benchmarks.machine import alternate, environment, publish, ratio_spread, spread
+from repro.benchmarks.machine import (
+    alternate,
+    environment,
+    parse_benchmark_args,
+    publish,
+    ratio_spread,
+    spread,
+)
 from repro.benchmarks.train_speed import make_batch
 from repro.model import Transformer, count_parameters
 from repro.model.precision import Precision, matmul_probe, resolve_precision
@@ -41,12 +47,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--sentences", type=int, default=128)
     parser.add_argument("--length", type=int, default=32)
     parser.add_argument("--layers", type=int, default=None, help="override N (quick runs)")
-    parser.add_argument("--threads", type=int, default=0)
-    parser.add_argument("--note", default="", help="how the machine was shared (e.g. under the CPU lock)")
-    parser.add_argument("--out", type=Path, default=None, help="also write the figures as JSON here")
-    args = parser.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    args = parse_benchmark_args(parser, argv)
     recipe = get_recipe("paper" if args.model == "base" else "local")
     vocab = recipe.train.vocab_size
     cfg = recipe.train.model_config(vocab).replace(**({"n_layers": args.layers} if args.layers else {}))

@@ -21,12 +21,17 @@ import math
 import resource
 import statistics
 import time
-from pathlib import Path
 
 import torch
 from torch import nn
 
-from repro.benchmarks.machine import environment, publish, ratio_spread, spread
+from repro.benchmarks.machine import (
+    environment,
+    parse_benchmark_args,
+    publish,
+    ratio_spread,
+    spread,
+)
 from repro.benchmarks.matmul_peak import matmul_gflops
 from repro.data.batching import Batch
 from repro.model import Transformer, count_parameters, get_preset
@@ -100,15 +105,10 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--sentences", type=int, default=128)
     parser.add_argument("--length", type=int, default=32)
     parser.add_argument("--vocab", type=int, default=37000)
-    parser.add_argument("--threads", type=int, default=0)
     parser.add_argument("--attention", default="fused", choices=["fused", "reference"], help="repro's attention path")
     parser.add_argument("--layers", type=int, default=None, help="override N (quick validation runs)")
     parser.add_argument("--peak-seconds", type=float, default=5.0, help="how long the sustained matmul peak runs")
-    parser.add_argument("--note", default="", help="how the machine was shared (e.g. under the CPU lock)")
-    parser.add_argument("--out", type=Path, default=None, help="also write the figures as JSON here")
-    args = parser.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    args = parse_benchmark_args(parser, argv)
     torch.manual_seed(0)
     cfg = get_preset("base").model.replace(src_vocab_size=args.vocab, tgt_vocab_size=args.vocab, attention=args.attention,
                                            **({"n_layers": args.layers} if args.layers else {}))

@@ -145,7 +145,7 @@ class ParserProbe:
         return {"dev_ppl": round(math.exp(dev_ppl.nll_per_token), 3)}
 
 
-def _test_set(prepared: Path, out_dir: Path, test_limit: int | None) -> tuple[list[str], Path, str, int]:
+def load_test_split(prepared: Path, out_dir: Path, test_limit: int | None) -> tuple[list[str], Path, str, int]:
     """The test sentences, their gold trees (the first ``test_limit`` with a limit), a note saying
     which, and how many test sentences there are in all."""
     sentences = (prepared / f"{TEST_SPLIT}.src").read_text(encoding="utf-8").splitlines()
@@ -218,7 +218,7 @@ def reproduce_parsing_local(
     model, _ = load_model(checkpoint)
     vocab = SharedVocab.load(out_dir / "vocab.json")
     say(f"    decoding in {precision.describe()}")
-    sentences, gold_path, test_note, total_test = _test_set(prepared, out_dir, test_limit)
+    sentences, gold_path, test_note, total_test = load_test_split(prepared, out_dir, test_limit)
     say(f"3/4 beam search on {len(sentences)} test sentences (beam {settings.beam_size}, alpha {settings.alpha}, "
         f"max length input + {settings.max_len_offset})")
     outputs, at_limit = stages.timed("decode", lambda: decode_parses(model, vocab, sentences, settings,

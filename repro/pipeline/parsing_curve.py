@@ -36,8 +36,9 @@ from repro.decode.translate import load_model
 from repro.errors import ConfigError, ReproError
 from repro.model.precision import resolve_precision
 from repro.parsing.evaluate import score_outputs
-from repro.parsing.prepare import gold_trees_file, prepare_ptb_sample
-from repro.pipeline.parsing import RECIPE, TEST_SPLIT, ParserProbe, decode_parses, epochs_seen, on_prepared_data
+from repro.parsing.prepare import prepare_ptb_sample
+from repro.pipeline.parsing import (RECIPE, ParserProbe, decode_parses, epochs_seen, load_test_split,
+                                    on_prepared_data)
 from repro.recipes import Recipe, apply_assignments, get_recipe, parse_assignments
 from repro.train.checkpoint import list_checkpoints
 from repro.train.loop import train
@@ -109,12 +110,7 @@ def train_point(recipe: Recipe, prepared: Path, run_dir: Path, trees: int,
     train_s = time.monotonic() - start
     model, _ = load_model(list_checkpoints(run_dir)[-1])
     vocab = SharedVocab.load(run_dir / "vocab.json")
-    sentences = (data / f"{TEST_SPLIT}.src").read_text(encoding="utf-8").splitlines()[:test_limit]
-    gold = gold_trees_file(data, TEST_SPLIT)
-    if test_limit is not None:  # the first sentences' gold trees (tests of this module)
-        gold = run_dir / f"{TEST_SPLIT}.first{test_limit}.trees"
-        lines = gold_trees_file(data, TEST_SPLIT).read_text(encoding="utf-8").splitlines()[:test_limit]
-        atomic_write_text(gold, "".join(line + "\n" for line in lines))
+    sentences, gold, _, _ = load_test_split(data, run_dir, test_limit)
     beam, _ = decode_parses(model, vocab, sentences, sized.decode, precision=precision)
     greedy, _ = decode_parses(model, vocab, sentences, sized.decode, greedy=True, precision=precision)
     beam_score, greedy_score = score_outputs(beam, gold), score_outputs(greedy, gold)
