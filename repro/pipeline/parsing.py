@@ -40,6 +40,7 @@ from repro.errors import ConfigError
 from repro.model.precision import Precision, resolve_precision
 from repro.parsing.evaluate import ParseScore, score_outputs
 from repro.parsing.prepare import SplitInfo, gold_trees_file, prepare_ptb_sample, split_files
+from repro.parsing.alignment import leaf_attention
 from repro.parsing.symbol_accuracy import symbol_accuracy
 from repro.eval.bootstrap import evalb_interval
 from repro.pipeline.local import Stages
@@ -105,7 +106,8 @@ class ParserProbe:
 
     At every checkpoint, in eval mode: the NLL per target token (no label smoothing, EOS counted) on
     the first :data:`TRAIN_PROBE_PAIRS` training pairs and on the dev split, the dev split's
-    teacher-forced accuracy per kind of symbol (:mod:`repro.parsing.symbol_accuracy`), and greedy
+    teacher-forced accuracy per kind of symbol (:mod:`repro.parsing.symbol_accuracy`), the share of
+    leaves whose encoder-decoder attention is on their own word (:mod:`repro.parsing.alignment`), and greedy
     search on the dev sentences scored with EVALB (F1, and how many outputs have one leaf per word). A training NLL
     well below the dev NLL says the model over-fits; both high, that it under-fits. The points are
     kept in ``OUT_DIR/probe.json`` (a resumed run drops the points after its checkpoint), and the
@@ -139,7 +141,8 @@ class ParserProbe:
         score = score_outputs(outputs, gold_trees_file(self.prepared, "dev"))
         point = {"step": step, "train_nll": round(train_ppl.nll_per_token, 4), "dev_nll": round(dev_ppl.nll_per_token, 4),
                  "dev_greedy_f1": round(score.f1, 2), "dev_exact_leaf_count": score.leaf_count["exact"],
-                 "dev_sentences": len(dev_sentences), "dev_symbol_accuracy": symbol_accuracy(model, vocab, dev)}
+                 "dev_sentences": len(dev_sentences), "dev_symbol_accuracy": symbol_accuracy(model, vocab, dev),
+                 "dev_leaf_attention": leaf_attention(model, vocab, dev)}
         points = [p for p in self.points if p["step"] < step] + [point]
         atomic_write_text(self.path, json.dumps(points, indent=1) + "\n")
         return {"dev_ppl": round(math.exp(dev_ppl.nll_per_token), 3)}

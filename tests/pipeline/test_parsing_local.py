@@ -46,6 +46,7 @@ def test_local_parsing_profile_writes_result_with_provenance(tmp_path, data_dir)
     assert point["step"] == 4 and point["dev_sentences"] == 273 and point["train_nll"] > 0 and point["dev_nll"] > 0
     assert 0.0 <= point["dev_greedy_f1"] <= 100.0
     assert set(point["dev_symbol_accuracy"]) == {"leaf", "open", "close", "eos"}
+    assert set(point["dev_leaf_attention"]) == {"layer_1", "chance"}  # TINY has one decoder layer
     assert set(summary["leaf_count_by_length"]) <= {"1-10", "11-20", "21-30", "31-40", "41+"}
 
     # a rerun (resuming the finished run) replaces the record rather than adding a second one
