@@ -12,6 +12,18 @@ space separated); the target side is the tree linearised depth-first:
   needed because the i-th ``XX`` is the i-th source word. The model cannot change the words, so
   EVALB never sees a word mismatch.
 
+Target units (a data-side choice of how the same linearisation is cut into tokens, made with
+``python -m repro.parsing.prepare --targets``): ``symbols``, one token per bracket or ``XX``, as
+Vinyals & Kaiser et al. wrote it; or ``per-word``, one token per source word, each the run of
+symbols that ends in that word's ``XX``, joined with ``_`` (:func:`group_by_word`), plus the
+closing brackets after the last word::
+
+    (S_(NP_XX XX )NP_(VP_XX )VP_)S
+
+The string is the same tree; only the vocabulary differs. With ``per-word`` targets the decoder's
+i-th output is the i-th word's, so the alignment of leaves to words is by position, as in a copy
+task; with ``symbols`` the decoder has to count the ``XX`` it has written (issue 18).
+
 :func:`delinearize` is the strict inverse: it rejects any malformed sequence. Model output goes
 through :func:`repro.parsing.repair.repair` instead, which always returns a tree. Pre-terminal
 labels are ``XX`` unless tags are given; pass the gold tags when scoring with EVALB, which uses
@@ -26,6 +38,10 @@ from collections.abc import Sequence
 from nltk import Tree
 
 LEAF = "XX"
+#: Joins the symbols of one per-word target token (no label or ``XX`` holds it).
+JOIN = "_"
+#: The ways a linearised tree is cut into target tokens (see the module docstring).
+TARGET_UNITS = ("symbols", "per-word")
 
 
 class LinearizationError(ValueError):
@@ -49,6 +65,25 @@ def linearize(tree: Tree) -> str:
     return " ".join(out)
 
 
+def group_by_word(target: str) -> str:
+    """``target`` (symbols) as per-word tokens: each run of symbols up to an ``XX`` joined into one."""
+    tokens, run = [], []
+    for symbol in target.split():
+        run.append(symbol)
+        if symbol == LEAF:
+            tokens.append(JOIN.join(run))
+            run = []
+    if run:
+        tokens.append(JOIN.join(run))
+    return " ".join(tokens)
+
+
+def symbols(target: str | Sequence[str]) -> list[str]:
+    """The symbols of a target in either unit (per-word tokens are split at ``_``)."""
+    tokens = target.split() if isinstance(target, str) else list(target)
+    return [symbol for token in tokens for symbol in token.split(JOIN) if symbol]
+
+
 def source_sentence(tree: Tree) -> str:
     """The source sequence: the tree's words, space separated."""
     return " ".join(tree.leaves())
@@ -67,9 +102,9 @@ def delinearize(target: str | Sequence[str], words: Sequence[str], tags: Sequenc
 
     Raises :class:`LinearizationError` on an unknown token, a closing label that differs from its
     opening one, unbalanced brackets, an empty constituent, more than one root, or a number of
-    ``XX`` different from ``len(words)``.
+    ``XX`` different from ``len(words)``. Per-word targets are read as their symbols.
     """
-    tokens = target.split() if isinstance(target, str) else list(target)
+    tokens = symbols(target)
     if tags is not None and len(tags) != len(words):
         raise ValueError(f"{len(tags)} tags for {len(words)} words")
     stack: list[Tree] = []

@@ -28,7 +28,9 @@ The cluster experiments (``repro submit table4-wsj`` / ``table4-semi``) name the
 
 (the semi-supervised corpus is the user's: it is not obtainable here). Both names are registered
 in :mod:`repro.data.registry`.
-The local sample: ``python -m repro.parsing.prepare OUT_DIR [--data-dir DIR]``.
+The local sample: ``python -m repro.parsing.prepare OUT_DIR [--data-dir DIR]``. ``--targets per-word``
+cuts each target into one token per word (:mod:`repro.parsing.linearize`); the default is
+Vinyals & Kaiser et al.'s one token per symbol.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from pathlib import Path
 
 from repro.data.registry import Dataset, register, resolve_data_dir
 from repro.errors import DataError, ReproError
-from repro.parsing.linearize import linearize, source_sentence
+from repro.parsing.linearize import TARGET_UNITS, group_by_word, linearize, source_sentence
 from repro.parsing.trees import preprocess, read_trees, tree_to_line
 from repro.atomic import atomic_write_text
 
@@ -65,7 +67,7 @@ class SplitInfo:
     dropped: int  # trees with nothing left after removing empty elements
 
 
-def _write_split(out_dir: Path, name: str, files: list[Path]) -> SplitInfo:
+def _write_split(out_dir: Path, name: str, files: list[Path], targets: str) -> SplitInfo:
     src, tgt, gold = [], [], []
     dropped = 0
     for path in files:
@@ -75,7 +77,8 @@ def _write_split(out_dir: Path, name: str, files: list[Path]) -> SplitInfo:
                 dropped += 1
                 continue
             src.append(source_sentence(tree) + "\n")
-            tgt.append(linearize(tree) + "\n")
+            target = linearize(tree)
+            tgt.append((group_by_word(target) if targets == "per-word" else target) + "\n")
             gold.append(tree_to_line(tree) + "\n")
     if not src:
         raise DataError(f"split '{name}': no trees in {len(files)} file(s)")
@@ -84,14 +87,19 @@ def _write_split(out_dir: Path, name: str, files: list[Path]) -> SplitInfo:
     return SplitInfo(name, [p.name for p in files], len(src), dropped)
 
 
-def prepare(groups: dict[str, list[Path]], out_dir: str | Path, source: str) -> dict[str, SplitInfo]:
-    """Write the three files of every split in ``groups`` and the manifest; returns the split summaries."""
+def prepare(groups: dict[str, list[Path]], out_dir: str | Path, source: str,
+            targets: str = "symbols") -> dict[str, SplitInfo]:
+    """Write the three files of every split in ``groups`` and the manifest; returns the split summaries.
+    ``targets`` cuts the linearised trees into tokens (:data:`repro.parsing.linearize.TARGET_UNITS`)."""
+    if targets not in TARGET_UNITS:
+        raise DataError(f"unknown target units {targets!r}; expected one of {', '.join(TARGET_UNITS)}")
     out_dir = Path(out_dir)
-    infos = {name: _write_split(out_dir, name, files) for name, files in groups.items()}
+    infos = {name: _write_split(out_dir, name, files, targets) for name, files in groups.items()}
     manifest = {
         "source": source,
         "format": "src: words; tgt: linearised tree (Vinyals & Kaiser et al. 2014, POS tags as XX); "
                   "trees: pre-processed gold tree per line",
+        "targets": targets,
         "splits": {name: asdict(info) for name, info in infos.items()},
     }
     atomic_write_text(out_dir / "manifest.json", json.dumps(manifest, indent=2) + "\n")
@@ -137,12 +145,12 @@ def wsj_groups(treebank_dir: str | Path) -> dict[str, list[Path]]:
     return groups
 
 
-def prepare_ptb_sample(data_dir: str | Path, out_dir: str | Path) -> dict[str, SplitInfo]:
-    return prepare(sample_groups(data_dir), out_dir, f"NLTK PTB sample {Path(data_dir) / SAMPLE_FOLDER}")
+def prepare_ptb_sample(data_dir: str | Path, out_dir: str | Path, targets: str = "symbols") -> dict[str, SplitInfo]:
+    return prepare(sample_groups(data_dir), out_dir, f"NLTK PTB sample {Path(data_dir) / SAMPLE_FOLDER}", targets)
 
 
-def prepare_wsj(treebank_dir: str | Path, out_dir: str | Path) -> dict[str, SplitInfo]:
-    return prepare(wsj_groups(treebank_dir), out_dir, f"Penn Treebank WSJ {treebank_dir}")
+def prepare_wsj(treebank_dir: str | Path, out_dir: str | Path, targets: str = "symbols") -> dict[str, SplitInfo]:
+    return prepare(wsj_groups(treebank_dir), out_dir, f"Penn Treebank WSJ {treebank_dir}", targets)
 
 
 def prepare_semi(semi_src: str | Path, semi_tgt: str | Path, wsj_prepared: str | Path,
@@ -215,6 +223,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--semi", nargs=2, type=Path, metavar=("SRC", "TGT"),
                         help="the user's semi-supervised corpus (sentences, linearised trees)")
     parser.add_argument("--wsj-prepared", type=Path, metavar="DIR", help="with --semi: a prepared wsj-parsing folder")
+    parser.add_argument("--targets", choices=TARGET_UNITS, default="symbols",
+                        help="target tokens: one per tree symbol (Vinyals & Kaiser et al.; default) or one per "
+                             "word, each the symbols up to that word's XX joined with '_'")
     args = parser.parse_args(argv)
     try:
         if args.semi:
@@ -224,9 +235,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"train: {counts['train']} sentences (user corpus); dev/test from {args.wsj_prepared}")
             return 0
         if args.wsj:
-            infos = prepare_wsj(args.wsj, args.out_dir)
+            infos = prepare_wsj(args.wsj, args.out_dir, args.targets)
         else:
-            infos = prepare_ptb_sample(resolve_data_dir(args.data_dir), args.out_dir)
+            infos = prepare_ptb_sample(resolve_data_dir(args.data_dir), args.out_dir, args.targets)
     except ReproError as err:
         print(f"repro: error: {err}", file=sys.stderr)
         return err.exit_code

@@ -17,7 +17,8 @@ The repair, in one left-to-right pass:
   that COLLINS.prm deletes, so the wrapper itself is never scored. An empty output becomes the
   flat tree ``(TOP (XX w1) ... (XX wn))``.
 
-A well-formed output is returned unchanged (``fixes`` empty).
+Per-word tokens (``(NP_XX``) are read as their symbols. A well-formed output is returned
+unchanged (``fixes`` empty).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from dataclasses import dataclass, field
 
 from nltk import Tree
 
-from repro.parsing.linearize import LEAF, is_closer, is_opener
+from repro.parsing.linearize import LEAF, is_closer, is_opener, symbols
 
 WRAPPER = "TOP"
 
@@ -83,10 +84,11 @@ def _build(root: _Node, words: Sequence[str], tags: Sequence[str] | None, keep: 
 
 
 def repair(target: str | Sequence[str], words: Sequence[str], tags: Sequence[str] | None = None) -> Repaired:
-    """A tree over exactly ``words`` from any token sequence, and the list of fixes it needed."""
+    """A tree over exactly ``words`` from any token sequence (symbols or per-word tokens), and the
+    list of fixes it needed."""
     if not words:
         raise ValueError("cannot build a tree over an empty sentence")
-    tokens = target.split() if isinstance(target, str) else list(target)
+    tokens = symbols(target)
     fixes: list[str] = []
     top = _Node(WRAPPER)
     stack = [top]

@@ -1,7 +1,8 @@
 """How often the parser's next symbol is right, by kind of symbol, with the reference prefix given.
 
 A linearised tree (:mod:`repro.parsing.linearize`) has three kinds of symbol: openers ``(NP``,
-closers ``)NP`` and leaves ``XX`` (one per source word), then EOS. With the reference prefix fed
+closers ``)NP`` and leaves ``XX`` (one per source word), then EOS. In per-word targets every token
+but the last closers holds one word's ``XX`` and counts as a leaf. With the reference prefix fed
 in (teacher forcing, as in training), the share of positions whose most probable symbol is the
 reference, per kind, tells where a parser that decodes badly goes wrong: a leaf or a closer is
 only predictable when the decoder knows which source word comes next, so low accuracy on them
@@ -17,12 +18,17 @@ import torch
 from repro.data.batching import TokenBatcher
 from repro.data.vocab import EOS, SharedVocab
 from repro.model import Transformer
-from repro.parsing.linearize import is_closer, is_opener
+from repro.parsing.linearize import JOIN, LEAF, is_closer, is_opener
 
 KINDS = ("leaf", "open", "close", "eos")
 
 
 def symbol_kind(symbol: str) -> str:
+    """``open``, ``close`` or ``leaf``; a per-word token (``)NP_(VP_XX``) is a leaf, the closers
+    after the last word (``)VP_)S``) a closer."""
+    if JOIN in symbol:
+        parts = symbol.split(JOIN)
+        return "leaf" if LEAF in parts else "close" if all(is_closer(p) for p in parts) else "open"
     if is_opener(symbol):
         return "open"
     if is_closer(symbol):

@@ -75,6 +75,10 @@ def test_a_decoder_that_attends_by_position_is_aligned():
 
     attention.forward = positional
     assert leaf_attention(model, vocab, examples)["layer_1"] == 100.0
+    # per-word targets: the i-th token holds the i-th word, so the same decoder is aligned
+    per_word = SharedVocab.train(["the cat sleeps", "(S_(NP_XX XX )NP_(VP_XX )VP_)S"] * 2, 64, split="word-level")
+    examples = [(per_word.encode("the cat sleeps"), per_word.encode("(S_(NP_XX XX )NP_(VP_XX )VP_)S"))]
+    assert leaf_attention(model, per_word, examples)["layer_1"] == 100.0
 
 
 def test_pairs_without_one_source_token_per_leaf_are_left_out():
