@@ -58,3 +58,16 @@ def test_a_variant_does_not_overwrite_another_configs_curve(tmp_path, data_dir):
     with pytest.raises(ConfigError, match="unknown"):
         learning_curve(sizes=[5], out_dir=tmp_path / "runs", reports_dir=tmp_path / "other", data_dir=str(data_dir),
                        overrides={"no_such_field": 1})
+
+
+def test_per_word_targets_make_their_own_curve(tmp_path, data_dir):
+    reports = tmp_path / "reports"
+    curve = learning_curve(sizes=[5], out_dir=tmp_path / "runs", reports_dir=reports, data_dir=str(data_dir),
+                           overrides=TINY, test_limit=2, targets="per-word")
+    assert curve["targets"] == "per-word" and [p["trees"] for p in curve["points"]] == [5]
+    first = (tmp_path / "runs" / "trees-5" / "data" / "train.tgt").read_text().splitlines()[0]
+    assert first.split()[0].endswith("_XX")  # one token per word
+    # the same recipe on symbols is another curve: it may not take this file's points
+    with pytest.raises(ConfigError, match="another config"):
+        learning_curve(sizes=[5], out_dir=tmp_path / "runs2", reports_dir=reports, data_dir=str(data_dir),
+                       overrides=TINY, test_limit=2)
