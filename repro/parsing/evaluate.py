@@ -19,7 +19,7 @@ from pathlib import Path
 from repro.errors import DataError
 from repro.eval.evalb import EvalbResult, evalb_lines
 from repro.eval.evalb_params import COLLINS, EvalbParams
-from repro.parsing.linearize import LEAF
+from repro.parsing.linearize import LEAF, symbols
 from repro.parsing.prepare import gold_trees_file
 from repro.parsing.repair import repair
 from repro.parsing.trees import read_tree_lines, tags, tree_to_line, words
@@ -65,7 +65,7 @@ def score_outputs(outputs: Sequence[str], gold_path: str | Path, params: EvalbPa
     leaf_count = {"exact": 0, "too_few": 0, "too_many": 0}
     by_length = {label: {"sentences": 0, **leaf_count} for label, _, _ in LENGTH_BINS}
     for output, tree in zip(outputs, gold):
-        n_leaves, n_words = output.split().count(LEAF), len(words(tree))
+        n_leaves, n_words = symbols(output).count(LEAF), len(words(tree))
         kind = "exact" if n_leaves == n_words else "too_few" if n_leaves < n_words else "too_many"
         leaf_count[kind] += 1
         row = by_length[length_bin(n_words)]

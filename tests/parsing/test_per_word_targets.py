@@ -62,3 +62,12 @@ def test_unknown_target_units_are_refused(data_dir, tmp_path, capsys):
         main([str(tmp_path / "out"), "--data-dir", str(data_dir), "--targets", "chunks"])
     assert exc.value.code == 2 and "--targets" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_leaf_counts_of_per_word_outputs(tmp_path):
+    from repro.parsing.evaluate import score_outputs
+    gold = tmp_path / "gold.trees"
+    gold.write_text(TREE + "\n" + TREE + "\n" + TREE + "\n")
+    score = score_outputs(["(S_(NP_XX XX )NP_(VP_XX )VP_)S", "(S_(NP_XX XX )NP_)S", "(S_(NP_XX XX XX XX )NP_)S"], gold)
+    assert score.leaf_count == {"exact": 1, "too_few": 1, "too_many": 1}
+    assert score.repaired == 2
