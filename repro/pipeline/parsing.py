@@ -44,7 +44,7 @@ from repro.parsing.alignment import leaf_attention
 from repro.parsing.symbol_accuracy import symbol_accuracy
 from repro.eval.bootstrap import evalb_interval
 from repro.pipeline.local import Stages
-from repro.pipeline.parsing_sanity import Overfit, overfit_parser
+from repro.pipeline.parsing_sanity import Overfit, overfit_parser, training_texts
 from repro.recipes import Recipe, get_recipe
 from repro.results import Result, ResultStore, collect_provenance
 from repro.train.checkpoint import list_checkpoints
@@ -204,8 +204,7 @@ def reproduce_parsing_local(
     recipe = on_prepared_data(recipe, prepared)
 
     say(f"    sanity run: overfitting the first {OVERFIT_TREES} training trees (greedy F1 must reach 90)")
-    texts = [line for suffix in ("src", "tgt")
-             for line in (prepared / f"train.{suffix}").read_text(encoding="utf-8").splitlines()]
+    texts = training_texts(prepared)
     overfit: Overfit = stages.timed("overfit", lambda: overfit_parser(
         recipe, prepared, out_dir / "overfit", trees=OVERFIT_TREES, vocab_texts=texts))
     say(f"    overfit: {overfit.trees} trees, {overfit.epochs:.0f} epochs, greedy F1 {overfit.f1:.2f}")

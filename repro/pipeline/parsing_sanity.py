@@ -87,6 +87,12 @@ def overfit_parser(recipe: Recipe, prepared: Path, out_dir: Path, *, trees: int 
     return result
 
 
+def training_texts(prepared: Path) -> list[str]:
+    """The training split's sentences and trees of a prepared folder: what the vocabulary is learned on."""
+    return [line for suffix in ("src", "tgt")
+            for line in (prepared / f"train.{suffix}").read_text(encoding="utf-8").splitlines()]
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m repro.pipeline.parsing_sanity --trees 200 --steps 1200``: one rung of the ladder as a
     committed record, ``REPORTS/parsing_overfit_{trees}.json``."""
@@ -116,8 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         prepared.mkdir(parents=True, exist_ok=True)
         prepare_ptb_sample(resolve_data_dir(args.data_dir), prepared)
         recipe = on_prepared_data(get_recipe(RECIPE), prepared)
-        texts = [line for suffix in ("src", "tgt")
-                 for line in (prepared / f"train.{suffix}").read_text(encoding="utf-8").splitlines()]
+        texts = training_texts(prepared)
         start = time.monotonic()
         result = overfit_parser(recipe, prepared, args.out_dir / f"trees-{args.trees}", trees=args.trees,
                                 steps=args.steps, warmup=args.warmup, vocab_texts=texts)
