@@ -38,12 +38,15 @@ from repro.data.synthetic import SYNTHETIC
 from repro.decode.settings import PARSING, TRANSLATION, DecodeSettings
 from repro.errors import ConfigError
 from repro.model import TABLE3_ROWS, TransformerConfig, get_preset
+from repro.parsing.linearize import TARGET_UNITS
 from repro.train.config import TrainConfig
 from repro.train.schedule import paper_peak_scale
 
 MODEL_FIELDS = tuple(f.name for f in dataclasses.fields(TransformerConfig))
 TRAIN_FIELDS = tuple(f.name for f in dataclasses.fields(TrainConfig))
 DECODE_FIELDS = tuple(f.name for f in dataclasses.fields(DecodeSettings))
+#: The recipe's own fields (the rest of a recipe is its TrainConfig and DecodeSettings).
+RECIPE_FIELDS = ("name", "source", "targets")
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,15 @@ class Recipe:
     source: str
     train: TrainConfig
     decode: DecodeSettings = TRANSLATION
+    #: How a parser recipe's linearised trees are cut into target tokens (:data:`repro.parsing.linearize.TARGET_UNITS`):
+    #: ``symbols`` (Vinyals & Kaiser et al.'s, one token per bracket and ``XX``) or ``per-word`` (the same string,
+    #: one token per word). The parsing pipelines prepare their data with it; translation recipes ignore it.
+    targets: str = "symbols"
+
+    def __post_init__(self) -> None:
+        if self.targets not in TARGET_UNITS:
+            raise ConfigError(f"recipe {self.name}: field 'targets' must be one of {', '.join(TARGET_UNITS)}, "
+                              f"got {self.targets!r}")
 
     @property
     def model(self) -> TransformerConfig:
@@ -65,9 +77,9 @@ class Recipe:
 
         Model fields (``d_model``, ``dropout``, ...) are merged into ``model_overrides``, as is a
         ``model_overrides`` mapping; training fields go to the TrainConfig, decoding fields to the
-        DecodeSettings, ``name``/``source`` to the recipe. The result is validated whole.
+        DecodeSettings, ``name``/``source``/``targets`` to the recipe. The result is validated whole.
         """
-        recipe_changes = {k: changes.pop(k) for k in ("name", "source") if k in changes}
+        recipe_changes = {k: changes.pop(k) for k in RECIPE_FIELDS if k in changes}
         overrides = changes.pop("model_overrides", None) or {}
         if not isinstance(overrides, Mapping):
             raise ConfigError(f"recipe {self.name}: field 'model_overrides' must be a JSON object of TransformerConfig "
@@ -87,7 +99,7 @@ class Recipe:
                 unknown.append(key)
         if unknown:
             raise ConfigError(f"recipe {self.name}: unknown field(s) {', '.join(sorted(unknown))} (fields are those of "
-                              "TransformerConfig, TrainConfig and DecodeSettings)")
+                              "TransformerConfig, TrainConfig and DecodeSettings, and the recipe's name, source and targets)")
         if model:
             train["model_overrides"] = {**self.train.model_overrides, **model}
         new = dataclasses.replace(self, train=self.train.replace(**train) if train else self.train,
@@ -97,7 +109,7 @@ class Recipe:
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "source": self.source, "train": self.train.to_dict(),
-                "decode": self.decode.to_dict()}
+                "decode": self.decode.to_dict(), "targets": self.targets}
 
 
 # -- the paper ------------------------------------------------------------------------------------
@@ -170,25 +182,34 @@ LOCAL = Recipe("local", "the project's laptop-scale check of Sections 5 and 6.1 
     log_every=10,
 ))
 
-#: Section 6.3's parser shrunk to the NLTK Penn Treebank sample (3396 training trees): d_model 128
-#: (d_ff 512, 4 heads) learned as much per update as 256 at half the cost on 2 cores, so the budget
-#: goes to 1600 updates of ~2000 target tokens (~15 epochs; ~0.45 s each on 2 cores, so that the
-#: whole job fits in 20 minutes) with the word-level vocabulary of the parser recipes (all 5.3K
-#: words seen twice, the rest as unknown-word classes), and a checkpoint every 400 updates, where
-#: the probe logs train and dev NLL and greedy dev F1 (:class:`repro.pipeline.parsing.ParserProbe`). The rate follows
-#: the rule for scaled-down recipes (:func:`repro.train.schedule.paper_peak_scale`): Eq. 3 scaled
-#: so that it peaks at the paper's base peak, 7.0e-4 (x0.137 at d_model 128 and 300 warm-up steps;
-#: at x1 it peaks at 3.3e-3, and 100 trees could not even be memorised: issue 18).
+#: Section 6.3's parser shrunk to the NLTK Penn Treebank sample (3396 training trees), issue 18.
+#: The same post-norm Transformer, linearised trees and search; what the scale changes, each
+#: measured side by side (README, "Constituency parsing"; dev F1, greedy, after 1600 updates):
+#: - one layer (N 1, d_model 128, d_ff 512, 4 heads): at this budget the decoder learns to look at
+#:   the word it writes only with few layers (leaf attention at chance with N 4; N 4 <= 16, N 2 26,
+#:   N 1 40 with the same per-word tokens and 8000-token vocabulary);
+#: - per-word target tokens (``targets``: the same Vinyals & Kaiser string, one token per word, so
+#:   output i is word i's): +6 over symbols at N 2;
+#: - a word-level vocabulary of 4000: every tree token of the training split (3004 per-word tokens)
+#:   and the ~1000 most frequent words, the rest as unknown-word classes (all 5.3K words seen
+#:   twice: 40; 58 this way). Fewer words generalise better from 3396 trees, and the softmax, most
+#:   of a 1-layer model's work, is half as wide;
+#: - the rate: twice the rule for scaled-down recipes (:func:`repro.train.schedule.paper_peak_scale`,
+#:   Eq. 3 peaking at the paper's base peak 7.0e-4), peak 1.4e-3: ahead of the rule at N 1 (36.0
+#:   against 28.5 at 1200 updates) and N 4, and of four times the rule at N 2;
+#: - 3600 updates of ~2000 target tokens (~80 epochs), a checkpoint (and the probe: train and dev NLL,
+#:   greedy dev F1, :class:`repro.pipeline.parsing.ParserProbe`) every 400, so that the whole job fits
+#:   in 20 minutes on 2 cores.
 #: The dataset is the folder the pipeline prepares (``repro.parsing.prepare``); decoding is 6.3's.
 LOCAL_PARSING = dataclasses.replace(PARSER_WSJ.replace(
     name="local-parsing",
     source="the project's laptop-scale run of Section 6.3 on the Penn Treebank sample (not comparable with Table 4)",
-    d_model=128, d_ff=512, n_heads=4, attention="fused",
-    dataset="ptb-sample-prepared", vocab_size=8000, tokens_per_batch=2000, max_tokens_per_device=2000,
-    max_steps=1600, warmup_steps=300, lr_scale=paper_peak_scale(128, 300), checkpoint_every_steps=400,
+    n_layers=1, d_model=128, d_ff=512, n_heads=4, attention="fused",
+    dataset="ptb-sample-prepared", vocab_size=4000, tokens_per_batch=2000, max_tokens_per_device=2000,
+    max_steps=3600, warmup_steps=300, lr_scale=2 * paper_peak_scale(128, 300), checkpoint_every_steps=400,
     keep_checkpoints=3,
     out_dir="runs/local-parsing", device="cpu", log_every=50,
-))
+), targets="per-word")
 
 #: A synthetic copy task (:mod:`repro.data.synthetic`) that one CPU core trains in seconds: the
 #: cluster path (submit, requeue, resume) end to end. 128 tokens per update in 4 passes of 32.
@@ -235,7 +256,7 @@ def get_recipe(name: str) -> Recipe:
 
 def _string_fields() -> set[str]:
     """Fields whose value is text (``--set dataset=wmt14-en-de`` needs no JSON quotes)."""
-    names = set()
+    names = set(RECIPE_FIELDS)
     for cls in (TransformerConfig, TrainConfig, DecodeSettings):
         for name, hint in get_type_hints(cls).items():
             if hint is str or str(hint) in ("str | None", "typing.Optional[str]"):

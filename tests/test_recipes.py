@@ -46,12 +46,27 @@ def test_table4_recipes_use_section_6_3_settings(tiny_parsing_data):
         assert recipe.train.vocab_size == vocab and recipe.train.bpe_split == "word-level"  # issue 18
         assert (recipe.model.n_layers, recipe.model.d_model) == (4, 1024)
         assert recipe.train.lr_scale == 1.0  # the paper's scale: Eq. 3 exactly
-    local = on_prepared_data(get_recipe("local-parsing"), tiny_parsing_data)
+    local = on_prepared_data(get_recipe("local-parsing").replace(targets="symbols"), tiny_parsing_data)
     assert local.train.train_src.endswith("train.src") and local.train.dev_tgt.endswith("dev.tgt")
     assert local.decode == get_recipe("parser-wsj").decode and local.model.d_model == 128
     assert local.train.bpe_split == "word-level"
     peak = learning_rate(local.train.warmup_steps, 128, local.train.warmup_steps, local.train.lr_scale)
-    assert peak == pytest.approx(512**-0.5 * 4000**-0.5)  # the rate rule: the base model's peak, 7.0e-4
+    # twice the rate rule (the base model's peak, 7.0e-4), as measured ahead of the rule (README, issue 18)
+    assert peak == pytest.approx(2 * 512**-0.5 * 4000**-0.5)
+    assert (local.model.n_layers, local.train.vocab_size) == (1, 4000)
+
+
+def test_recipe_target_units_route_and_must_match_the_prepared_folder(tiny_parsing_data):
+    assert get_recipe("parser-wsj").targets == "symbols" and get_recipe("local-parsing").targets == "per-word"
+    assert parse_assignments(["targets=symbols"]) == {"targets": "symbols"}  # bare text, as dataset=...
+    recipe = get_recipe("local-parsing").replace(targets="symbols")
+    assert recipe.targets == "symbols" and recipe.to_dict()["targets"] == "symbols"
+    with pytest.raises(ConfigError, match="field 'targets' must be one of symbols, per-word, got 'words'"):
+        recipe.replace(targets="words")
+    on_prepared_data(recipe, tiny_parsing_data)  # a folder without a manifest holds symbols
+    with pytest.raises(ConfigError, match=r"manifest.json: the folder holds 'symbols' target tokens, recipe "
+                                          r"local-parsing trains on 'per-word'"):
+        on_prepared_data(get_recipe("local-parsing"), tiny_parsing_data)
 
 
 def test_paper_peak_rule():

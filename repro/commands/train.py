@@ -38,7 +38,7 @@ def recipe_from_args(args: argparse.Namespace) -> Recipe:
     recipe = get_recipe(args.profile)
     if args.config:
         recipe = Recipe(recipe.name, f"{recipe.source}; training config from {args.config}",
-                        TrainConfig.from_file(args.config), recipe.decode)
+                        TrainConfig.from_file(args.config), recipe.decode, recipe.targets)
     changes = {name: getattr(args, name) for name in ("out_dir", "data_dir", "dataset", "preset", "max_steps",
                                                      "device", "threads", "precision") if getattr(args, name, None) is not None}
     changes.update(parse_assignments(args.set))

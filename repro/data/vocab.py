@@ -14,10 +14,13 @@ words only, so a frequent symbol like ``(NP`` or ``)VP`` becomes one token inste
 ``(`` + ``NP`` the byte-level splitter makes of it. The cost is exactness of spacing: runs of
 whitespace decode as one space.
 
-``split="word-level"`` learns no merges at all: one token per whitespace word, the ``vocab_size``
-most frequent words that occur at least ``min_frequency`` times (and every tree symbol); every rarer word is encoded as
-its unknown-word class (:mod:`repro.data.signatures`), and ``<unk>`` is left only for a word
-whose class is unseen too. For Section 6.3's parser at small scale: the source then has exactly
+``split="word-level"`` learns no merges at all: one token per whitespace word. Every tree token
+of the training text is kept, however rare (symbols such as ``(NP``, or per-word tokens such as
+``)NP_(VP_XX``); the words that occur at least ``min_frequency`` times fill the rest of
+``vocab_size``, most frequent first (the tree tokens may take it all). Every other word is
+encoded as its unknown-word class (:mod:`repro.data.signatures`), a per-word tree token never
+seen in training as its nearest back-off that keeps the leaf (brackets are lost, the word's one
+token is not), and ``<unk>`` is left only for a word whose class is unseen too. For Section 6.3's parser at small scale: the source then has exactly
 one token per leaf of the linearised tree.
 """
 
@@ -31,8 +34,9 @@ from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from repro.data.signatures import PREFIX, always_whole, signature
+from repro.data.signatures import PREFIX, always_whole, signature, tree_backoffs
 from repro.errors import DataError
+from repro.parsing.linearize import LEAF
 from repro.atomic import atomic_write_text
 
 PAD, BOS, EOS, UNK = 0, 1, 2, 3
@@ -103,7 +107,12 @@ class SharedVocab:
         size = vocab_size - len(SPECIAL_TOKENS)
         if size < 1:
             raise DataError(f"vocab_size {vocab_size} is too small for a word-level vocabulary")
-        ranked = sorted(entries.items(), key=lambda item: (-item[1], item[0]))[:size]
+        # every tree token of the training text stays, however rare (a tree must stay decodable, a
+        # training target whole); the words fill the rest, most frequent first
+        kept = {token for token in entries if token == LEAF or always_whole(token)}
+        rest = sorted((t for t in entries if t not in kept), key=lambda t: (-entries[t], t))
+        kept.update(rest[:max(size - len(kept), 0)])
+        ranked = sorted(((t, entries[t]) for t in kept), key=lambda item: (-item[1], item[0]))
         table = {token: i for i, token in enumerate(SPECIAL_TOKENS)}
         table.update({word: len(SPECIAL_TOKENS) + i for i, (word, _) in enumerate(ranked)})
         tok = Tokenizer(models.WordLevel(vocab=table, unk_token="<unk>"))
@@ -112,7 +121,13 @@ class SharedVocab:
 
     def _words(self, text: str) -> str:
         """``text`` with each word outside a word-level vocabulary replaced by its class."""
-        return " ".join(w if w in self._known else signature(w) for w in text.split())
+        return " ".join(w if w in self._known else self._stand_in(w) for w in text.split())
+
+    def _stand_in(self, word: str) -> str:
+        """What an unknown word is encoded as: a per-word tree token never seen in training as its
+        nearest back-off in the vocabulary (one token, one leaf), any other word as its class
+        (:mod:`repro.data.signatures`)."""
+        return next((b for b in tree_backoffs(word) if b in self._known), None) or signature(word)
 
     def encode(self, text: str) -> list[int]:
         if not text:

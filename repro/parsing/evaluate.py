@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from repro.errors import DataError
 from repro.eval.evalb import EvalbResult, evalb_lines
@@ -24,6 +25,9 @@ from repro.parsing.prepare import gold_trees_file
 from repro.parsing.repair import repair
 from repro.parsing.trees import read_tree_lines, tags, tree_to_line, words
 from repro.atomic import atomic_write_text
+
+if TYPE_CHECKING:
+    from repro.data.vocab import SharedVocab
 
 
 @dataclass(frozen=True)
@@ -87,3 +91,14 @@ def score_split(outputs: Sequence[str], prepared_dir: str | Path, split: str = "
                 write_trees: str | Path | None = None) -> ParseScore:
     """:func:`score_outputs` against ``{split}.trees`` of a directory made by :mod:`repro.parsing.prepare`."""
     return score_outputs(outputs, gold_trees_file(prepared_dir, split), write_trees=write_trees)
+
+
+def vocabulary_ceiling(vocab: "SharedVocab", prepared_dir: str | Path, split: str = "test") -> dict[str, float | int]:
+    """The best F1 a model with ``vocab`` could score on ``split``: its gold targets as the vocabulary
+    writes them (a per-word tree token it lacks backs off and loses brackets,
+    :mod:`repro.data.signatures`), scored as outputs. 100 when the vocabulary holds every target token."""
+    targets = (Path(prepared_dir) / f"{split}.tgt").read_text(encoding="utf-8").splitlines()
+    written = [vocab.decode(vocab.encode(t)) for t in targets]
+    changed = sum(a != b for t, w in zip(targets, written) for a, b in zip(t.split(), w.split()))
+    score = score_split(written, prepared_dir, split)
+    return {"f1": round(score.f1, 2), "tokens_backed_off": changed, "tokens": sum(len(t.split()) for t in targets)}

@@ -106,6 +106,22 @@ def prepare(groups: dict[str, list[Path]], out_dir: str | Path, source: str,
     return infos
 
 
+def prepared_targets(out_dir: str | Path) -> str:
+    """The target units a prepared folder holds (its manifest's ``targets``; ``symbols`` for a folder
+    without a manifest or from before the field)."""
+    path = Path(out_dir) / "manifest.json"
+    if not path.exists():
+        return "symbols"
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise DataError(f"{path}:{err.lineno}: not valid JSON ({err.msg})") from None
+    targets = manifest.get("targets", "symbols") if isinstance(manifest, dict) else None
+    if targets not in TARGET_UNITS:
+        raise DataError(f"{path}: field 'targets' must be one of {', '.join(TARGET_UNITS)}, got {targets!r}")
+    return targets
+
+
 def _mrg_files(root: Path) -> dict[tuple[int, int], Path]:
     found = {}
     for path in sorted(root.rglob("*")):

@@ -38,8 +38,8 @@ from repro.eval.perplexity import perplexity
 from repro.model import Transformer
 from repro.errors import ConfigError
 from repro.model.precision import Precision, resolve_precision
-from repro.parsing.evaluate import ParseScore, score_outputs
-from repro.parsing.prepare import SplitInfo, gold_trees_file, prepare_ptb_sample, split_files
+from repro.parsing.evaluate import ParseScore, score_outputs, vocabulary_ceiling
+from repro.parsing.prepare import SplitInfo, gold_trees_file, prepare_ptb_sample, prepared_targets, split_files
 from repro.parsing.alignment import leaf_attention
 from repro.parsing.symbol_accuracy import symbol_accuracy
 from repro.eval.bootstrap import evalb_interval
@@ -59,6 +59,9 @@ RECIPE = "local-parsing"
 TEST_SPLIT = "test"
 #: The sanity run's size (:mod:`repro.pipeline.parsing_sanity`).
 OVERFIT_TREES = 10
+#: How the scale line names the recipe's target units (``Recipe.targets``).
+UNITS = {"symbols": "one target token per tree symbol (Vinyals & Kaiser et al.)",
+         "per-word": "per-word target tokens (the same linearised tree, one token per word)"}
 #: Training pairs the checkpoint probe scores beside the dev split (the PTB sample's dev split has 273).
 TRAIN_PROBE_PAIRS = 273
 
@@ -68,7 +71,12 @@ def _say(msg: str) -> None:
 
 
 def on_prepared_data(recipe: Recipe, prepared: Path) -> Recipe:
-    """``recipe`` reading its training and dev pairs from a folder made by :mod:`repro.parsing.prepare`."""
+    """``recipe`` reading its training and dev pairs from a folder made by :mod:`repro.parsing.prepare`,
+    whose target units must be the recipe's."""
+    held = prepared_targets(prepared)
+    if held != recipe.targets:
+        raise ConfigError(f"{prepared / 'manifest.json'}: the folder holds '{held}' target tokens, recipe "
+                          f"{recipe.name} trains on '{recipe.targets}' (python -m repro.parsing.prepare --targets)")
     splits = split_files(prepared, ("train", "dev"))
     (train_src, train_tgt), (dev_src, dev_tgt) = splits["train"], splits["dev"]
     return recipe.replace(dataset=str(prepared), train_src=str(train_src), train_tgt=str(train_tgt),
@@ -82,7 +90,8 @@ def scale_description(recipe: Recipe, steps: int, train_trees: int, test_note: s
     return (f"local: {torch.get_num_threads()}-thread CPU, NLTK Penn Treebank sample ({train_trees} training trees "
             f"from WSJ 00-01, files wsj_0001-0159; vs ~40K of WSJ 02-21), test {test_note} (not section 23); "
             f"{steps} steps x ~{t.tokens_per_batch} tokens per side, d_model={m.d_model}, N={m.n_layers}, "
-            f"d_ff={m.d_ff}, h={m.n_heads}, {vocab}; not the paper's scale, not comparable with Table 4")
+            f"d_ff={m.d_ff}, h={m.n_heads}, {vocab}, {UNITS[recipe.targets]}; not the paper's scale, "
+            f"not comparable with Table 4")
 
 
 def epochs_seen(recipe: Recipe, steps: int, train_tgt: Path) -> float:
@@ -200,7 +209,8 @@ def reproduce_parsing_local(
     prepared = out_dir / "data"
     say(f"1/4 preparing the PTB sample in {prepared}")
     prepared.mkdir(parents=True, exist_ok=True)
-    infos: dict[str, SplitInfo] = stages.timed("prepare", lambda: prepare_ptb_sample(resolve_data_dir(data_dir), prepared))
+    infos: dict[str, SplitInfo] = stages.timed("prepare", lambda: prepare_ptb_sample(resolve_data_dir(data_dir), prepared,
+                                                                                           recipe.targets))
     recipe = on_prepared_data(recipe, prepared)
 
     say(f"    sanity run: overfitting the first {OVERFIT_TREES} training trees (greedy F1 must reach 90)")
@@ -252,6 +262,7 @@ def reproduce_parsing_local(
         stages_s=stages.rounded(), checkpoint=str(checkpoint),
         vocab_size=len(vocab), threads=torch.get_num_threads(), run_dir=str(out_dir),
         test_sentences=parse.sentences, test_sentences_available=total_test, overfit=overfit.to_dict(),
+        vocabulary_ceiling=vocabulary_ceiling(vocab, prepared, TEST_SPLIT),
     )
     scores = {**_scores(parse, greedy, at_limit, greedy_at_limit, settings), "curve": probe.points}
     interval = evalb_interval(parse.evalb.rows)
@@ -270,7 +281,8 @@ def reproduce_parsing_local(
         extra={**scores, "bootstrap": interval.to_dict()},
         ci95=tuple(round(x, 2) for x in interval.ci95),
     ), RECORD_NAME)
-    report = {"profile": "local-parsing", "result_written": RESULT_ID, "recipe": RECIPE, "experiment": RECIPE, **scores,
+    report = {"profile": "local-parsing", "result_written": RESULT_ID, "recipe": RECIPE, "experiment": RECIPE,
+              "targets": recipe.targets, **scores,
               "scale": scale, "splits": {k: v.sentences for k, v in infos.items()}, "config": recipe.train.to_dict(),
               "evalb": parse.evalb.to_dict(), "numeric_precision": precision.provenance(), **common}
     atomic_write_text(reports_dir / "local_parsing_run.json", json.dumps(report, indent=2, default=str) + "\n")

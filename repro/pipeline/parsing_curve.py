@@ -11,12 +11,14 @@ limits the run; if it stays flat while the training NLL stays near the dev NLL, 
 
 The full size need not be trained twice: the summary of ``repro reproduce --profile local-parsing``
 (``REPORTS/local_parsing_run.json``) is taken as its point when it ran the same recipe on the same
-target units. ``--targets per-word`` prepares the trees as per-word tokens
-(:mod:`repro.parsing.linearize`) instead of Vinyals & Kaiser et al.'s symbols.
+target units. The units are the recipe's (``Recipe.targets``); ``--targets`` (the same as
+``--set targets=...``) picks the other: per-word tokens (:mod:`repro.parsing.linearize`) or
+Vinyals & Kaiser et al.'s symbols.
 
     python -m repro.pipeline.parsing_curve [--sizes 400 800 1600] [--reports reports/local] [--targets per-word]
 
-writes ``REPORTS/parsing_curve.json``; run artifacts go to ``runs/parsing-curve/trees-K``.
+writes ``REPORTS/parsing_curve.json``; run artifacts go to ``runs/parsing-curve/trees-K``
+(``runs/parsing-curve-per-word`` on per-word tokens).
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from repro.errors import ConfigError, ReproError
 from repro.model.precision import resolve_precision
 from repro.parsing.evaluate import score_outputs
 from repro.parsing.linearize import TARGET_UNITS
-from repro.parsing.prepare import prepare_ptb_sample
+from repro.parsing.prepare import prepare_ptb_sample, prepared_targets
 from repro.pipeline.parsing import (RECIPE, ParserProbe, decode_parses, epochs_seen, load_test_split,
                                     on_prepared_data)
 from repro.recipes import Recipe, apply_assignments, get_recipe, parse_assignments
@@ -57,8 +59,11 @@ def _say(msg: str) -> None:
 
 
 def subset(prepared: Path, out: Path, trees: int) -> Path:
-    """A prepared folder holding the first ``trees`` training trees and the whole dev and test splits."""
+    """A prepared folder holding the first ``trees`` training trees and the whole dev and test splits
+    (and a manifest saying so, with the target units of ``prepared``)."""
     out.mkdir(parents=True, exist_ok=True)
+    manifest = {"source": f"the first {trees} training trees of {prepared}", "targets": prepared_targets(prepared)}
+    atomic_write_text(out / "manifest.json", json.dumps(manifest, indent=2) + "\n")
     for split in ("train", "dev", "test"):
         for suffix in ("src", "tgt", "trees"):
             lines = (prepared / f"{split}.{suffix}").read_text(encoding="utf-8").splitlines()
@@ -77,18 +82,18 @@ def _comparable(config: dict[str, Any], recipe: Recipe) -> bool:
     return {k: v for k, v in config.items() if k not in ignore} == {k: v for k, v in mine.items() if k not in ignore}
 
 
-def _same_curve(curve: dict[str, Any], recipe: Recipe, targets: str) -> bool:
-    """Whether a curve file holds ``recipe``'s curve on ``targets`` (files from before ``targets``: symbols)."""
-    return _comparable(curve.get("config", {}), recipe) and curve.get("targets", "symbols") == targets
+def _same_curve(curve: dict[str, Any], recipe: Recipe) -> bool:
+    """Whether a curve file holds ``recipe``'s curve, target units included (files from before ``targets``: symbols)."""
+    return _comparable(curve.get("config", {}), recipe) and curve.get("targets", "symbols") == recipe.targets
 
 
-def _kept_points(path: Path, recipe: Recipe, targets: str) -> dict[int, dict[str, Any]]:
+def _kept_points(path: Path, recipe: Recipe) -> dict[int, dict[str, Any]]:
     """The trained points of the curve file at ``path`` when it holds ``recipe``'s curve (the
     pipeline's full-size point is taken afresh each time)."""
     if not path.exists():
         return {}
     previous = json.loads(path.read_text(encoding="utf-8"))
-    if not _same_curve(previous, recipe, targets):
+    if not _same_curve(previous, recipe):
         return {}
     return {p["trees"]: p for p in previous.get("points", []) if p.get("source") != PIPELINE}
 
@@ -140,38 +145,41 @@ def train_point(recipe: Recipe, prepared: Path, run_dir: Path, trees: int,
 def learning_curve(*, sizes: Sequence[int] = SIZES, out_dir: str | Path = "runs/parsing-curve",
                    reports_dir: str | Path = "reports/local", data_dir: str | None = None,
                    overrides: dict[str, Any] | None = None, say: Callable[[str], None] = _say,
-                   test_limit: int | None = None, targets: str = "symbols") -> dict[str, Any]:
+                   test_limit: int | None = None, targets: str | None = None) -> dict[str, Any]:
     """Train and score one point per size (a point already in the curve file is kept), add the
-    pipeline's full-size run when it used the same recipe, and write ``REPORTS/parsing_curve.json``."""
+    pipeline's full-size run when it used the same recipe, and write ``REPORTS/parsing_curve.json``.
+    ``targets`` replaces the recipe's target units."""
     if not sizes or any(k < 1 for k in sizes):
         raise ConfigError(f"--sizes must be positive tree counts, got {list(sizes)}")
     out_dir, reports_dir = Path(out_dir), Path(reports_dir)
     recipe = apply_assignments(get_recipe(RECIPE), overrides) if overrides else get_recipe(RECIPE)
+    if targets is not None:
+        if targets not in TARGET_UNITS:
+            raise ConfigError(f"--targets must be one of {', '.join(TARGET_UNITS)}, got {targets!r}")
+        recipe = recipe.replace(targets=targets)
     path = reports_dir / CURVE_FILE
-    if targets not in TARGET_UNITS:
-        raise ConfigError(f"--targets must be one of {', '.join(TARGET_UNITS)}, got {targets!r}")
-    if path.exists() and not _same_curve(json.loads(path.read_text(encoding="utf-8")), recipe, targets):
+    if path.exists() and not _same_curve(json.loads(path.read_text(encoding="utf-8")), recipe):
         raise ConfigError(f"{path} holds the curve of another config; give this one its own --reports folder")
     prepared = out_dir / "data"
     prepared.mkdir(parents=True, exist_ok=True)
-    prepare_ptb_sample(resolve_data_dir(data_dir), prepared, targets)
+    prepare_ptb_sample(resolve_data_dir(data_dir), prepared, recipe.targets)
     trained = {}
     for trees in sizes:
-        if trees in _kept_points(path, recipe, targets):
+        if trees in _kept_points(path, recipe):
             say(f"{trees} trees: kept from {path}")
             continue
         say(f"{trees} trees: training {recipe.train.max_steps} steps in {out_dir / f'trees-{trees}'}")
         trained[trees] = train_point(recipe, prepared, out_dir / f"trees-{trees}", trees, say, test_limit)
     # read again: another size may have been added meanwhile (sizes can run side by side)
-    points = {**_kept_points(path, recipe, targets), **trained}
+    points = {**_kept_points(path, recipe), **trained}
     full = reports_dir / "local_parsing_run.json"
     if full.exists():
         summary = json.loads(full.read_text(encoding="utf-8"))
-        if _comparable(summary.get("config", {}), recipe) and targets == "symbols":  # the pipeline's units
+        if _comparable(summary.get("config", {}), recipe) and summary.get("targets", "symbols") == recipe.targets:
             points[summary["splits"]["train"]] = point_from_pipeline(summary)
         else:
             say(f"{full} ran another recipe: the whole split is not on the curve")
-    curve = {"recipe": RECIPE, "config": recipe.train.to_dict(), "targets": targets, "threads": torch.get_num_threads(),
+    curve = {"recipe": RECIPE, "config": recipe.train.to_dict(), "targets": recipe.targets, "threads": torch.get_num_threads(),
              "test": "all 245 trees of files wsj_0180-0199; beam 21, alpha 0.3, input + 300 (Section 6.3) and greedy",
              "points": [points[k] for k in sorted(points)]}
     atomic_write_text(path, json.dumps(curve, indent=2) + "\n")
@@ -188,13 +196,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--set", metavar="FIELD=JSON", action="append", default=[],
                         help="a variant of the local-parsing recipe, as `repro train --set` (e.g. --set lr_scale=0.27); "
                              "a variant's curve needs its own --reports folder")
-    parser.add_argument("--targets", choices=TARGET_UNITS, default="symbols",
-                        help="target tokens (python -m repro.parsing.prepare --targets); per-word needs its own --reports folder")
+    parser.add_argument("--targets", choices=TARGET_UNITS,
+                        help="target tokens (python -m repro.parsing.prepare --targets; default: the recipe's); "
+                             "other units than the recipe's need their own --reports folder")
     args = parser.parse_args(argv)
     try:
-        out_dir = args.out_dir or Path("runs/parsing-curve" + ("" if args.targets == "symbols" else f"-{args.targets}"))
+        overrides = parse_assignments(args.set)
+        if args.targets is not None:
+            overrides["targets"] = args.targets
+        targets = overrides.get("targets", get_recipe(RECIPE).targets)
+        out_dir = args.out_dir or Path("runs/parsing-curve" + ("" if targets == "symbols" else f"-{targets}"))
         curve = learning_curve(sizes=args.sizes, out_dir=out_dir, reports_dir=args.reports, data_dir=args.data_dir,
-                               overrides=parse_assignments(args.set), targets=args.targets)
+                               overrides=overrides)
     except ReproError as err:
         print(f"repro: error: {err}", file=sys.stderr)
         return err.exit_code

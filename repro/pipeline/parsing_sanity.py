@@ -120,8 +120,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         prepared = args.out_dir / "data"
         prepared.mkdir(parents=True, exist_ok=True)
-        prepare_ptb_sample(resolve_data_dir(args.data_dir), prepared)
-        recipe = on_prepared_data(get_recipe(RECIPE), prepared)
+        recipe = get_recipe(RECIPE)
+        prepare_ptb_sample(resolve_data_dir(args.data_dir), prepared, recipe.targets)
+        recipe = on_prepared_data(recipe, prepared)
         texts = training_texts(prepared)
         start = time.monotonic()
         result = overfit_parser(recipe, prepared, args.out_dir / f"trees-{args.trees}", trees=args.trees,

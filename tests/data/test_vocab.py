@@ -129,3 +129,31 @@ def test_word_level_vocab_gives_one_token_per_word_and_classes_for_rare_words(da
     assert loaded.word_level and loaded.encode(sentences[0] + " Zyxwvuting") == vocab.encode(sentences[0] + " Zyxwvuting")
     small = SharedVocab.train(["a a b b c", "(S XX )S (S XX )S"], vocab_size=8, split="word-level")
     assert len(small) == 8  # 4 specials + the 4 most frequent entries
+
+
+def test_per_word_tree_tokens_are_kept_whole_and_unseen_ones_back_off_keeping_the_leaf(data_dir):
+    """Per-word targets (issue 18): every tree token of the training text is in the vocabulary
+    however small ``vocab_size`` (the words give way), so training targets round-trip exactly; a
+    token never seen in training is encoded as its nearest back-off (closers + ``XX``, else ``XX``),
+    never as a word's class: one token and one leaf per word, only brackets lost."""
+    from repro.parsing.linearize import LEAF, group_by_word, linearize, symbols
+    from repro.parsing.trees import preprocess, read_trees
+
+    files = sorted((data_dir / "ptb-nltk-sample/combined").glob("wsj_00[0-4]*.mrg"))
+    trees = [t for f in files for t in (preprocess(item.tree) for item in read_trees(f)) if t is not None]
+    sentences = [" ".join(t.leaves()) for t in trees]
+    targets = [group_by_word(linearize(t)) for t in trees]
+    seen, unseen = targets[:800], targets[800:]
+    vocab = SharedVocab.train(sentences[:800] + seen, vocab_size=1000, split="word-level")
+    assert all(vocab.decode(vocab.encode(t)) == t for t in seen)
+    assert sum(1 for w in vocab.tokenizer.get_vocab() if w[0] not in "()<" and "UNK" not in w) > 0  # some words left
+    backed_off = 0
+    for target in unseen:
+        ids = vocab.encode(target)
+        decoded = vocab.decode(ids)
+        assert UNK not in ids and not any(w.startswith("UNK") for w in decoded.split())
+        assert len(ids) == len(target.split())  # one token per word
+        assert symbols(decoded).count(LEAF) == symbols(target).count(LEAF)  # one leaf per word
+        backed_off += sum(a != b for a, b in zip(decoded.split(), target.split()))
+    assert backed_off > 0
+    assert vocab.tokens(")NP_)VP_(SBAR_(S_(NP_(QP_(QP_XX") in ([")NP_)VP_XX"], [LEAF])

@@ -71,3 +71,20 @@ def test_leaf_counts_of_per_word_outputs(tmp_path):
     score = score_outputs(["(S_(NP_XX XX )NP_(VP_XX )VP_)S", "(S_(NP_XX XX )NP_)S", "(S_(NP_XX XX XX XX )NP_)S"], gold)
     assert score.leaf_count == {"exact": 1, "too_few": 1, "too_many": 1}
     assert score.repaired == 2
+
+
+def test_vocabulary_ceiling_is_what_the_vocabulary_lets_a_perfect_model_score(per_word):
+    """A vocabulary that holds every test target token lets a perfect model score 100; one learned on
+    the training split only backs off the per-word tokens it never saw (losing their brackets),
+    which caps F1 below that, and says by how much."""
+    from repro.data.vocab import SharedVocab
+    from repro.parsing.evaluate import vocabulary_ceiling
+
+    texts = [line for split in ("train", "test") for suffix in ("src", "tgt")
+             for line in (per_word / f"{split}.{suffix}").read_text().splitlines()]
+    whole = SharedVocab.train(texts, 20000, split="word-level", min_frequency=1)
+    assert vocabulary_ceiling(whole, per_word) == {"f1": 100.0, "tokens_backed_off": 0, "tokens": 6209}
+    train_only = [line for suffix in ("src", "tgt") for line in (per_word / f"train.{suffix}").read_text().splitlines()]
+    small = SharedVocab.train(train_only, 4000, split="word-level")
+    capped = vocabulary_ceiling(small, per_word)
+    assert 50.0 < capped["f1"] < 100.0 and capped["tokens_backed_off"] > 0

@@ -70,4 +70,7 @@ def test_per_word_targets_make_their_own_curve(tmp_path, data_dir):
     # the same recipe on symbols is another curve: it may not take this file's points
     with pytest.raises(ConfigError, match="another config"):
         learning_curve(sizes=[5], out_dir=tmp_path / "runs2", reports_dir=reports, data_dir=str(data_dir),
-                       overrides=TINY, test_limit=2)
+                       overrides=TINY, test_limit=2, targets="symbols")
+    with pytest.raises(ConfigError, match="another config"):
+        learning_curve(sizes=[5], out_dir=tmp_path / "runs2", reports_dir=reports, data_dir=str(data_dir),
+                       overrides={**TINY, "targets": "symbols"}, test_limit=2)

@@ -12,7 +12,7 @@ import pytest
 from repro.data.vocab import SharedVocab
 from repro.decode.translate import load_model, translate_ids
 from repro.parsing.evaluate import score_outputs
-from repro.parsing.linearize import delinearize
+from repro.parsing.linearize import LEAF, delinearize, symbols
 from repro.parsing.prepare import prepare_ptb_sample
 from repro.parsing.trees import read_tree_lines, tags
 from repro.pipeline.parsing_sanity import overfit_parser
@@ -24,7 +24,7 @@ from repro.train.data import encode_pairs
 @pytest.fixture(scope="module")
 def prepared(data_dir, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("ptb")
-    prepare_ptb_sample(data_dir, out)
+    prepare_ptb_sample(data_dir, out, get_recipe("local-parsing").targets)  # the recipe's target units
     return out
 
 
@@ -48,7 +48,9 @@ def test_training_trees_round_trip_and_no_target_is_truncated(prepared):
     vocab = SharedVocab.train(_texts(prepared), recipe.vocab_size, split=recipe.bpe_split)
     examples, dropped = encode_pairs(vocab, list(zip(src, tgt)), recipe.max_len)
     assert dropped == [] and len(examples) == 3396
-    assert all(len(e[0]) == t.split().count("XX") for e, t in zip(examples, tgt))  # one source token per leaf
+    assert all(len(e[0]) == symbols(t).count(LEAF) for e, t in zip(examples, tgt))  # one source token per leaf
+    # every training target is in the vocabulary whole, one id per token (tree tokens are never capped)
+    assert all(vocab.decode(e[1]) == t and len(e[1]) == len(t.split()) for e, t in zip(examples, tgt))
 
 
 def test_recipe_memorises_one_tree(prepared, tmp_path):
