@@ -34,9 +34,9 @@ from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from repro.data.signatures import PREFIX, always_whole, signature, tree_backoffs
+from repro.data.signatures import PREFIX, signature
+from repro.data.tree_tokens import LEAF, always_whole, tree_backoffs
 from repro.errors import DataError
-from repro.parsing.linearize import LEAF
 from repro.atomic import atomic_write_text
 
 PAD, BOS, EOS, UNK = 0, 1, 2, 3

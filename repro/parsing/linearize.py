@@ -37,9 +37,10 @@ from collections.abc import Sequence
 
 from nltk import Tree
 
-LEAF = "XX"
-#: Joins the symbols of one per-word target token (no label or ``XX`` holds it).
-JOIN = "_"
+from repro.data.tree_tokens import JOIN, LEAF, is_closer, is_opener
+
+__all__ = ["JOIN", "LEAF", "TARGET_UNITS", "LinearizationError", "delinearize", "group_by_word", "is_closer",
+           "is_opener", "linearize", "source_sentence", "symbols"]
 #: The ways a linearised tree is cut into target tokens (see the module docstring).
 TARGET_UNITS = ("symbols", "per-word")
 
@@ -87,14 +88,6 @@ def symbols(target: str | Sequence[str]) -> list[str]:
 def source_sentence(tree: Tree) -> str:
     """The source sequence: the tree's words, space separated."""
     return " ".join(tree.leaves())
-
-
-def is_opener(token: str) -> bool:
-    return len(token) > 1 and token[0] == "(" and "(" not in token[1:] and ")" not in token[1:]
-
-
-def is_closer(token: str) -> bool:
-    return token[:1] == ")" and "(" not in token and ")" not in token[1:]
 
 
 def delinearize(target: str | Sequence[str], words: Sequence[str], tags: Sequence[str] | None = None) -> Tree:

@@ -21,14 +21,14 @@ def test_signatures_separate_words_a_parser_must_tell_apart():
 
 
 def test_tree_symbols_are_always_whole_words_are_not():
-    from repro.data.signatures import always_whole
+    from repro.data.tree_tokens import always_whole
 
     assert always_whole("(ADVP|PRT") and always_whole(")INTJ")
     assert not any(always_whole(w) for w in ("-LRB-", "(", ")", "Hudson", "XX"))
 
 
 def test_per_word_tree_tokens_back_off_to_nearer_tokens_that_keep_the_leaf():
-    from repro.data.signatures import tree_backoffs
+    from repro.data.tree_tokens import tree_backoffs
     assert tree_backoffs(")NP_)VP_(SBAR_(S_(NP_XX") == [")NP_)VP_XX", "XX"]
     assert tree_backoffs("(S_(NP_(QP_XX") == ["XX"] and tree_backoffs(")NP_XX") == ["XX"]
     assert tree_backoffs(")NP_)VP_)S") == [")VP_)S", ")S"]  # the last token of a tree: closers only

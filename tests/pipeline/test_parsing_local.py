@@ -45,7 +45,8 @@ def test_local_parsing_profile_writes_result_with_provenance(tmp_path, data_dir)
     [point] = summary["curve"]
     assert point["step"] == 4 and point["dev_sentences"] == 273 and point["train_nll"] > 0 and point["dev_nll"] > 0
     assert 0.0 <= point["dev_greedy_f1"] <= 100.0
-    assert set(point["dev_symbol_accuracy"]) == {"leaf", "open", "close", "eos"}
+    # per-word targets (the recipe's): every opener rides in a word's token, so no kind "open"
+    assert summary["targets"] == "per-word" and set(point["dev_symbol_accuracy"]) == {"leaf", "close", "eos"}
     assert set(point["dev_leaf_attention"]) == {"layer_1", "chance"}  # TINY has one decoder layer
     assert set(summary["leaf_count_by_length"]) <= {"1-10", "11-20", "21-30", "31-40", "41+"}
 
