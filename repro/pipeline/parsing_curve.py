@@ -76,8 +76,9 @@ def subset(prepared: Path, out: Path, trees: int) -> Path:
 
 
 def _comparable(config: dict[str, Any], recipe: Recipe) -> bool:
-    """Whether a run's config is ``recipe``'s, data paths and run folder aside."""
-    ignore = {"dataset", "data_dir", "train_src", "train_tgt", "dev_src", "dev_tgt", "out_dir", "threads"}
+    """Whether a run's config is ``recipe``'s, data paths and run folder aside, and the precision
+    asked for (``auto`` is resolved per machine: each point records the precision it ran in)."""
+    ignore = {"dataset", "data_dir", "train_src", "train_tgt", "dev_src", "dev_tgt", "out_dir", "threads", "precision"}
     mine = recipe.train.to_dict()
     return {k: v for k, v in config.items() if k not in ignore} == {k: v for k, v in mine.items() if k not in ignore}
 
@@ -88,14 +89,16 @@ def _same_curve(curve: dict[str, Any], recipe: Recipe) -> bool:
 
 
 def _kept_points(path: Path, recipe: Recipe) -> dict[int, dict[str, Any]]:
-    """The trained points of the curve file at ``path`` when it holds ``recipe``'s curve (the
-    pipeline's full-size point is taken afresh each time)."""
+    """The trained points of the curve file at ``path`` when it holds ``recipe``'s curve in the
+    precision this machine resolves it to (the pipeline's full-size point is taken afresh each time)."""
     if not path.exists():
         return {}
     previous = json.loads(path.read_text(encoding="utf-8"))
     if not _same_curve(previous, recipe):
         return {}
-    return {p["trees"]: p for p in previous.get("points", []) if p.get("source") != PIPELINE}
+    ran_in = resolve_precision(recipe.train.precision, "cpu").name
+    return {p["trees"]: p for p in previous.get("points", [])
+            if p.get("source") != PIPELINE and p.get("precision", "fp32") == ran_in}
 
 
 def point_from_pipeline(summary: dict[str, Any]) -> dict[str, Any]:
@@ -108,7 +111,8 @@ def point_from_pipeline(summary: dict[str, Any]) -> dict[str, Any]:
             "test_greedy_exact_leaf_count": summary["greedy"]["leaf_count"]["exact"],
             "train_nll": last.get("train_nll"), "dev_nll": last.get("dev_nll"),
             "dev_greedy_f1": last.get("dev_greedy_f1"), "probe": curve,
-            "train_s": summary["stages_s"].get("train_s"), "source": PIPELINE}
+            "train_s": summary["stages_s"].get("train_s"),
+            "precision": summary.get("numeric_precision", {}).get("precision", "fp32"), "source": PIPELINE}
 
 
 def train_point(recipe: Recipe, prepared: Path, run_dir: Path, trees: int,
@@ -136,7 +140,7 @@ def train_point(recipe: Recipe, prepared: Path, run_dir: Path, trees: int,
              "train_nll": last.get("train_nll"), "dev_nll": last.get("dev_nll"),
              "dev_greedy_f1": last.get("dev_greedy_f1"), "probe": probe.points,
              "test_sentences": len(sentences), "train_s": round(train_s, 1), "vocab_size": len(vocab),
-             "source": f"{run_dir}"}
+             "precision": precision.name, "source": f"{run_dir}"}
     say(f"{trees} trees: test F1 {point['test_f1']:.2f} (greedy {point['test_greedy_f1']:.2f}), "
         f"train NLL {point['train_nll']}, dev NLL {point['dev_nll']}")
     return point
@@ -175,10 +179,14 @@ def learning_curve(*, sizes: Sequence[int] = SIZES, out_dir: str | Path = "runs/
     full = reports_dir / "local_parsing_run.json"
     if full.exists():
         summary = json.loads(full.read_text(encoding="utf-8"))
-        if _comparable(summary.get("config", {}), recipe) and summary.get("targets", "symbols") == recipe.targets:
-            points[summary["splits"]["train"]] = point_from_pipeline(summary)
-        else:
+        ran_in = resolve_precision(recipe.train.precision, "cpu").name
+        if not (_comparable(summary.get("config", {}), recipe) and summary.get("targets", "symbols") == recipe.targets):
             say(f"{full} ran another recipe: the whole split is not on the curve")
+        elif summary.get("numeric_precision", {}).get("precision", "fp32") != ran_in:
+            say(f"{full} ran in another precision than {ran_in}: the whole split is not on the curve "
+                "(ask for one with --set precision=...)")
+        else:
+            points[summary["splits"]["train"]] = point_from_pipeline(summary)
     curve = {"recipe": RECIPE, "config": recipe.train.to_dict(), "targets": recipe.targets, "threads": torch.get_num_threads(),
              "test": "all 245 trees of files wsj_0180-0199; beam 21, alpha 0.3, input + 300 (Section 6.3) and greedy",
              "points": [points[k] for k in sorted(points)]}

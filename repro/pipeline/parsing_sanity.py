@@ -101,7 +101,11 @@ def main(argv: list[str] | None = None) -> int:
     import time
 
     from repro.data.registry import resolve_data_dir
+    import torch
+
     from repro.errors import ReproError
+    from repro.model.precision import PRECISIONS, resolve_precision
+    from repro.results.provenance import git_commit
     from repro.parsing.prepare import prepare_ptb_sample
     from repro.pipeline.parsing import RECIPE, on_prepared_data
     from repro.recipes import get_recipe
@@ -114,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out-dir", type=Path, default=Path("runs/parsing-overfit"))
     parser.add_argument("--reports", type=Path, default=Path("reports/local"))
     parser.add_argument("--data-dir", help="data directory (default: $REPRO_DATA_DIR or ../shared/data)")
+    parser.add_argument("--precision", choices=PRECISIONS, help="the run's numeric precision (default: the recipe's)")
     args = parser.parse_args(argv)
     if min(args.trees, args.steps, args.warmup) < 1:
         parser.error("--trees, --steps and --warmup must be positive")
@@ -121,6 +126,8 @@ def main(argv: list[str] | None = None) -> int:
         prepared = args.out_dir / "data"
         prepared.mkdir(parents=True, exist_ok=True)
         recipe = get_recipe(RECIPE)
+        if args.precision:
+            recipe = recipe.replace(precision=args.precision)
         prepare_ptb_sample(resolve_data_dir(args.data_dir), prepared, recipe.targets)
         recipe = on_prepared_data(recipe, prepared)
         texts = training_texts(prepared)
@@ -131,7 +138,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"repro: error: {err}", file=sys.stderr)
         return err.exit_code
     record = {**result.to_dict(), "steps": args.steps, "warmup": args.warmup,
-              "seconds": round(time.monotonic() - start, 1), "recipe": RECIPE,
+              "seconds": round(time.monotonic() - start, 1), "recipe": RECIPE, "targets": recipe.targets,
+              "vocab_size": recipe.train.vocab_size, "n_layers": recipe.model.n_layers,
+              **resolve_precision(recipe.train.precision, "cpu").provenance(), "threads": torch.get_num_threads(),
+              "commit": git_commit(), "reached_90": result.f1 >= 90.0,
               "note": "greedy search on the same training trees, EVALB COLLINS.prm; P_drop 0, no label smoothing"}
     atomic_write_text(args.reports / f"parsing_overfit_{args.trees}.json", json.dumps(record, indent=2) + "\n")
     print(json.dumps(record))

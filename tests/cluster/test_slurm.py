@@ -102,7 +102,10 @@ def test_preempted_job_resumes_from_its_checkpoint(tmp_path: Path, slurm_profile
     """USR2 (preemption) -> checkpoint, requeue, resume -> the uninterrupted run's exact parameters."""
     steps = 24
     synthetic = {**SMOKE_SYNTHETIC, "step_sleep_s": 0.3}
-    [spec] = smoke_specs(tmp_path, slurm_profile, max_steps=steps, checkpoint_every_steps=4, synthetic=synthetic)
+    # fp32 asked for: `auto` is probed in each process, and on a CPU with native bf16 the job would
+    # pick bf16 while the in-process reference (tests/conftest.py) runs fp32
+    [spec] = smoke_specs(tmp_path, slurm_profile, max_steps=steps, checkpoint_every_steps=4, synthetic=synthetic,
+                         precision="fp32")
     # timeout_min > 10: submitit counts every USR2 as a timeout for shorter limits.
     [job] = submit(tmp_path, slurm_profile, [spec], job_name, timeout_min=30).jobs
     out = Path(spec.train["out_dir"])
@@ -157,7 +160,7 @@ def test_cancelled_job_is_reported_cancelled(tmp_path: Path, slurm_profile: Clus
 def test_two_task_gloo_job_matches_one_process(tmp_path: Path, slurm_profile: ClusterProfile, job_name: str,
                                                wait_done) -> None:
     """Two SLURM tasks (submitit tasks_per_node=2, TorchDistributedEnvironment, gloo) = one process."""
-    cfg = get_recipe("smoke").replace(seed=5, label_smoothing=0.1).train
+    cfg = get_recipe("smoke").replace(seed=5, label_smoothing=0.1, precision="fp32").train  # not `auto`: see above
     profile = dataclasses.replace(slurm_profile, tasks_per_node=2)
     executor = make_executor(profile, tmp_path / "submitit", "slurm", job_name)
     job = executor.submit(gradient_probe, cfg.to_dict(), SMOKE_SYNTHETIC)

@@ -36,6 +36,22 @@ def test_curve_trains_each_size_and_keeps_finished_points(tmp_path, data_dir):
                            overrides=TINY, say=said.append, test_limit=2)
     assert said == [f"5 trees: kept from {reports / CURVE_FILE}"] and again["points"] == curve["points"]
     assert json.loads((reports / CURVE_FILE).read_text())["points"] == curve["points"]
+    assert {p["precision"] for p in curve["points"]} == {"fp32"}  # `auto`, resolved (tests/conftest.py)
+
+    # the pipeline's run of the same recipe is the full-size point, only if it ran in the same precision
+    summary = {"config": curve["config"], "targets": curve["targets"], "splits": {"train": 3396}, "steps": 4,
+               "f1": 20.0, "greedy": {"f1": 21.0, "leaf_count": {"exact": 3}}, "leaf_count": {"exact": 2},
+               "stages_s": {"train_s": 1.0}, "curve": [], "numeric_precision": {"precision": "bf16"}}
+    (reports / "local_parsing_run.json").write_text(json.dumps(summary))
+    said.clear()
+    mixed = learning_curve(sizes=[5], out_dir=tmp_path / "runs", reports_dir=reports, data_dir=str(data_dir),
+                           overrides=TINY, say=said.append, test_limit=2)
+    assert [p["trees"] for p in mixed["points"]] == [5, 12] and "ran in another precision than fp32" in said[-1]
+    summary["numeric_precision"]["precision"] = "fp32"
+    (reports / "local_parsing_run.json").write_text(json.dumps(summary))
+    same = learning_curve(sizes=[5], out_dir=tmp_path / "runs", reports_dir=reports, data_dir=str(data_dir),
+                          overrides=TINY, say=said.append, test_limit=2)
+    assert [p["trees"] for p in same["points"]] == [5, 12, 3396] and same["points"][-1]["precision"] == "fp32"
 
 
 def test_full_size_point_comes_from_the_pipeline_summary():
