@@ -20,8 +20,10 @@ from typing import Any
 
 from repro.cluster.profiles import ClusterProfile
 from repro.data.synthetic import SyntheticCorpus
+from repro.data.registry import SEMI_PARSING, WSJ_PARSING, resolve_data_dir
 from repro.errors import ConfigError
 from repro.model import TABLE3_ROWS
+from repro.parsing.prepare import require_targets
 from repro.recipes import Recipe, apply_assignments, get_recipe
 from repro.train.update import plan_update
 
@@ -42,6 +44,9 @@ class JobSpec:
     overrides: dict[str, Any] = field(default_factory=dict)
     recipe: str = ""
     decode: dict[str, Any] = field(default_factory=dict)
+    #: A parser job's target units (``Recipe.targets``: ``symbols`` or ``per-word``); the prepared
+    #: folder it trains on must hold them. None for translation jobs.
+    targets: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = {"name": self.name, "experiment": self.experiment, "preset": self.preset,
@@ -49,6 +54,8 @@ class JobSpec:
                 "overrides": dict(self.overrides), "recipe": self.recipe, "decode": dict(self.decode)}
         if self.synthetic is not None:
             data["synthetic"] = dict(self.synthetic)
+        if self.targets is not None:
+            data["targets"] = self.targets
         return data
 
 
@@ -58,6 +65,9 @@ class Experiment:
     description: str
     build: Callable[["Plan"], list[JobSpec]]
 
+
+#: The prepared parsing folders (:mod:`repro.parsing.prepare`) whose jobs carry their target units.
+PARSING_DATASETS = (WSJ_PARSING, SEMI_PARSING)
 
 #: The synthetic corpus of the smoke job and how long each of its steps is made to last
 #: (``step_sleep_s``: the cluster tests slow a job down to preempt it mid-run).
@@ -91,8 +101,9 @@ class Plan:
             synthetic: dict[str, Any] | None = None) -> JobSpec:
         fitted = self.fit(recipe, name)
         overrides = {k: v for k, v in self.overrides.items() if k != "synthetic"}
+        targets = fitted.targets if fitted.train.dataset in PARSING_DATASETS else None
         return JobSpec(name, experiment, fitted.train.preset, claims, fitted.train.to_dict(), self.profile.name,
-                       synthetic, overrides, recipe.name, fitted.decode.to_dict())
+                       synthetic, overrides, recipe.name, fitted.decode.to_dict(), targets)
 
 
 def _single(name: str, recipe: str, *claims: str) -> Callable[[Plan], list[JobSpec]]:
@@ -145,4 +156,19 @@ def plan_jobs(experiment: str, plan: Plan) -> list[JobSpec]:
         raise ConfigError(f"experiment {experiment}: {err}") from None
     for job in jobs:
         plan_update(int(job.train["tokens_per_batch"]), plan.profile.world_size, int(job.train["max_tokens_per_device"]))
+        check_parser_data(job.to_dict())
     return jobs
+
+
+def check_parser_data(spec: dict[str, Any]) -> None:
+    """A parser job's prepared folder must hold the job's target units (its ``manifest.json``).
+
+    Checked when the jobs are planned and again when a job starts: at submission the folder may
+    live only on the cluster's file system. A folder not found is left to the data loader, which
+    names the missing files."""
+    if spec.get("targets") is None:
+        return
+    train = spec["train"]
+    folder = resolve_data_dir(train.get("data_dir")) / str(train["dataset"])
+    if folder.is_dir():
+        require_targets(folder, spec["targets"], f"job {spec['name']}")

@@ -25,6 +25,7 @@ import torch
 import torch.distributed as dist
 
 from repro.cluster.evaluate import evaluate_claims
+from repro.cluster.experiments import check_parser_data
 from repro.data.synthetic import SYNTHETIC, SyntheticCorpus
 from repro.errors import ConfigError
 from repro.results import Result, ResultStore, collect_provenance
@@ -61,6 +62,7 @@ def synthetic_corpus(synthetic: dict[str, Any] | None) -> SyntheticCorpus | None
 def _train(spec: dict[str, Any]) -> dict[str, Any]:
     """Run the training the spec describes with repro.train's loop; returns the summary as a dict."""
     config = TrainConfig.from_dict(spec["train"], source=f"job {spec['name']}")
+    check_parser_data(spec)
     pause = float((spec.get("synthetic") or {}).get("step_sleep_s", 0.0))
     summary = train(config, synthetic=synthetic_corpus(spec.get("synthetic")),
                     on_step=(lambda _step: time.sleep(pause)) if pause else None)

@@ -45,7 +45,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from repro.data.registry import Dataset, register, resolve_data_dir
-from repro.errors import DataError, ReproError
+from repro.errors import ConfigError, DataError, ReproError
 from repro.parsing.linearize import TARGET_UNITS, group_by_word, linearize, source_sentence
 from repro.parsing.trees import preprocess, read_trees, tree_to_line
 from repro.atomic import atomic_write_text
@@ -120,6 +120,15 @@ def prepared_targets(out_dir: str | Path) -> str:
     if targets not in TARGET_UNITS:
         raise DataError(f"{path}: field 'targets' must be one of {', '.join(TARGET_UNITS)}, got {targets!r}")
     return targets
+
+
+def require_targets(prepared: str | Path, targets: str, who: str) -> None:
+    """Refuse a prepared folder whose target units are not ``targets`` (what ``who``, a recipe or a
+    job, trains on): the vocabulary and the model would silently learn other tokens."""
+    held = prepared_targets(prepared)
+    if held != targets:
+        raise ConfigError(f"{Path(prepared) / 'manifest.json'}: the folder holds '{held}' target tokens, {who} "
+                          f"trains on '{targets}' (python -m repro.parsing.prepare --targets)")
 
 
 def _mrg_files(root: Path) -> dict[tuple[int, int], Path]:

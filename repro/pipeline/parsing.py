@@ -39,7 +39,7 @@ from repro.model import Transformer
 from repro.errors import ConfigError
 from repro.model.precision import Precision, resolve_precision
 from repro.parsing.evaluate import ParseScore, score_outputs, vocabulary_ceiling
-from repro.parsing.prepare import SplitInfo, gold_trees_file, prepare_ptb_sample, prepared_targets, split_files
+from repro.parsing.prepare import SplitInfo, gold_trees_file, prepare_ptb_sample, require_targets, split_files
 from repro.parsing.alignment import leaf_attention
 from repro.parsing.symbol_accuracy import symbol_accuracy
 from repro.eval.bootstrap import evalb_interval
@@ -73,10 +73,7 @@ def _say(msg: str) -> None:
 def on_prepared_data(recipe: Recipe, prepared: Path) -> Recipe:
     """``recipe`` reading its training and dev pairs from a folder made by :mod:`repro.parsing.prepare`,
     whose target units must be the recipe's."""
-    held = prepared_targets(prepared)
-    if held != recipe.targets:
-        raise ConfigError(f"{prepared / 'manifest.json'}: the folder holds '{held}' target tokens, recipe "
-                          f"{recipe.name} trains on '{recipe.targets}' (python -m repro.parsing.prepare --targets)")
+    require_targets(prepared, recipe.targets, f"recipe {recipe.name}")
     splits = split_files(prepared, ("train", "dev"))
     (train_src, train_tgt), (dev_src, dev_tgt) = splits["train"], splits["dev"]
     return recipe.replace(dataset=str(prepared), train_src=str(train_src), train_tgt=str(train_tgt),

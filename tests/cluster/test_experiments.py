@@ -88,6 +88,32 @@ def test_table4_jobs_use_the_parser_recipes(tmp_path: Path) -> None:
         assert (job.decode["beam_size"], job.decode["alpha"], job.decode["max_len_offset"]) == (21, 0.3, 300)
 
 
+def test_parser_jobs_carry_their_target_units_and_refuse_a_folder_with_others(tmp_path: Path) -> None:
+    from repro.cluster.experiments import check_parser_data
+    from repro.errors import ConfigError
+
+    folder = tmp_path / "data" / "wsj-parsing"
+    folder.mkdir(parents=True)
+    (folder / "manifest.json").write_text(json.dumps({"targets": "per-word"}))
+    plan = Plan(load_profile("paper-p100"), tmp_path / "runs", data_dir=str(tmp_path / "data"))
+    with pytest.raises(ConfigError, match=r"wsj-parsing/manifest.json: the folder holds 'per-word' target tokens, "
+                                          r"job table4-wsj trains on 'symbols'"):
+        plan_jobs("table4-wsj", plan)  # the paper's recipe: Vinyals & Kaiser et al.'s symbols
+    plan.overrides = {"targets": "per-word"}  # repro submit table4-wsj --set targets=per-word
+    wsj, = plan_jobs("table4-wsj", plan)
+    assert wsj.targets == "per-word" and wsj.to_dict()["targets"] == "per-word"
+    # the job checks again when it starts: the folder may change, or exist only on the cluster
+    (folder / "manifest.json").write_text(json.dumps({"targets": "symbols"}))
+    with pytest.raises(ConfigError, match="holds 'symbols' target tokens, job table4-wsj trains on 'per-word'"):
+        check_parser_data(wsj.to_dict())
+    # a folder not reachable at submission is left to the job; translation jobs carry no units
+    plan = Plan(load_profile("paper-p100"), tmp_path / "runs", data_dir=str(tmp_path / "elsewhere"),
+                overrides={"targets": "per-word"})
+    assert plan_jobs("table4-wsj", plan)[0].targets == "per-word"
+    base, = plan_jobs("table2-base-ende", Plan(load_profile("paper-p100"), tmp_path / "runs"))
+    assert base.targets is None and "targets" not in base.to_dict()
+
+
 def test_local_cpu_accumulates_to_25000_tokens(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     code, out, _ = in_process(capsys, "table2-base-ende", "--cluster", "local", "--state-dir", str(tmp_path),
                               "--dry-run", "--json")
