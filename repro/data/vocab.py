@@ -20,8 +20,9 @@ of the training text is kept, however rare (symbols such as ``(NP``, or per-word
 ``vocab_size``, most frequent first (the tree tokens may take it all). Every other word is
 encoded as its unknown-word class (:mod:`repro.data.signatures`), a per-word tree token never
 seen in training as its nearest back-off that keeps the leaf (:mod:`repro.data.tree_tokens`:
-brackets are lost, the word's one token is not), and ``<unk>`` is left only for a word whose class is unseen too. For Section 6.3's parser at small scale: the source then has exactly
-one token per leaf of the linearised tree.
+brackets are lost, the word's one token is not), and ``<unk>`` is left only for a word whose
+class is unseen too. For Section 6.3's parser at small scale: the source then has exactly one
+token per leaf of the linearised tree.
 """
 
 from __future__ import annotations

@@ -96,7 +96,7 @@ def score_split(outputs: Sequence[str], prepared_dir: str | Path, split: str = "
 def vocabulary_ceiling(vocab: "SharedVocab", prepared_dir: str | Path, split: str = "test") -> dict[str, float | int]:
     """The best F1 a model with ``vocab`` could score on ``split``: its gold targets as the vocabulary
     writes them (a per-word tree token it lacks backs off and loses brackets,
-    :mod:`repro.data.signatures`), scored as outputs. 100 when the vocabulary holds every target token."""
+    :mod:`repro.data.tree_tokens`), scored as outputs. 100 when the vocabulary holds every target token."""
     targets = (Path(prepared_dir) / f"{split}.tgt").read_text(encoding="utf-8").splitlines()
     written = [vocab.decode(vocab.encode(t)) for t in targets]
     changed = sum(a != b for t, w in zip(targets, written) for a, b in zip(t.split(), w.split()))
