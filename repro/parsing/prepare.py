@@ -45,6 +45,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from repro.data.registry import Dataset, register, resolve_data_dir
+from repro.data.tree_tokens import is_per_word_token
 from repro.errors import ConfigError, DataError, ReproError
 from repro.parsing.linearize import TARGET_UNITS, group_by_word, linearize, source_sentence
 from repro.parsing.trees import preprocess, read_trees, tree_to_line
@@ -170,6 +171,14 @@ def wsj_groups(treebank_dir: str | Path) -> dict[str, list[Path]]:
     return groups
 
 
+def _units_of(tree: str) -> str | None:
+    """The target units a linearised tree is written in (None for an empty line)."""
+    tokens = tree.split()
+    if not tokens:
+        return None
+    return "per-word" if any(is_per_word_token(t) for t in tokens) else "symbols"
+
+
 def prepare_ptb_sample(data_dir: str | Path, out_dir: str | Path, targets: str = "symbols") -> dict[str, SplitInfo]:
     return prepare(sample_groups(data_dir), out_dir, f"NLTK PTB sample {Path(data_dir) / SAMPLE_FOLDER}", targets)
 
@@ -183,9 +192,12 @@ def prepare_semi(semi_src: str | Path, semi_tgt: str | Path, wsj_prepared: str |
     """A ``wsj-parsing-semi`` folder: the user's corpus as train (symlinked), WSJ 22/23 as dev/test (copied).
 
     The corpus must be parallel sentence / linearised-tree files, one pair per line; only the line
-    counts are checked here (17M lines), the training reader reports malformed lines.
+    counts and the target units of the first tree are checked here (17M lines), the training reader
+    reports malformed lines. The corpus must be cut into the target units of ``wsj_prepared``
+    (``--targets``), whose dev and test splits the folder takes; its manifest records them.
     """
     out_dir = Path(out_dir)
+    targets = prepared_targets(wsj_prepared)
     counts = []
     for path in (Path(semi_src), Path(semi_tgt)):
         if not path.is_file():
@@ -194,6 +206,11 @@ def prepare_semi(semi_src: str | Path, semi_tgt: str | Path, wsj_prepared: str |
             counts.append(sum(1 for _ in fh))
     if counts[0] != counts[1]:
         raise DataError(f"semi-supervised corpus: {semi_src} has {counts[0]} lines but {semi_tgt} has {counts[1]}")
+    with Path(semi_tgt).open(encoding="utf-8") as fh:
+        held = _units_of(fh.readline())
+    if held not in (None, targets):
+        raise DataError(f"{semi_tgt}:1: a tree in '{held}' target tokens, but {Path(wsj_prepared) / 'manifest.json'} "
+                        f"holds '{targets}' (prepare WSJ with the corpus's --targets)")
     out_dir.mkdir(parents=True, exist_ok=True)
     for path, suffix in ((Path(semi_src), "src"), (Path(semi_tgt), "tgt")):
         link = out_dir / f"train.{suffix}"
@@ -208,7 +225,7 @@ def prepare_semi(semi_src: str | Path, semi_tgt: str | Path, wsj_prepared: str |
                 raise DataError(f"{source} not found; prepare WSJ first (--wsj)")
             atomic_write_text(out_dir / f"{split}.{suffix}", source.read_text(encoding="utf-8"))
     manifest = {"source": f"user corpus {semi_src} / {semi_tgt}; dev/test from {wsj_prepared}",
-                "splits": {"train": {"sentences": counts[0]}}}
+                "targets": targets, "splits": {"train": {"sentences": counts[0]}}}
     atomic_write_text(out_dir / "manifest.json", json.dumps(manifest, indent=2) + "\n")
     return {"train": counts[0]}
 

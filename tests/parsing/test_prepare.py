@@ -90,8 +90,12 @@ def test_cluster_dataset_names_resolve(tmp_path, prepared, capsys):
     args = [str(data / "wsj-parsing-semi"), "--semi", str(semi_src), str(semi_tgt), "--wsj-prepared", str(wsj)]
     assert main(args) == 2
     assert "has 2 lines but" in capsys.readouterr().err
+    semi_tgt.write_text("(S_XX XX )S\n(S_XX )S\n")  # per-word trees, but WSJ was prepared with symbols
+    assert main(args) == 2
+    assert f"{semi_tgt}:1: a tree in 'per-word' target tokens" in capsys.readouterr().err
     semi_tgt.write_text("(S XX XX )S\n(S XX )S\n")
     assert main(args) == 0
+    assert json.loads((data / "wsj-parsing-semi" / "manifest.json").read_text())["targets"] == "symbols"
     dataset = get_dataset("wsj-parsing-semi", data)
     assert dataset.split("train")[0].read_text() == "a b\nc\n"
     assert dataset.split("dev")[1].read_text() == (prepared / "dev.tgt").read_text()
