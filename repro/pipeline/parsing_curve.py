@@ -15,7 +15,7 @@ target units. The units are the recipe's (``Recipe.targets``); ``--targets`` (th
 ``--set targets=...``) picks the other: per-word tokens (:mod:`repro.parsing.linearize`) or
 Vinyals & Kaiser et al.'s symbols.
 
-    python -m repro.pipeline.parsing_curve [--sizes 400 800 1600] [--reports reports/local] [--targets per-word]
+    python -m repro.pipeline.parsing_curve [--sizes 400 800 1600] [--reports reports/local] [--targets symbols]
 
 writes ``REPORTS/parsing_curve.json``; run artifacts go to ``runs/parsing-curve/trees-K``
 (``runs/parsing-curve-per-word`` on per-word tokens).

@@ -100,15 +100,15 @@ def main(argv: list[str] | None = None) -> int:
     import sys
     import time
 
-    from repro.data.registry import resolve_data_dir
     import torch
 
+    from repro.data.registry import resolve_data_dir
     from repro.errors import ReproError
     from repro.model.precision import PRECISIONS, resolve_precision
-    from repro.results.provenance import git_commit
     from repro.parsing.prepare import prepare_ptb_sample
     from repro.pipeline.parsing import RECIPE, on_prepared_data
     from repro.recipes import get_recipe
+    from repro.results.provenance import git_commit
 
     parser = argparse.ArgumentParser(prog="python -m repro.pipeline.parsing_sanity",
                                      description="overfit the first N training trees of the PTB sample (the sanity ladder)")
