@@ -41,6 +41,7 @@ from repro.data.tree_tokens import JOIN, LEAF, is_closer, is_opener
 
 __all__ = ["JOIN", "LEAF", "TARGET_UNITS", "LinearizationError", "delinearize", "group_by_word", "is_closer",
            "is_opener", "linearize", "source_sentence", "symbols"]
+
 #: The ways a linearised tree is cut into target tokens (see the module docstring).
 TARGET_UNITS = ("symbols", "per-word")
 
