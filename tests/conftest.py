@@ -6,8 +6,10 @@ import os
 from pathlib import Path
 
 import pytest
+import torch
 
 from repro.model import precision
+from tests.fake_accelerator import FakeAccelerator
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -29,6 +31,39 @@ def auto_precision_is_fp32(monkeypatch):
     precision._cached_probe.cache_clear()
     yield
     precision._cached_probe.cache_clear()
+
+
+class ComputeDevice:
+    """What a device-parametrised test runs on: ``name`` for the project (``cpu`` or ``cuda``) and,
+    on the fake accelerator, the :class:`~tests.fake_accelerator.FakeAccelerator` counting syncs."""
+
+    def __init__(self, case: str, name: str, fake: FakeAccelerator | None = None) -> None:
+        self.case, self.name, self.fake = case, name, fake
+
+    def __repr__(self) -> str:
+        return self.case
+
+
+@pytest.fixture(params=["cpu", "fake-cuda", pytest.param("cuda", marks=pytest.mark.cuda)])
+def device(request) -> ComputeDevice:
+    """The CPU; the fake accelerator (always: CUDA's device rules on a CPU build of torch); a real
+    GPU (only where one is present, marked ``cuda``)."""
+    if request.param == "cpu":
+        yield ComputeDevice("cpu", "cpu")
+    elif request.param == "fake-cuda":
+        with FakeAccelerator() as fake:
+            yield ComputeDevice("fake-cuda", "cuda", fake)
+    else:
+        if not torch.cuda.is_available():
+            pytest.skip("no CUDA device here")
+        yield ComputeDevice("cuda", "cuda")
+
+
+@pytest.fixture
+def fake_gpu() -> FakeAccelerator:
+    """The fake accelerator alone (tests that count host syncs or check device rules)."""
+    with FakeAccelerator() as fake:
+        yield fake
 
 
 @pytest.fixture(scope="session")

@@ -6,6 +6,7 @@ import argparse
 import json
 
 from repro.argtypes import existing_file, non_negative_int, positive_int
+from repro.cli_flags import add_device_argument
 from repro.model.precision import PRECISIONS
 from repro.recipes import Recipe, apply_assignments, get_recipe, parse_assignments, recipe_names
 from repro.train.config import TrainConfig
@@ -22,7 +23,7 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dataset", help="registered dataset name, e.g. wmt14-en-de, multi30k-en-de")
     parser.add_argument("--preset", help="model preset (base, big, a Table 3 row)")
     parser.add_argument("--max-steps", type=positive_int)
-    parser.add_argument("--device", choices=["cpu", "cuda", "auto"])
+    add_device_argument(parser, default=None, what="the recipe's own when not given")
     parser.add_argument("--threads", type=non_negative_int, help="torch intra-op threads")
     parser.add_argument("--precision", choices=PRECISIONS,
                         help="fp32, bf16 (mixed: bf16 matrix products, fp32 weights/Adam/checkpoints) or auto "

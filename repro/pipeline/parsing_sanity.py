@@ -104,7 +104,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from repro.data.registry import resolve_data_dir
     from repro.errors import ReproError
-    from repro.model.precision import PRECISIONS, resolve_precision
+    from repro.model.precision import PRECISIONS
+    from repro.runtime import Runtime
     from repro.parsing.prepare import prepare_ptb_sample
     from repro.pipeline.parsing import RECIPE, on_prepared_data
     from repro.recipes import get_recipe
@@ -140,7 +141,8 @@ def main(argv: list[str] | None = None) -> int:
     record = {**result.to_dict(), "steps": args.steps, "warmup": args.warmup,
               "seconds": round(time.monotonic() - start, 1), "recipe": RECIPE, "targets": recipe.targets,
               "vocab_size": recipe.train.vocab_size, "n_layers": recipe.model.n_layers,
-              **resolve_precision(recipe.train.precision, "cpu").provenance(), "threads": torch.get_num_threads(),
+              **Runtime.resolve(recipe.train.device, recipe.train.precision).precision.provenance(),
+              "threads": torch.get_num_threads(),
               "commit": git_commit(), "reached_90": result.f1 >= 90.0,
               "note": "greedy search on the same training trees, EVALB COLLINS.prm; P_drop 0, no label smoothing"}
     atomic_write_text(args.reports / f"parsing_overfit_{args.trees}.json", json.dumps(record, indent=2) + "\n")

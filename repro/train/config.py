@@ -20,6 +20,7 @@ from repro.data.vocab import SPLITS
 from repro.errors import ConfigError
 from repro.model import TransformerConfig, get_preset
 from repro.model.precision import PRECISIONS
+from repro.runtime import check_device_name
 
 
 _TEXT_FIELDS = ("preset", "dataset", "bpe_split", "out_dir", "device", "precision")
@@ -79,8 +80,10 @@ class TrainConfig:
             raise ConfigError(f"training config field 'label_smoothing' must lie in [0, 1), got {self.label_smoothing!r}")
         if self.checkpoint_every_steps < 0 or self.checkpoint_every_minutes < 0:
             raise ConfigError("training config fields 'checkpoint_every_steps'/'checkpoint_every_minutes' must be >= 0")
-        if self.device not in ("cpu", "cuda", "auto") and not self.device.startswith("cuda:"):
-            raise ConfigError(f"training config field 'device' must be cpu, cuda or auto, got {self.device!r}")
+        try:
+            check_device_name(self.device)
+        except ConfigError as err:
+            raise ConfigError(f"training config field 'device': {err}") from None
         for name in ("adam_beta1", "adam_beta2"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ConfigError(f"training config field '{name}' must lie in [0, 1) (Section 5.3), "
