@@ -75,10 +75,36 @@ def _train(spec: dict[str, Any], runtime: Runtime | None = None) -> dict[str, An
     """Run the training the spec describes with repro.train's loop; returns the summary as a dict."""
     config = TrainConfig.from_dict(spec["train"], source=f"job {spec['name']}")
     check_parser_data(spec)
-    pause = float((spec.get("synthetic") or {}).get("step_sleep_s", 0.0))
+    hooks = _SmokeHooks(spec.get("synthetic") or {}, runtime.rank if runtime is not None else 0)
     summary = train(config, synthetic=synthetic_corpus(spec.get("synthetic")), runtime=runtime,
-                    on_step=(lambda _step: time.sleep(pause)) if pause else None)
+                    on_step=hooks.on_step, on_built=hooks.on_built)
     return json.loads(json.dumps(summary.to_dict(), default=str))  # paths as strings: JSON for the results store
+
+
+class _SmokeHooks:
+    """The smoke job's test hooks (:data:`repro.cluster.experiments.SMOKE_SYNTHETIC`): a pause after
+    every update, and a non-finite loss on one rank at one update (its weights made NaN the update before)."""
+
+    def __init__(self, synthetic: dict[str, Any], rank: int) -> None:
+        self.pause = float(synthetic.get("step_sleep_s", 0.0))
+        nan_at = synthetic.get("nan_at") or {}
+        self.nan_step = int(nan_at["step"]) if nan_at and int(nan_at.get("rank", 0)) == rank else None
+        self.trainer = None
+
+    def on_built(self, trainer) -> None:
+        self.trainer = trainer
+        if self.nan_step == 1:
+            self._poison()
+
+    def on_step(self, step: int) -> None:
+        if self.pause:
+            time.sleep(self.pause)
+        if self.nan_step is not None and step == self.nan_step - 1:
+            self._poison()
+
+    def _poison(self) -> None:
+        with torch.no_grad():
+            next(self.trainer.model.parameters()).fill_(float("nan"))
 
 
 def gradient_probe(train_config: dict[str, Any], synthetic: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -162,3 +188,34 @@ class TrainingJob(submitit.helpers.Checkpointable):
                  self.spec["name"], self.requeues + 1, self.max_requeues)
         return submitit.helpers.DelayedSubmission(
             TrainingJob(self.spec, self.results_dir, self.max_requeues, self.requeues + 1), *args, **kwargs)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m repro.cluster.job SPEC.json [--results DIR]``: run one job spec (as ``repro submit
+    --dry-run --json`` plans it) in this process, e.g. under ``torchrun --nproc_per_node N`` or an
+    ``srun`` of the user's own; every process trains, rank 0 evaluates and stores the results."""
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(prog="python -m repro.cluster.job", description=main.__doc__.split("\n")[0])
+    parser.add_argument("spec", help="a job spec JSON file: one job of `repro submit ... --dry-run --json`, or "
+                                     "JobSpec.to_dict()")
+    parser.add_argument("--results", help="results store the job writes its records to (rank 0)")
+    parser.add_argument("--requeues", type=int, default=0, help="requeues allowed (bookkeeping only here)")
+    args = parser.parse_args(argv)
+    try:
+        spec = json.loads(open(args.spec, encoding="utf-8").read())
+    except (OSError, json.JSONDecodeError) as err:
+        print(f"repro: error: {args.spec}: cannot read the job spec ({err})", file=sys.stderr)
+        return 2
+    if "train" not in spec and "config" in spec:   # a job of the dry run's JSON
+        spec = {**spec, "train": {k: v for k, v in spec["config"].items() if k != "synthetic"},
+                "synthetic": spec["config"].get("synthetic"), "preset": spec["config"]["preset"],
+                "experiment": spec.get("experiment", spec["name"]), "profile": spec.get("profile", "launcher")}
+    summary = TrainingJob(spec, args.results, args.requeues)()
+    print(json.dumps({k: summary[k] for k in ("rank", "steps", "world_size", "accumulation", "final_loss")}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

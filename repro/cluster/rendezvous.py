@@ -8,7 +8,8 @@ A task learns its rank, the world size, its local rank and the rendezvous addres
   port follows from the job id, so every task of a job picks the same one);
 - neither: one process, no group.
 
-Joining uses that address directly (``tcp://``); nothing is exported to the environment and
+Joining uses that address directly (``tcp://``; ``env://`` under torchrun, whose agent serves the
+rendezvous store); nothing is exported to the environment and
 ``CUDA_VISIBLE_DEVICES`` is left as SLURM or the launcher set it, so a task bound to one GPU and a
 task that sees all of its node's GPUs both work (:func:`repro.runtime.resolve_device` picks the GPU).
 """
@@ -31,6 +32,7 @@ from repro.errors import ConfigError
 log = logging.getLogger("repro.cluster.rendezvous")
 
 TORCHRUN = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
+TORCHRUN_SOURCE = "torchrun environment"
 #: How long a rank waits for the others (a collective, the rendezvous) before the job fails.
 TIMEOUT = timedelta(minutes=10)
 
@@ -48,7 +50,9 @@ class Place:
 
     @property
     def init_method(self) -> str:
-        return f"tcp://{self.master_addr}:{self.master_port}"
+        # under torchrun the agent already serves the rendezvous store at MASTER_ADDR:MASTER_PORT;
+        # env:// connects to it as a client (tcp:// would try to serve it a second time)
+        return "env://" if self.source == TORCHRUN_SOURCE else f"tcp://{self.master_addr}:{self.master_port}"
 
 
 def _port(job_id: str) -> int:
@@ -65,7 +69,7 @@ def find_place(environ: Mapping[str, str] | None = None) -> Place:
     if given:
         try:
             place = Place(int(env["RANK"]), int(env["WORLD_SIZE"]), int(env["LOCAL_RANK"]), env["MASTER_ADDR"],
-                          int(env["MASTER_PORT"]), "torchrun environment")
+                          int(env["MASTER_PORT"]), TORCHRUN_SOURCE)
         except ValueError as err:
             raise ConfigError(f"torchrun environment: {err}") from None
     else:

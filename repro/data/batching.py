@@ -4,10 +4,11 @@
 contained a set of sentence pairs containing approximately 25000 source tokens and 25000
 target tokens." A batch here is bounded by its *padded* size on each side,
 ``len(batch) * longest <= max_tokens``, so it never exceeds the device's memory; sorting by
-length keeps padding small. With a ``budget`` it is also bounded by the *real* tokens it holds on
-each side (what the paper counts): the training loop gives each pass its share of the update's
-~25000 (:mod:`repro.train.update`), so that one update holds the paper's batch whatever the
-device's memory allows per pass.
+length keeps padding small. With a ``budget`` it is also bounded by the *real* tokens it holds
+(what the paper counts), the two sides taken together: ``(source + target) / 2 <= budget``. The
+training loop gives each pass its share of the update's ~25000 (:mod:`repro.train.update`), so that
+one update holds the paper's ~25000 source and ~25000 target tokens whatever the device's memory
+allows per pass (a bound per side would stop at the longer side and leave the shorter one short).
 
 One optimizer update should see the paper's ~25000 tokens per side whatever the hardware:
 ``accumulation_steps`` gives how many device batches of ``max_tokens`` each worker
@@ -139,14 +140,14 @@ class TokenBatcher:
         batches: list[np.ndarray] = []
         start, longest_src, longest_tgt, real_src, real_tgt = 0, 0, 0, 0, 0
         src_cost, tgt_cost, cap = self._src_cost, self._tgt_cost, self.max_tokens
-        budget = self.budget or cap   # real tokens never exceed the padded size: no budget binds at cap
+        budget = 2 * (self.budget or cap)   # real tokens never exceed the padded size: no budget binds at cap
         limit = self.max_sentences or len(order)
         for pos in range(len(order)):
             i = order[pos]
             s, t = max(longest_src, src_cost[i]), max(longest_tgt, tgt_cost[i])
             rs, rt = real_src + src_cost[i], real_tgt + tgt_cost[i]
             n = pos - start + 1
-            if n > 1 and (n * s > cap or n * t > cap or n > limit or rs > budget or rt > budget):
+            if n > 1 and (n * s > cap or n * t > cap or n > limit or rs + rt > budget):
                 batches.append(order[start:pos])
                 start, s, t, rs, rt = pos, src_cost[i], tgt_cost[i], src_cost[i], tgt_cost[i]
             longest_src, longest_tgt, real_src, real_tgt = s, t, rs, rt

@@ -41,6 +41,9 @@ class TrainingData:
     filtered: int = 0
     filtered_lines: list[int] = field(default_factory=list)
     source: tuple[Path, Path] | None = None
+    #: how this process got the data: ``encoded`` it (rank 0, first run), ``reused`` what an earlier
+    #: run of the job encoded, or ``mapped`` what rank 0 encoded (the other ranks); ``synthetic``
+    origin: str = "encoded"
 
 
 def dataset_for(cfg: TrainConfig) -> Dataset:
@@ -86,7 +89,7 @@ def prepare_training_data(cfg: TrainConfig, synthetic: SyntheticCorpus | None = 
     barrier, then every rank maps the same files."""
     if cfg.dataset == SYNTHETIC:
         examples = (synthetic or SyntheticCorpus()).examples(cfg.vocab_size, cfg.seed)
-        return TrainingData(None, examples, cfg.vocab_size)
+        return TrainingData(None, examples, cfg.vocab_size, origin="synthetic")
     dataset = dataset_for(cfg)
     src_path, tgt_path = dataset.split("train")
     grouped = world_size > 1 and dist.is_available() and dist.is_initialized()
@@ -102,7 +105,7 @@ def prepare_training_data(cfg: TrainConfig, synthetic: SyntheticCorpus | None = 
     if failure is not None:
         raise failure
     if data is None:
-        data = _prepared(cfg, src_path, tgt_path)
+        data = _prepared(cfg, src_path, tgt_path, "mapped")
         if data is None:
             raise DataError(f"{Path(cfg.out_dir) / 'encoded'}: rank 0 did not prepare the training data of "
                             f"{src_path}, {tgt_path} (see rank 0's log)")
@@ -116,7 +119,7 @@ def _manifest(cfg: TrainConfig, src_path: Path, tgt_path: Path, vocab_file: Path
     return {"files": files, "vocab_sha256": vocab, "max_len": cfg.max_len, "format": 1}
 
 
-def _prepared(cfg: TrainConfig, src_path: Path, tgt_path: Path) -> TrainingData | None:
+def _prepared(cfg: TrainConfig, src_path: Path, tgt_path: Path, origin: str = "reused") -> TrainingData | None:
     """The training data encoded earlier into ``OUT_DIR/encoded`` from these very inputs, if any."""
     out_dir = Path(cfg.out_dir)
     vocab_file = out_dir / "vocab.json"
@@ -128,7 +131,7 @@ def _prepared(cfg: TrainConfig, src_path: Path, tgt_path: Path) -> TrainingData 
     saved = json.loads((out_dir / "encoded" / "manifest.json").read_text(encoding="utf-8"))
     lines = list(saved.get("filtered_lines", []))
     vocab = SharedVocab.load(vocab_file)
-    return TrainingData(vocab, pairs, len(vocab), len(lines), lines, (src_path, tgt_path))
+    return TrainingData(vocab, pairs, len(vocab), len(lines), lines, (src_path, tgt_path), origin)
 
 
 def _prepare(cfg: TrainConfig, src_path: Path, tgt_path: Path) -> TrainingData:

@@ -169,7 +169,8 @@ def train(cfg: TrainConfig, *, synthetic: SyntheticCorpus | None = None, runtime
     runtime = runtime or runtime_of(cfg)
     data = prepare_training_data(cfg, synthetic, rank=runtime.rank, world_size=runtime.world_size)
     summary = run(cfg, data.examples, data.vocab_size, runtime=runtime, **kwargs)
-    summary.extra.update(filtered=data.filtered, train_pairs=len(data.examples), vocab_size=data.vocab_size)
+    summary.extra.update(filtered=data.filtered, train_pairs=len(data.examples), vocab_size=data.vocab_size,
+                         data=data.origin)
     return summary
 
 
@@ -181,11 +182,13 @@ def run(
     make_batcher: BatcherFactory | None = None,
     runtime: Runtime | None = None,
     on_step: Callable[[int], None] | None = None,
+    on_built: Callable[[Trainer], None] | None = None,
     log: Callable[[str], None] | None = None,
     clock: Callable[[], float] | None = None,
     evaluate: Callable[[torch.nn.Module, int], dict[str, float]] | None = None,
 ) -> TrainSummary:
-    """The loop itself, on already encoded ``examples``; ``on_step(step)`` is called after each update.
+    """The loop itself, on already encoded ``examples``; ``on_step(step)`` is called after each update,
+    ``on_built(trainer)`` once the trainer is built (and restored, when resuming).
     ``evaluate(model, step)`` (rank 0, at every checkpoint) returns dev metrics such as ``{"dev_ppl": ...}``
     for the metrics log; its time counts neither in tokens/s nor in the logged elapsed time."""
     say = log or (lambda msg: print(msg, file=sys.stderr))
@@ -199,6 +202,8 @@ def run(
     if existing:
         step = _restore(existing[-1], trainer)
         say(f"repro train: resumed from {existing[-1]} (step {step})")
+    if on_built is not None:
+        on_built(trainer)
     resumed_from = step
     progress = _Progress(cfg, out_dir, step, trainer, clock, say)
     cadence = CheckpointCadence(cfg.checkpoint_every_steps, cfg.checkpoint_every_minutes, cfg.max_steps, clock)
@@ -352,7 +357,12 @@ def _restore(path: Path, trainer: Trainer) -> int:
     random.setstate(_as_random_state(state["rng"]["python"]))
     if torch.cuda.is_available() and state["rng"].get("cuda"):
         torch.cuda.set_rng_state_all(state["rng"]["cuda"])
-    trainer.batcher.load_state_dict(state["data"])
+    # rank 0 wrote the checkpoint; every rank has taken the same number of batches (the shards are
+    # padded to equal length), so rank 0's (epoch, offset) is every rank's, in its own shard
+    data = state["data"]
+    if isinstance(data, dict) and "shard" in data and data.get("num_shards") == trainer.world_size:
+        data = {**data, "shard": trainer.rank}
+    trainer.batcher.load_state_dict(data)
     return int(state["step"])
 
 
