@@ -21,6 +21,7 @@ from __future__ import annotations
 import collections
 import math
 import sys
+import warnings
 from contextlib import ExitStack
 from pathlib import Path
 from unittest import mock
@@ -278,6 +279,8 @@ class FakeAccelerator:
         self._stack.enter_context(mock.patch.object(torch.nn.Module, "to", _patched_module_to))
         self._stack.enter_context(mock.patch.object(torch.nn.Module, "cuda", lambda self, *a, **k: _module_to_acc(self)))
         self._stack.enter_context(mock.patch.object(torch, "save", _patched_save))
+        # a CPU build cannot page-lock memory; patched on the class so that threads (the prefetcher) see it
+        self._stack.enter_context(mock.patch.object(torch.Tensor, "pin_memory", lambda self, *a, **k: self))
         self._stack.enter_context(mock.patch.object(torch, "autocast", _autocast_on_cpu))
         self._stack.enter_context(mock.patch.object(
             torch, "is_autocast_enabled", lambda *a: _is_autocast_enabled(*(_host_type(x) for x in a))))
@@ -288,6 +291,9 @@ class FakeAccelerator:
         self._stack.enter_context(mock.patch.object(torch.autograd.grad_mode.inference_mode, "__exit__",
                                                     _inference_as_no_grad_exit))
         self._stack.enter_context(_Mode())
+        # load_state_dict warns that copying into a meta parameter is a no-op; on Acc it is a real copy
+        self._stack.enter_context(warnings.catch_warnings())
+        warnings.filterwarnings("ignore", message=".*copying from a non-meta parameter.*")
         _ACTIVE.append(self)
         return self
 

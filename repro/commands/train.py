@@ -28,6 +28,9 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--precision", choices=PRECISIONS,
                         help="fp32, bf16 (mixed: bf16 matrix products, fp32 weights/Adam/checkpoints) or auto "
                              "(bf16 where the device computes it natively; the default)")
+    parser.add_argument("--compile", choices=("auto", "on", "off"),
+                        help="torch.compile the training objective (model and loss): auto = on CUDA only "
+                             "(the recipe field 'compile')")
     parser.add_argument("--set", metavar="FIELD=JSON", action="append", default=[],
                         help="override any recipe field (of TrainConfig, TransformerConfig or DecodeSettings), "
                              "e.g. --set warmup_steps=800 --set d_model=256 "
@@ -41,7 +44,8 @@ def recipe_from_args(args: argparse.Namespace) -> Recipe:
         recipe = Recipe(recipe.name, f"{recipe.source}; training config from {args.config}",
                         TrainConfig.from_file(args.config), recipe.decode, recipe.targets)
     changes = {name: getattr(args, name) for name in ("out_dir", "data_dir", "dataset", "preset", "max_steps",
-                                                     "device", "threads", "precision") if getattr(args, name, None) is not None}
+                                                     "device", "threads", "precision", "compile")
+               if getattr(args, name, None) is not None}
     changes.update(parse_assignments(args.set))
     return apply_assignments(recipe, changes) if changes else recipe
 

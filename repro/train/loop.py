@@ -36,9 +36,10 @@ from repro.train.cadence import CheckpointCadence
 from repro.train.checkpoint import checkpoint_path, list_checkpoints, load_checkpoint, prune_checkpoints, save_checkpoint
 from repro.train.config import TrainConfig
 from repro.train.data import prepare_training_data
-from repro.train.loss import TranslationLoss
+from repro.train.loss import TranslationLoss, loss_impl_for
 from repro.train.metrics import MetricsLog
 from repro.train.optimizer import optimizer_for
+from repro.train.prefetch import Prefetcher, Sequential
 from repro.train.progress_line import EVERY_LOGGED, progress_line
 from repro.train.step import TrainingDiverged, UpdateStats, accumulate, update, world
 from repro.train.update import UpdatePlan, plan_update
@@ -52,6 +53,9 @@ class Batcher(Protocol):
     def state_dict(self) -> dict[str, Any]: ...
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
 
+
+#: What torch.compile lowers the objective with (tests count graph breaks and recompiles with "eager").
+COMPILE_BACKEND = "inductor"
 
 #: make_batcher(examples, max_tokens, seed, num_shards, shard) -> Batcher
 BatcherFactory = Callable[[list, int, int, int, int], Batcher]
@@ -153,7 +157,11 @@ def build(cfg: TrainConfig, examples: Sequence[tuple[Sequence[int], Sequence[int
     random.seed(cfg.seed)
     model_cfg = cfg.model_config(vocab_size)
     model = Transformer(model_cfg).to(runtime.device)
-    objective: torch.nn.Module = TranslationLoss(model, cfg.label_smoothing)
+    compiled = cfg.compile == "on" or (cfg.compile == "auto" and runtime.on_gpu)
+    objective: torch.nn.Module = TranslationLoss(model, cfg.label_smoothing,
+                                                 impl=loss_impl_for(runtime.device, compiled))
+    if compiled:   # dynamic shapes: batches vary in size and length from update to update
+        objective = torch.compile(objective, dynamic=True, backend=COMPILE_BACKEND)
     if runtime.world_size > 1:
         objective = torch.nn.parallel.DistributedDataParallel(
             objective, device_ids=[runtime.device] if runtime.on_gpu else None)
@@ -208,28 +216,33 @@ def run(
     progress = _Progress(cfg, out_dir, step, trainer, clock, say)
     cadence = CheckpointCadence(cfg.checkpoint_every_steps, cfg.checkpoint_every_minutes, cfg.max_steps, clock)
     trainer.model.train()
-    batches = iter(trainer.batcher)
+    # on a GPU the next updates' batches are collated and pinned in a thread while this one computes
+    batches = (Prefetcher(trainer.batcher, trainer.accumulation) if trainer.runtime.on_gpu
+               else Sequential(trainer.batcher, trainer.accumulation))
     written: list[Path] = []
     start = clock()
     try:
         while step < cfg.max_steps:
             step += 1
+            micro, data_state = next(batches)
             try:
-                stats = update(trainer.objective, trainer.optimizer, trainer.micro_batches(batches), trainer.device,
+                stats = update(trainer.objective, trainer.optimizer, micro, trainer.device,
                                step=step, d_model=trainer.model_cfg.d_model, warmup_steps=cfg.warmup_steps,
                                lr_scale=cfg.lr_scale, world_size=trainer.world_size, precision=trainer.precision)
             except TrainingDiverged as err:
                 raise TrainingDiverged(f"{err}; the last checkpoint is {(list_checkpoints(out_dir) or ['none'])[-1]}") \
                     from None
             due = cadence.due(step) and trainer.rank == 0
-            progress.record(stats, _evaluate(evaluate, trainer, progress, step) if due and evaluate is not None else None)
+            progress.record(stats, _evaluate(evaluate, trainer, progress, step) if due and evaluate is not None else None,
+                            data_state.get("epoch", ""))
             if due:
-                written.append(_save(out_dir, step, trainer))
+                written.append(_save(out_dir, step, trainer, data_state))
                 prune_checkpoints(out_dir, cfg.keep_checkpoints)
                 cadence.written()
             if on_step is not None:
                 on_step(step)
     finally:
+        batches.close()
         progress.close()
     elapsed = clock() - start
     return TrainSummary(
@@ -279,7 +292,7 @@ class _Progress:
         self.start += seconds
         self.window_start += seconds
 
-    def record(self, stats: UpdateStats, dev: dict[str, float] | None = None) -> None:
+    def record(self, stats: UpdateStats, dev: dict[str, float] | None = None, epoch: int | str = "") -> None:
         tokens = stats.src_tokens + stats.tgt_tokens
         self.window_tokens += tokens
         self.run_tokens += tokens
@@ -295,7 +308,7 @@ class _Progress:
                               "nll": round(stats.nll_per_token, 6), "lr": stats.lr, "tokens_per_s": round(tps, 1),
                               "src_tokens": stats.src_tokens, "tgt_tokens": stats.tgt_tokens,
                               "elapsed_s": round(now - self.start, 2),
-                              "epoch": self.trainer.batcher.state_dict().get("epoch", ""), **(dev or {})})
+                              "epoch": epoch, **(dev or {})})
             self.bar.set_postfix(loss=f"{stats.loss_per_token:.3f}", lr=f"{stats.lr:.2e}", tok_s=f"{tps:.0f}")
             self.logged += 1
             if self.plain is not None and (self.logged % EVERY_LOGGED == 0 or stats.step == self.cfg.max_steps):
@@ -324,7 +337,9 @@ def first_update_gradients(cfg: TrainConfig, examples: Sequence[tuple[Sequence[i
             "loss": loss_sum / max(tgt_tokens, 1), "grads": grads}
 
 
-def _save(out_dir: Path, step: int, trainer: Trainer) -> Path:
+def _save(out_dir: Path, step: int, trainer: Trainer, data_state: dict[str, Any]) -> Path:
+    """The checkpoint after update ``step``; ``data_state`` is the batcher's position after the
+    batches that update consumed (the prefetcher may have read further)."""
     return save_checkpoint(checkpoint_path(out_dir, step), {
         "step": step,
         "model": trainer.model.state_dict(),
@@ -333,7 +348,7 @@ def _save(out_dir: Path, step: int, trainer: Trainer) -> Path:
         "train_config": trainer.cfg.to_dict(),
         "rng": {"torch": torch.get_rng_state(), "python": random.getstate(),
                 "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []},
-        "data": trainer.batcher.state_dict(),
+        "data": data_state,
     })
 
 

@@ -16,7 +16,8 @@ from tests.pipeline.test_local import OVERRIDES
 
 TINY = ["--set", "vocab_size=300", "--set", "tokens_per_batch=400", "--set", "max_tokens_per_device=400",
         "--set", "warmup_steps=2", "--set", "checkpoint_every_steps=2", "--set", "average_last=2",
-        "--set", "log_every=1", "--set", 'model_overrides={"n_layers": 1, "d_model": 32, "d_ff": 64, "n_heads": 4}']
+        "--set", "log_every=1", "--set", 'model_overrides={"n_layers": 1, "d_model": 32, "d_ff": 64, "n_heads": 4}',
+        "--compile", "off"]   # dynamo cannot trace the fake device; compile is tested on the CPU (tests/train/test_compile.py)
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +53,8 @@ def test_train_evaluate_translate_average_on_the_device(device, data: Path, tmp_
 
 def test_reproduce_takes_the_device(device, data: Path, tmp_path: Path) -> None:
     summary = reproduce_local(out_dir=tmp_path / "run", reports_dir=tmp_path / "reports" / "local", checks=False,
-                              overrides=dict(OVERRIDES, dataset=str(data), max_steps=2, device=device.name),
+                              overrides=dict(OVERRIDES, dataset=str(data), max_steps=2, device=device.name,
+                                             compile="off"),
                               say=lambda _: None, write_report=False)
     assert summary["device"] == ("cpu" if device.name == "cpu" else "cuda:0")
     bleu = {r.claim_id: r for r in ResultStore(tmp_path / "reports" / "local" / "results").read_all()}
