@@ -36,8 +36,18 @@ def add_precision_argument(parser: argparse.ArgumentParser, default: str | None 
                              + (f" (default {default})" if default else ""))
 
 
-def runtime_from_args(args: argparse.Namespace, verb: str) -> Runtime:
-    """The runtime ``--device`` and ``--precision`` name, said on stderr."""
+def runtime_from_args(args: argparse.Namespace, verb: str, resolve_precision: bool = True) -> Runtime:
+    """The runtime ``--device`` and ``--precision`` name, said on stderr; without
+    ``resolve_precision`` only the device (the verb loads its model first: :func:`runtime_for_loaded`)."""
+    if not resolve_precision:
+        return Runtime.resolve(getattr(args, "device", None) or "auto", "fp32")
     runtime = Runtime.resolve(getattr(args, "device", None) or "auto", getattr(args, "precision", None) or "auto")
+    print(f"repro {verb}: {runtime.describe()}", file=sys.stderr)
+    return runtime
+
+
+def runtime_for_loaded(runtime: Runtime, model, args: argparse.Namespace, verb: str) -> Runtime:
+    """``runtime`` with ``--precision`` resolved at the loaded model's sizes, said on stderr."""
+    runtime = runtime.for_model(model, getattr(args, "precision", None) or "auto")
     print(f"repro {verb}: {runtime.describe()}", file=sys.stderr)
     return runtime

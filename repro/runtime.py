@@ -13,6 +13,7 @@ the node's GPUs, and on ``cuda:0`` when SLURM bound one GPU to it (it sees only 
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -72,12 +73,20 @@ class Runtime:
 
     @classmethod
     def resolve(cls, device: str = "auto", precision: str = "auto", *, world_size: int = 1, rank: int = 0,
-                local_rank: int = 0) -> "Runtime":
-        """From the names a config or the command line gives (``--device``, ``--precision``)."""
+                local_rank: int = 0, dims: tuple[int, int] | None = None) -> "Runtime":
+        """From the names a config or the command line gives (``--device``, ``--precision``);
+        ``dims`` (d_model, d_ff) of the model the run computes with sizes ``auto``'s probe."""
         where = resolve_device(device, local_rank)
         if where.type == "cuda":
             torch.cuda.set_device(where)
-        return cls(where, resolve_precision(precision, where), world_size, rank, local_rank)
+        return cls(where, resolve_precision(precision, where, dims=dims), world_size, rank, local_rank)
+
+    def for_model(self, model: torch.nn.Module, precision: str = "auto") -> "Runtime":
+        """This runtime with ``precision`` resolved for ``model``'s sizes (a checkpoint loaded after
+        the device was chosen)."""
+        cfg = getattr(model, "cfg", None)
+        dims = (cfg.d_model, cfg.d_ff) if cfg is not None else None
+        return dataclasses.replace(self, precision=resolve_precision(precision, self.device, dims=dims))
 
     @classmethod
     def of(cls, model: torch.nn.Module, precision: Precision | None = None) -> "Runtime":

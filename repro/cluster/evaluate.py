@@ -38,6 +38,8 @@ from repro.eval.bootstrap import evalb_interval, paper_interval
 from repro.eval.steptime import spread_of_log
 from repro.eval.translation import evaluate_bleu, evaluate_perplexity
 from repro.runtime import Runtime
+from repro.train.config import TrainConfig
+from repro.train.loop import runtime_of
 from repro.parsing.evaluate import score_split
 from repro.results import Result, ResultStore, collect_provenance
 from repro.results.hardware import measure_peak_flops
@@ -81,7 +83,7 @@ def evaluate_claims(spec: dict[str, Any], summary: dict[str, Any], world: int, r
         return []
     train = spec["train"]
     out_dir = Path(summary["out_dir"])
-    runtime = runtime or Runtime.resolve(str(train.get("device", "auto")), str(train.get("precision", "auto")))
+    runtime = runtime or runtime_of(TrainConfig.from_dict(train, source=f"job {spec.get('name')}"))
     precision = runtime.precision
     store = ResultStore(results_dir)
     scale = run_scale(spec, summary, world)

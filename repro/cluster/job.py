@@ -42,8 +42,10 @@ log = logging.getLogger("repro.cluster.job")
 def start_task(train_config: dict[str, Any]) -> Runtime:
     """This task's runtime for the job's config, after joining the job's process group (if several tasks)."""
     place = rendezvous.find_place()
+    model = TrainConfig.from_dict(train_config).model_config()
     runtime = Runtime.resolve(str(train_config.get("device", "auto")), str(train_config.get("precision", "auto")),
-                              world_size=place.world_size, rank=place.rank, local_rank=place.local_rank)
+                              world_size=place.world_size, rank=place.rank, local_rank=place.local_rank,
+                              dims=(model.d_model, model.d_ff))
     rendezvous.join(place, runtime.device)
     log.info("task: %s (%s)", runtime.describe(), place.source)
     return runtime

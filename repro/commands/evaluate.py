@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from repro.argtypes import existing_dir, existing_file
-from repro.cli_flags import runtime_from_args
+from repro.cli_flags import runtime_for_loaded, runtime_from_args
 from repro.commands.translate import add_search_arguments, search_settings
 from repro.data.registry import get_dataset, resolve_data_dir
 from repro.decode.translate import find_vocab, load_model
@@ -29,8 +29,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    runtime = runtime_from_args(args, "evaluate")
+    runtime = runtime_from_args(args, "evaluate", resolve_precision=False)
     model, state = load_model(args.checkpoint, runtime=runtime)
+    runtime = runtime_for_loaded(runtime, model, args, "evaluate")
     vocab = find_vocab(args.checkpoint, args.vocab)
     train_cfg = state.get("train_config") or {}
     name = args.dataset or train_cfg.get("dataset") or "wmt14-en-de"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from repro.argtypes import existing_file, non_negative_float, non_negative_int, positive_int
 from repro.atomic import atomic_write_text
-from repro.cli_flags import add_device_argument, runtime_from_args
+from repro.cli_flags import add_device_argument, runtime_for_loaded, runtime_from_args
 from repro.cli_flags import add_precision_argument as _add_precision_argument
 from repro.data.corpus import _lines
 from repro.decode.settings import TRANSLATION, DecodeSettings
@@ -59,8 +59,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    runtime = runtime_from_args(args, "translate")
+    runtime = runtime_from_args(args, "translate", resolve_precision=False)
     model, _ = load_model(args.checkpoint, runtime=runtime)
+    runtime = runtime_for_loaded(runtime, model, args, "translate")
     vocab = find_vocab(args.checkpoint, args.vocab)
     lines = [line.rstrip("\r\n") for line in sys.stdin] if args.input == "-" else list(_lines(Path(args.input)))
     hyps = translate(model, vocab, lines, search_settings(args), greedy=args.greedy, max_tokens=args.max_tokens,

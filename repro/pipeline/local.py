@@ -51,7 +51,7 @@ from repro.report import FIGURE3_SENTENCE, generate
 from repro.results import Result, ResultStore, collect_provenance, store_records
 from repro.train.average import average_last
 from repro.train.checkpoint import list_checkpoints
-from repro.train.loop import TrainSummary, train
+from repro.train.loop import TrainSummary, runtime_of, train
 
 BLEU_CLAIM = "local.multi30k.bleu"
 PPL_CLAIM = "local.multi30k.ppl"
@@ -255,7 +255,7 @@ def reproduce_local(
         say("1/5 local claims")
         check_summary = stages.timed("checks", lambda: run_local_checks(results_dir, claims_dir, say))
 
-    runtime = Runtime.resolve(recipe.train.device, recipe.train.precision)
+    runtime = runtime_of(recipe.train)
     say(f"    training and decoding on {runtime.describe()}")
     if seeds == 1:
         runs = [_train_and_evaluate(recipe, out_dir, data_dir, stages, say, runtime)]

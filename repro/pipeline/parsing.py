@@ -50,7 +50,7 @@ from repro.recipes import Recipe, get_recipe
 from repro.results import Result, ResultStore, collect_provenance
 from repro.train.checkpoint import list_checkpoints
 from repro.train.data import encode_pairs
-from repro.train.loop import train
+from repro.train.loop import runtime_of, train
 
 #: The name of the record this job owns (``RESULTS/local.ptb-sample.f1/reproduce-local-parsing.json``).
 RECORD_NAME = "reproduce-local-parsing"
@@ -218,7 +218,7 @@ def reproduce_parsing_local(
     say(f"    overfit: {overfit.trees} trees, {overfit.epochs:.0f} epochs, greedy F1 {overfit.f1:.2f}")
 
     settings = recipe.decode
-    runtime = Runtime.resolve(recipe.train.device, recipe.train.precision)
+    runtime = runtime_of(recipe.train)
     precision = runtime.precision
     probe = ParserProbe(out_dir, prepared, settings, precision=precision)
     say(f"2/4 training {RECIPE} ({recipe.train.max_steps} steps) in {out_dir}; at every checkpoint train and dev "

@@ -21,7 +21,7 @@ from repro.decode.translate import load_model, translate_ids
 from repro.parsing.evaluate import score_outputs
 from repro.recipes import Recipe
 from repro.train.checkpoint import list_checkpoints
-from repro.train.loop import train
+from repro.train.loop import runtime_of, train
 from repro.train.schedule import paper_peak_scale
 
 #: The ladder's default: 10 trees, 300 updates (each update holds all 10 trees: 300 epochs), the
@@ -105,7 +105,6 @@ def main(argv: list[str] | None = None) -> int:
     from repro.data.registry import resolve_data_dir
     from repro.errors import ReproError
     from repro.model.precision import PRECISIONS
-    from repro.runtime import Runtime
     from repro.parsing.prepare import prepare_ptb_sample
     from repro.pipeline.parsing import RECIPE, on_prepared_data
     from repro.recipes import get_recipe
@@ -141,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     record = {**result.to_dict(), "steps": args.steps, "warmup": args.warmup,
               "seconds": round(time.monotonic() - start, 1), "recipe": RECIPE, "targets": recipe.targets,
               "vocab_size": recipe.train.vocab_size, "n_layers": recipe.model.n_layers,
-              **Runtime.resolve(recipe.train.device, recipe.train.precision).precision.provenance(),
+              **runtime_of(recipe.train).precision.provenance(),
               "threads": torch.get_num_threads(),
               "commit": git_commit(), "reached_90": result.f1 >= 90.0,
               "note": "greedy search on the same training trees, EVALB COLLINS.prm; P_drop 0, no label smoothing"}

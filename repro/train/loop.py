@@ -89,7 +89,9 @@ def runtime_of(cfg: TrainConfig) -> Runtime:
     group (one GPU per local rank; the cluster job has joined the group before)."""
     world_size, rank = world()
     local_rank = int(os.environ.get("LOCAL_RANK", os.environ.get("SLURM_LOCALID", rank)))
-    return Runtime.resolve(cfg.device, cfg.precision, world_size=world_size, rank=rank, local_rank=local_rank)
+    model = cfg.model_config()
+    return Runtime.resolve(cfg.device, cfg.precision, world_size=world_size, rank=rank, local_rank=local_rank,
+                           dims=(model.d_model, model.d_ff))
 
 
 def batcher_for(cfg: TrainConfig, examples: Sequence, world_size: int, rank: int,
