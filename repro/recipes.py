@@ -38,6 +38,9 @@ from repro.data.synthetic import SYNTHETIC
 from repro.decode.settings import PARSING, TRANSLATION, DecodeSettings
 from repro.errors import ConfigError
 from repro.model import TABLE3_ROWS, TransformerConfig, get_preset
+from repro.model.table3 import cells_of as table3_cells
+from repro.model.table3 import changes as table3_changes
+from repro.model.table3 import get_row as get_table3_row
 from repro.parsing.linearize import TARGET_UNITS
 from repro.train.config import TrainConfig
 from repro.train.schedule import paper_peak_scale
@@ -149,15 +152,13 @@ BIG_ENFR = _paper("big-enfr", "Section 6.1: big model on WMT 2014 EN-FR, P_drop 
 BASE_ENFR = _paper("base-enfr", "Table 2: base model on WMT 2014 EN-FR, 32000 word-pieces (Section 5.1)",
                    "base-enfr", dataset="wmt14-en-fr")
 
-_TABLE3_TRAINING = {"D-ls0.0": {"label_smoothing": 0.0}, "D-ls0.2": {"label_smoothing": 0.2}}
-
-
 def _table3(row: str) -> Recipe:
-    """A row of Table 3: the base (big) recipe with the row's change, measured on newstest2013
-    with "no checkpoint averaging" (the newest checkpoint)."""
+    """A row of Table 3: the base (big) recipe with the row's cells (:mod:`repro.model.table3`: its
+    architecture is the preset of the same name, its epsilon_ls and train steps are set here),
+    measured on newstest2013 with "no checkpoint averaging" (the newest checkpoint)."""
     start = BIG if row == "big" else BASE
     return start.replace(name=f"table3-{row}", source=f"Table 3 row {row} (newstest2013, no checkpoint averaging)",
-                         preset=row, average_last=1, **_TABLE3_TRAINING.get(row, {}))
+                         preset=row, average_last=1, **table3_changes(row).train)
 
 
 # Section 6.3: "all other parameters remained unchanged from the English-to-German base translation
@@ -252,9 +253,75 @@ SMOKE = Recipe("smoke", "the project's smoke test of the training and cluster pa
     log_every=5,
 ))
 
+# -- Table 3 at other scales ----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Scale:
+    """A named scale at which Table 3 is rerun: its base row (a recipe, as ``table3-base`` is the
+    paper's) and what it stands for. Every row at the scale is the base with the same change the
+    paper makes to its own base (:func:`repro.model.table3.changes`); the scale's dev split plays
+    newstest2013's role. Results at a scale are recorded as ``scale: <name>: ...``, never as a
+    reproduction of the paper's figures."""
+
+    name: str
+    description: str
+    base: Recipe
+
+    def cells(self) -> dict[str, Any]:
+        """Table 3's cells of the scale's base row (N, d_model, ..., train steps)."""
+        return table3_cells(self.base.model, self.base.train)
+
+    def row(self, row: str) -> Recipe:
+        """Table 3's ``row`` at this scale: the base recipe with the row's change."""
+        change = table3_changes(row, self.cells())
+        paper = get_table3_row(row)
+        return self.base.replace(
+            name=f"table3-{self.name}-{row}",
+            source=f"Table 3 row {row} at scale {self.name}: {change.label()} (the paper's row: {paper.label}); "
+                   f"{self.description}",
+            **change.model, **change.train)
+
+
+def _scaled_base(name: str, **train: Any) -> Recipe:
+    """A scale's base row: Table 3's base recipe (no checkpoint averaging, Eq. 1 fused) at a smaller size,
+    one checkpoint kept (the newest, which is evaluated), written often enough to resume a preempted job."""
+    return Recipe(f"table3-{name}-base", f"Table 3's base row at scale {name} (not the paper's scale)",
+                  TrainConfig(preset="base", average_last=1, keep_checkpoints=1, checkpoint_every_minutes=0.0,
+                              out_dir=f"runs/table3-{name}", device="auto", **train))
+
+
+#: ``small``: Multi30k on a CPU. d_model 128, h 8 (so d_k = 16 and row (A)'s h = 1 ... 32 are the
+#: paper's), N 3 (so row (C)'s N = 2, 4, 8 become 1, 2, 4), d_ff 512, a joint 8k BPE as the main
+#: job's; 300 updates of ~2000 + 2000 tokens (~1.6 epochs); Eq. 3 at twice the rule for scaled-down
+#: recipes (the local parser's rate: peak 1.4e-3 at d_model 128; a row's own d_model moves it as Eq. 3
+#: does). Sized so that the CPU subset (base, rows A and D, 2 seeds: 18 runs) is expected to fit
+#: about 30 minutes on 2 cores (README, "Table 3 at your scale").
+SMALL = Scale("small", "Multi30k EN-DE (29k pairs), dev = val (1014 pairs)", _scaled_base(
+    "small", model_overrides={"n_layers": 3, "d_model": 128, "d_ff": 512, "n_heads": 8, "attention": "fused"},
+    dataset="multi30k-en-de", vocab_size=8000, tokens_per_batch=2000, max_tokens_per_device=2000, max_len=100,
+    max_steps=300, warmup_steps=100, lr_scale=2 * paper_peak_scale(128, 100), checkpoint_every_steps=100,
+    log_every=25))
+#: ``medium``: the WMT EN-DE sample (10k pairs, newstest2012 as dev) on one GPU. d_model 256, h 8, the
+#: paper's N 6 (row (C)'s N as printed), d_ff 1024; 3000 updates of ~4000 + 4000 tokens.
+MEDIUM = Scale("medium", "WMT EN-DE sample (10k pairs, Moses-tokenized), dev = newstest2012 (3000 pairs)",
+               _scaled_base("medium", model_overrides={"n_layers": 6, "d_model": 256, "d_ff": 1024, "n_heads": 8,
+                                                       "attention": "fused"},
+                            dataset="opennmt-wmt-ende-sample", vocab_size=8000, tokens_per_batch=4000,
+                            max_tokens_per_device=4000, max_len=128, max_steps=3000, warmup_steps=400,
+                            lr_scale=2 * paper_peak_scale(256, 400), checkpoint_every_steps=500, log_every=50))
+SCALES: dict[str, Scale] = {s.name: s for s in (SMALL, MEDIUM)}
+
+
+def get_scale(name: str) -> Scale:
+    try:
+        return SCALES[name]
+    except KeyError:
+        raise ConfigError(f"unknown scale '{name}'; known scales: {', '.join(SCALES)}") from None
+
+
 RECIPES: dict[str, Recipe] = {r.name: r for r in (
     BASE, BIG, BIG_ENFR, BASE_ENFR, *(_table3(row) for row in TABLE3_ROWS), PARSER_WSJ, PARSER_SEMI,
-    LOCAL, LOCAL_PARSING, SMOKE,
+    LOCAL, LOCAL_PARSING, SMOKE, *(scale.row(row) for scale in SCALES.values() for row in TABLE3_ROWS),
 )}
 #: Names the ``--profile`` flag has always accepted.
 ALIASES = {"paper": "base", "paper-big": "big"}

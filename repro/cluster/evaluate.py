@@ -8,6 +8,10 @@ Which measurement a claim needs follows from its id:
   splitting); sacreBLEU is kept beside it;
 - ``table3.bleu.<row>`` / ``table3.ppl.<row>``: the recipe's checkpoint (``average_last`` 1: "no
   checkpoint averaging"), on the dev split (newstest2013): BLEU as above, perplexity per wordpiece;
+- ``table3-<scale>.bleu.<row>`` / ``table3-<scale>.ppl.<row>``: the same on the scale's dev split for a
+  job of Table 3 at a named scale (``repro submit table3 --scale``), the perplexity with a bootstrap
+  over sentences too, the parameter count in ``extra``; stored as ``<claim>/seed-<S>-<signature>.json``
+  (one record per seed, replaced in place) at scale ``<scale>: ...``, never ``cluster:``;
 - ``table4.f1.*``: the parser recipe's search (Section 6.3: beam 21, alpha 0.3, input + 300),
   repaired trees scored by EVALB (COLLINS.prm) on the test split (WSJ section 23);
 - ``sec5.step-time.*``: wall seconds per training step of this job, with the device count and
@@ -28,16 +32,18 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from repro.cluster.experiments import PLACEMENT_FIELDS
 from repro.data.registry import get_dataset, resolve_data_dir
 from repro.data.vocab import SharedVocab
 from repro.decode.settings import DecodeSettings
 from repro.decode.translate import load_model, translate
 from repro.errors import ConfigError
 from repro.eval.bleu import paper_tokens
-from repro.eval.bootstrap import evalb_interval, paper_interval
+from repro.eval.bootstrap import evalb_interval, paper_interval, perplexity_interval
 from repro.eval.sharding import main_first, map_sharded
 from repro.eval.steptime import spread_of_log
 from repro.eval.translation import evaluate_bleu, evaluate_perplexity
+from repro.model import count_parameters
 from repro.runtime import Runtime
 from repro.train.config import TrainConfig
 from repro.train.loop import runtime_of
@@ -54,13 +60,35 @@ DECODE_TOKENS_CPU, DECODE_TOKENS_GPU = 8000, 48000
 
 
 def run_scale(spec: dict[str, Any], summary: dict[str, Any], world: int) -> str:
-    """``cluster: ...`` for the paper's recipe run to its end, ``reduced: ...`` otherwise."""
+    """``cluster: ...`` for the paper's recipe run to its end, ``reduced: ...`` otherwise; a job of
+    Table 3 at a named scale: ``<scale>: ...`` (:func:`scaled_run_scale`)."""
+    if spec.get("scaled"):
+        return scaled_run_scale(spec, summary, world)
     train = spec["train"]
     full = not spec.get("overrides") and summary.get("steps", 0) >= train["max_steps"]
     kind = "cluster" if full else "reduced"
     why = "" if full else f" (changed: {', '.join(sorted(spec.get('overrides') or {})) or 'stopped early'})"
     return (f"{kind}: profile {spec.get('profile')}, {world} process(es), {summary.get('steps')} steps x "
             f"{train['tokens_per_batch']} tokens per side per update, preset {spec['preset']}{why}")
+
+
+def scaled_run_scale(spec: dict[str, Any], summary: dict[str, Any], world: int) -> str:
+    """``small: ...``: the scale's name first, then what ran; never a reproduction of the paper's figures."""
+    scaled, train = spec["scaled"], spec["train"]
+    model = TrainConfig.from_dict(train, source=f"job {spec.get('name')}").model_config()
+    changed = sorted(k for k in spec.get("overrides") or {} if k not in PLACEMENT_FIELDS)
+    stopped = "" if summary.get("steps", 0) >= train["max_steps"] else f", stopped at {summary.get('steps')}"
+    return (f"{scaled['scale']}: Table 3 row {scaled['row']}, seed {scaled['seed']}, {train['dataset']}, "
+            f"{summary.get('steps')} steps x {train['tokens_per_batch']} tokens per side{stopped}, "
+            f"d_model={model.d_model}, N={model.n_layers}, d_ff={model.d_ff}, h={model.n_heads}, "
+            f"profile {spec.get('profile')}, {world} process(es), signature {scaled['signature']}"
+            + (f"; changed by --set: {', '.join(changed)}" if changed else "") + "; not the paper's scale")
+
+
+def is_table3(claim: str) -> bool:
+    """A claim of Table 3, at the paper's scale (``table3.*``) or a named one (``table3-<scale>.*``)."""
+    head = claim.split(".")[0]
+    return head == "table3" or head.startswith("table3-")
 
 
 def _model(out_dir: Path, average_last: int, runtime: Runtime):
@@ -87,7 +115,7 @@ def evaluate_claims(spec: dict[str, Any], summary: dict[str, Any], world: int, r
     device and precision); write one result per claim. Called on every rank of a job: the
     decoding and perplexity are split over the ranks, rank 0 scores and writes (the others
     return no paths)."""
-    claims = [c for c in spec.get("claims", []) if c.split(".")[0] in ("table2", "table3", "table4", "sec5")]
+    claims = [c for c in spec.get("claims", []) if c.split(".")[0] in ("table2", "table4", "sec5") or is_table3(c)]
     if not claims:
         return []
     train = spec["train"]
@@ -107,6 +135,13 @@ def evaluate_claims(spec: dict[str, Any], summary: dict[str, Any], world: int, r
     decode_tokens = DECODE_TOKENS_GPU if runtime.on_gpu else DECODE_TOKENS_CPU
     common = dict(checkpoint=str(checkpoint), checkpoints_averaged=k, run_dir=str(out_dir), devices=world,
                   steps=summary.get("steps"), job=spec["name"], device=str(runtime.device), **precision.provenance())
+    scaled = spec.get("scaled")
+    record, scaled_extra = None, {}
+    if scaled:   # one record per seed; the report draws no figure per run (out_dir, not run_dir)
+        record = str(scaled["record"])
+        common["out_dir"] = common.pop("run_dir")
+        scaled_extra = {**{k: scaled[k] for k in ("scale", "signature", "row", "seed")},
+                        "parameters": count_parameters(model), "train_seconds": summary.get("elapsed_s")}
     written = []
 
     def write(claim: str, value: Any, unit: str, detail: str, data: str, signature: str | None = None,
@@ -115,12 +150,13 @@ def evaluate_claims(spec: dict[str, Any], summary: dict[str, Any], world: int, r
             return
         prov = collect_provenance(config=train, dataset=data, scale=scale, bleu_signature=signature, **common, **extra)
         interval = tuple(round(x, 4) for x in ci95) if ci95 is not None else None
-        written.append(store.write(Result(claim, value, prov, unit=unit, detail=detail, ci95=interval)))
+        written.append(store.write(Result(claim, value, prov, unit=unit, detail=detail, ci95=interval,
+                                          extra=dict(scaled_extra)), record))
         log.info("%s = %s (%s)", claim, value, scale)
 
     for claim in claims:
         kind = claim.split(".")[1]
-        if claim.startswith(("table2.bleu", "table3.bleu")):
+        if claim.startswith("table2.bleu") or (is_table3(claim) and kind == "bleu"):
             split = "test" if claim.startswith("table2") else "dev"
             bleu = evaluate_bleu(model, vocab, dataset, split, search, max_tokens=decode_tokens, runtime=runtime)
             if not runtime.is_main:
@@ -135,10 +171,13 @@ def evaluate_claims(spec: dict[str, Any], summary: dict[str, Any], world: int, r
                   sacrebleu=round(bleu.sacrebleu.score, 2), sacrebleu_signature=bleu.sacrebleu.signature,
                   bootstrap=interval.to_dict())
         elif kind == "ppl":
-            ppl = evaluate_perplexity(model, vocab, dataset, "dev", runtime=runtime)
+            ppl = evaluate_perplexity(model, vocab, dataset, "dev", runtime=runtime, per_sentence=bool(scaled))
+            interval = perplexity_interval(ppl.sentences) if scaled and runtime.is_main else None
             write(claim, round(ppl.ppl, 3), "PPL per wordpiece (dev)",
-                  f"exp(mean NLL) over {ppl.tokens} wordpieces of {dataset.name} dev, {k} checkpoint(s) averaged",
-                  f"{dataset.name} dev")
+                  f"exp(mean NLL) over {ppl.tokens} wordpieces of {dataset.name} dev, {k} checkpoint(s) averaged"
+                  + ("; 95% interval: bootstrap over sentences" if interval else ""),
+                  f"{dataset.name} dev", None, interval.ci95 if interval else None,
+                  **({"bootstrap": interval.to_dict()} if interval else {}))
         elif claim.startswith("table4.f1"):
             src, _ = dataset.split("test")
             sentences = Path(src).read_text(encoding="utf-8").splitlines()

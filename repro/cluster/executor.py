@@ -1,8 +1,10 @@
 """submitit executors for a cluster profile, and the submission of an experiment's jobs.
 
 ``slurm`` submits with sbatch (several jobs become one job array); ``local`` runs the jobs as
-local processes with submitit's LocalExecutor, the fallback where no SLURM answers; ``auto``
-picks SLURM when ``sinfo`` answers, else local.
+local processes with submitit's LocalExecutor, the fallback where no SLURM answers: several jobs
+run ``parallel`` at a time (default one after another: one GPU, or the CPU), each lane one
+process running its jobs in turn (:class:`~repro.cluster.job.JobSequence`); ``auto`` picks SLURM
+when ``sinfo`` answers, else local.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any
 import submitit
 
 from repro.cluster.experiments import JobSpec
-from repro.cluster.job import TrainingJob
+from repro.cluster.job import JobSequence, TrainingJob
 from repro.cluster.profiles import ClusterProfile, ClusterProfileError
 from repro.cluster.status import Ledger, SubmissionRecord
 
@@ -99,18 +101,26 @@ def new_submission_id() -> str:
 
 def submit_jobs(specs: list[JobSpec], profile: ClusterProfile, *, kind: str, ledger: Ledger,
                 results_dir: Path | None, job_name: str, submission_id: str | None = None,
-                timeout_min: int | None = None) -> Submitted:
-    """Submit ``specs`` (an array when more than one) and record the submission in the ledger."""
+                timeout_min: int | None = None, parallel: int = 1) -> Submitted:
+    """Submit ``specs`` (an array when more than one) and record the submission in the ledger. With the
+    local executor, several specs run in ``parallel`` lanes, each lane's jobs one after another."""
     if not specs:
         raise ClusterProfileError("nothing to submit: the experiment has no jobs")
     stamp = _dt.datetime.now(_dt.timezone.utc)
     submission_id = submission_id or new_submission_id()
     folder = ledger.root / "submitit" / submission_id
     executor = make_executor(profile, folder, kind, job_name, timeout_min)
+    if parallel < 1:
+        raise ClusterProfileError(f"parallel must be positive, got {parallel}")
     tasks = [TrainingJob(s.to_dict(), str(results_dir) if results_dir else None, profile.max_requeues)
              for s in specs]
+    lanes = min(parallel, len(tasks)) if kind == "local" and len(tasks) > 1 else 0
     try:
-        if len(tasks) == 1:
+        if lanes:   # one process per lane; spec i runs in lane i % lanes
+            sequences = [JobSequence(tasks[lane::lanes], profile.max_requeues) for lane in range(lanes)]
+            lane_jobs = [executor.submit(seq) for seq in sequences]
+            jobs = [lane_jobs[i % lanes] for i in range(len(tasks))]
+        elif len(tasks) == 1:
             jobs = [executor.submit(tasks[0])]
         else:
             with executor.batch():
@@ -122,7 +132,8 @@ def submit_jobs(specs: list[JobSpec], profile: ClusterProfile, *, kind: str, led
         id=submission_id, experiment=specs[0].experiment, profile=profile.name, executor=kind,
         created=stamp.isoformat(timespec="seconds"), folder=str(folder),
         results_dir=str(results_dir) if results_dir else None, job_name=job_name,
-        jobs=[{"name": s.name, "job_id": str(j.job_id), "out_dir": s.train.get("out_dir")} for s, j in zip(specs, jobs)],
+        jobs=[{"name": s.name, "job_id": str(j.job_id), "out_dir": s.train.get("out_dir"),
+               **({"lane": i % lanes} if lanes else {})} for i, (s, j) in enumerate(zip(specs, jobs))],
     )
     ledger.write(record)
     return Submitted(record, jobs)

@@ -2,7 +2,10 @@
 
 - ``table2-base-ende`` / ``table2-big-ende`` / ``table2-big-enfr`` / ``table2-base-enfr``:
   Table 2's Transformer rows (recipes ``base``, ``big``, ``big-enfr``, ``base-enfr``);
-- ``table3``: every row of Table 3 (recipes ``table3-<row>``, 20 rows), one job array;
+- ``table3``: every row of Table 3 (recipes ``table3-<row>``, 20 rows), one job array; with a
+  scale (``repro submit table3 --scale small``), the rows at that scale (recipes
+  ``table3-<scale>-<row>``, :class:`repro.recipes.Scale`), each with several seeds, as one array
+  whose finished jobs are left out when it is submitted again (:func:`finished`);
 - ``table4-wsj`` / ``table4-semi``: the constituency parser of Section 6.3;
 - ``smoke``: the ``smoke`` recipe, a synthetic copy task a laptop trains in seconds.
 
@@ -13,6 +16,7 @@ profile's ``max_tokens_per_device``: accumulation keeps the update at the recipe
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +28,8 @@ from repro.data.registry import SEMI_PARSING, WSJ_PARSING, resolve_data_dir
 from repro.errors import ConfigError
 from repro.model import TABLE3_ROWS
 from repro.parsing.prepare import require_targets
-from repro.recipes import Recipe, apply_assignments, get_recipe
+from repro.recipes import Recipe, Scale, apply_assignments, get_recipe, get_scale
+from repro.results.provenance import config_hash
 from repro.train.update import plan_update
 
 
@@ -47,6 +52,9 @@ class JobSpec:
     #: A parser job's target units (``Recipe.targets``: ``symbols`` or ``per-word``); the prepared
     #: folder it trains on must hold them. None for translation jobs.
     targets: str | None = None
+    #: A job of Table 3 at a named scale: the scale, its signature (:func:`scale_signature`), the row and
+    #: the seed; its results are stored as ``<claim>/<record>.json``, one per seed, replaced in place.
+    scaled: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = {"name": self.name, "experiment": self.experiment, "preset": self.preset,
@@ -56,6 +64,8 @@ class JobSpec:
             data["synthetic"] = dict(self.synthetic)
         if self.targets is not None:
             data["targets"] = self.targets
+        if self.scaled is not None:
+            data["scaled"] = dict(self.scaled)
         return data
 
 
@@ -76,6 +86,13 @@ PARSING_DATASETS = (WSJ_PARSING, SEMI_PARSING)
 SMOKE_SYNTHETIC = {"sentences": SyntheticCorpus.sentences, "length": SyntheticCorpus.length, "step_sleep_s": 0.0}
 
 
+#: Seeds per row of Table 3 at a scale, unless asked otherwise (``--seeds``).
+SCALED_SEEDS = 3
+#: Fields that say where and how a job computes, not what it trains: they do not change a scale's signature.
+PLACEMENT_FIELDS = ("out_dir", "data_dir", "device", "precision", "threads", "compile", "log_every", "tensorboard",
+              "max_tokens_per_device")
+
+
 @dataclass
 class Plan:
     """What the job builders need: the profile, where runs go, and changes from the command line."""
@@ -85,6 +102,10 @@ class Plan:
     data_dir: str | None = None
     overrides: dict[str, Any] = field(default_factory=dict)
     precision: str | None = None       # --precision: how the jobs compute, not what they run (not 'reduced')
+    #: Table 3 at a named scale (``--scale``): its rows (default all 20) and seeds per row.
+    scale: str | None = None
+    seeds: int = SCALED_SEEDS
+    rows: tuple[str, ...] | None = None
 
     def fit(self, recipe: Recipe, name: str) -> Recipe:
         """``recipe`` on this profile's devices, writing under ``runs_dir/name``, with ``--set`` applied."""
@@ -116,8 +137,58 @@ def _single(name: str, recipe: str, *claims: str) -> Callable[[Plan], list[JobSp
 
 
 def _table3(plan: Plan) -> list[JobSpec]:
+    if plan.scale is not None:
+        return _scaled_table3(plan)
+    if plan.rows is not None:
+        raise ConfigError("rows can be chosen only with a scale (--scale); the paper's Table 3 is all 20")
     return [plan.job("table3", f"table3-{row}", get_recipe(f"table3-{row}"), (f"table3.ppl.{row}", f"table3.bleu.{row}"))
             for row in TABLE3_ROWS]
+
+
+def _scaled_table3(plan: Plan) -> list[JobSpec]:
+    """Table 3's rows at ``plan.scale``, seeds 1 to ``plan.seeds`` each, in the paper's order."""
+    scale = get_scale(plan.scale)
+    if plan.seeds < 1:
+        raise ConfigError(f"seeds must be positive, got {plan.seeds}")
+    rows = plan.rows if plan.rows is not None else TABLE3_ROWS
+    unknown = [r for r in rows if r not in TABLE3_ROWS]
+    if unknown or not rows:
+        raise ConfigError(f"unknown Table 3 row(s) {', '.join(unknown) or '(none given)'}; the rows: "
+                          f"{', '.join(TABLE3_ROWS)}")
+    signature = scale_signature(scale, plan.overrides)
+    jobs = []
+    for row in [r for r in TABLE3_ROWS if r in rows]:
+        recipe = scale.row(row)
+        for seed in range(1, plan.seeds + 1):
+            name = f"{recipe.name}-seed{seed}"
+            job = plan.job("table3", name, recipe.replace(seed=seed), scaled_claims(scale.name, row))
+            jobs.append(dataclasses.replace(job, scaled={"scale": scale.name, "signature": signature, "row": row,
+                                                         "seed": seed, "record": f"seed-{seed}-{signature}"}))
+    return jobs
+
+
+def scaled_claims(scale: str, row: str) -> tuple[str, str]:
+    """The result ids of a row at a scale: ``table3-<scale>.ppl.<row>`` and ``table3-<scale>.bleu.<row>``."""
+    return (f"table3-{scale}.ppl.{row}", f"table3-{scale}.bleu.{row}")
+
+
+def scale_signature(scale: Scale, overrides: dict[str, Any] | None = None) -> str:
+    """A short hash of what a scale's runs train (its base recipe with the ``--set`` changes, where and how
+    they compute left out): runs of one signature are seeds of one experiment, and only they are combined."""
+    changes = {k: v for k, v in (overrides or {}).items() if k not in ("synthetic", *PLACEMENT_FIELDS)}
+    recipe = apply_assignments(scale.base, changes, flag="--set") if changes else scale.base
+    train = {k: v for k, v in recipe.train.to_dict().items() if k not in PLACEMENT_FIELDS}
+    return config_hash({"scale": scale.name, "train": train, "decode": recipe.decode.to_dict()})
+
+
+def finished(job: JobSpec | dict[str, Any], results_dir: str | Path | None) -> bool:
+    """Whether a job of Table 3 at a scale (a JobSpec or its dict) has stored the results of every claim it
+    serves (its seed's records, :attr:`JobSpec.scaled`): such a job is not trained again."""
+    spec = job.to_dict() if isinstance(job, JobSpec) else job
+    scaled = spec.get("scaled")
+    if not scaled or results_dir is None:
+        return False
+    return all((Path(results_dir) / claim / f"{scaled['record']}.json").is_file() for claim in spec["claims"])
 
 
 def _smoke(plan: Plan) -> list[JobSpec]:

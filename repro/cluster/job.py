@@ -27,7 +27,7 @@ import torch
 
 from repro.cluster import rendezvous
 from repro.cluster.evaluate import evaluate_claims
-from repro.cluster.experiments import check_parser_data
+from repro.cluster.experiments import check_parser_data, finished
 from repro.data.synthetic import SYNTHETIC, SyntheticCorpus
 from repro.errors import ConfigError
 from repro.results import Result, ResultStore, collect_provenance
@@ -180,9 +180,11 @@ class TrainingJob(submitit.helpers.Checkpointable):
             unit="loss (nats/token)",
             detail=f"training run of experiment {self.spec['experiment']} for claims "
                    f"{', '.join(self.spec.get('claims', [])) or 'none'}",
-            extra={k: v for k, v in summary.items() if k != "losses"},
+            extra={k: v for k, v in summary.items() if k != "losses"}
+            | ({"scaled": dict(self.spec["scaled"])} if self.spec.get("scaled") else {}),
         )
-        return ResultStore(self.results_dir).write(result)
+        # a job of Table 3 at a scale owns one record per seed, replaced in place when it runs again
+        return ResultStore(self.results_dir).write(result, (self.spec.get("scaled") or {}).get("record"))
 
     def checkpoint(self, *args: Any, **kwargs: Any) -> submitit.helpers.DelayedSubmission | None:
         """Called by submitit on USR2: requeue a copy unless the bound is reached (then the job fails)."""
@@ -193,6 +195,44 @@ class TrainingJob(submitit.helpers.Checkpointable):
                  self.spec["name"], self.requeues + 1, self.max_requeues)
         return submitit.helpers.DelayedSubmission(
             TrainingJob(self.spec, self.results_dir, self.max_requeues, self.requeues + 1), *args, **kwargs)
+
+
+class JobSequence(submitit.helpers.Checkpointable):
+    """Several training jobs run one after another in one process: how one machine (one GPU, or the
+    CPU) runs an array with submitit's local executor, instead of every job at once. A job whose
+    results are stored (:func:`repro.cluster.experiments.finished`) is skipped, so a requeued
+    sequence resumes where it stopped; a job that fails does not stop the others, and the sequence
+    fails at the end, naming each job that failed."""
+
+    def __init__(self, jobs: list[TrainingJob], max_requeues: int = 0, requeues: int = 0) -> None:
+        self.jobs = jobs
+        self.max_requeues = max_requeues
+        self.requeues = requeues
+
+    def __call__(self) -> list[dict[str, Any]]:
+        summaries, failed = [], []
+        for job in self.jobs:
+            if finished(job.spec, job.results_dir):
+                log.info("job %s: its results are stored; not trained again", job.spec["name"])
+                summaries.append({"name": job.spec["name"], "skipped": "finished"})
+                continue
+            try:
+                summaries.append({"name": job.spec["name"], **job()})
+            except Exception as err:  # noqa: BLE001 - the next job runs; the sequence fails at the end
+                log.exception("job %s failed", job.spec["name"])
+                failed.append(f"{job.spec['name']}: {type(err).__name__}: {err}")
+        if failed:
+            raise RuntimeError(f"{len(failed)} of {len(self.jobs)} job(s) failed: " + "; ".join(failed))
+        return summaries
+
+    def checkpoint(self, *args: Any, **kwargs: Any) -> submitit.helpers.DelayedSubmission | None:
+        """Requeued as a whole, a bounded number of times: the finished jobs are skipped, the one that was
+        running resumes from its newest checkpoint."""
+        if self.requeues >= self.max_requeues:
+            log.warning("job sequence: requeue limit %d reached; not requeueing", self.max_requeues)
+            return None
+        return submitit.helpers.DelayedSubmission(JobSequence(self.jobs, self.max_requeues, self.requeues + 1),
+                                                  *args, **kwargs)
 
 
 def main(argv: list[str] | None = None) -> int:

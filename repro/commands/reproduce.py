@@ -1,6 +1,8 @@
 """``repro reproduce --profile local``: checks, training, averaging, beam search, BLEU and PPL,
 with the results written under ``reports/local/`` (the README's first command).
-``--profile local-parsing``: the constituency parser of Section 6.3 on the Penn Treebank sample."""
+``--profile local-parsing``: the constituency parser of Section 6.3 on the Penn Treebank sample.
+``--profile table3-small``: Table 3's base, (A) and (D) rows at scale small, 2 seeds each, and the
+verdicts on Section 6.2's conclusions (:mod:`repro.pipeline.table3`)."""
 
 from __future__ import annotations
 
@@ -14,20 +16,32 @@ from repro.errors import ConfigError
 from repro.model.precision import PRECISIONS
 from repro.pipeline.local import reproduce_local
 from repro.pipeline.parsing import reproduce_parsing_local
+from repro.pipeline.table3 import SUBSET, SUBSET_SEEDS, reproduce_table3
+from repro.recipes import parse_assignments
+
+#: The profiles this command runs: the main job, the parser, and Table 3's subset at scale small.
+PROFILES = ("local", "local-parsing", "table3-small")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("reproduce", help="run the whole recipe end to end (--profile local: 2-core CPU)")
-    parser.add_argument("--profile", default="local", choices=["local", "local-parsing"],
-                        help="local: Multi30k on a CPU; local-parsing: the Section 6.3 parser on the PTB sample "
-                             "(paper-scale runs go through 'repro submit')")
+    parser.add_argument("--profile", default="local", choices=list(PROFILES),
+                        help="local: Multi30k on a CPU; local-parsing: the Section 6.3 parser on the PTB sample; "
+                             "table3-small: Table 3's base, (A) and (D) rows at scale small with the verdicts on "
+                             "Section 6.2's conclusions (paper-scale runs go through 'repro submit')")
     parser.add_argument("--out-dir", help="run artifacts (checkpoints, vocab, metrics; default runs/PROFILE)")
     parser.add_argument("--reports", default="reports", metavar="DIR",
                         help="where the report goes (report.md, .html, .json, .csv, figures/); the results it "
                              "reads and the run summary go under DIR/local (default: %(default)s)")
-    parser.add_argument("--seeds", type=int, default=1, metavar="N",
+    parser.add_argument("--seeds", type=int, default=None, metavar="N",
                         help="local: train and evaluate N seeds (the recipe's seed, +1, ...), each in OUT_DIR/seed-S, "
-                             "and store the mean with its spread over seeds (default: 1)")
+                             "and store the mean with its spread over seeds (default: 1); table3-small: seeds per "
+                             f"row (default: {SUBSET_SEEDS})")
+    parser.add_argument("--rows", default=None, metavar="ROW,ROW",
+                        help=f"table3-small: the rows of Table 3 to run (default: {','.join(SUBSET)})")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",
+                        help="table3-small: change a recipe field of every row (VALUE as JSON), e.g. max_steps=50; "
+                             "the runs' scale then names the change")
     parser.add_argument("--data-dir", help="data directory (default: $REPRO_DATA_DIR or ../shared/data)")
     parser.add_argument("--fresh", action="store_true", help="delete OUT_DIR first instead of resuming")
     parser.add_argument("--skip-checks", action="store_true", help="do not run the local claims first")
@@ -53,15 +67,20 @@ def main(args: argparse.Namespace) -> int:
     if args.device is not None:
         overrides["device"] = args.device
     out_dir = args.out_dir or f"runs/{args.profile}"
+    if args.profile != "table3-small" and (args.rows is not None or args.overrides):
+        raise ConfigError("--rows and --set apply to --profile table3-small only")
+    if args.profile == "table3-small":
+        return _table3(args, out_dir, overrides)
     if args.profile == "local-parsing":
         return _parsing(args, out_dir, overrides)
     if args.test_limit is not None:
         raise ConfigError("--test-limit applies to --profile local-parsing only")
-    if args.seeds < 1:
-        raise ConfigError(f"--seeds must be positive, got {args.seeds}")
+    seeds = 1 if args.seeds is None else args.seeds
+    if seeds < 1:
+        raise ConfigError(f"--seeds must be positive, got {seeds}")
     report = reproduce_local(out_dir=out_dir, reports_dir=f"{args.reports}/local", data_dir=args.data_dir,
                              fresh=args.fresh, checks=not args.skip_checks, overrides=overrides,
-                             claims_dir=args.claims_dir, report_dir=args.reports, seeds=args.seeds)
+                             claims_dir=args.claims_dir, report_dir=args.reports, seeds=seeds)
     print(json.dumps({k: report[k] for k in ("sacrebleu", "paper_protocol_bleu", "dev_ppl", "steps",
                                              "wall_minutes_total", "checks")}, indent=2))
     failed = report["checks"].get("failed") or []
@@ -71,8 +90,27 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
+def _table3(args: argparse.Namespace, out_dir: str, overrides: dict) -> int:
+    if args.test_limit is not None:
+        raise ConfigError("--test-limit applies to --profile local-parsing only")
+    seeds = SUBSET_SEEDS if args.seeds is None else args.seeds
+    if seeds < 1:
+        raise ConfigError(f"--seeds must be positive, got {seeds}")
+    rows = tuple(r.strip() for r in args.rows.split(",") if r.strip()) if args.rows is not None else SUBSET
+    precision = overrides.pop("precision", None)
+    changes = {**parse_assignments(args.overrides), **overrides}
+    report = reproduce_table3(scale="small", rows=rows, seeds=seeds, out_dir=out_dir, reports_dir=f"{args.reports}/local",
+                              data_dir=args.data_dir, fresh=args.fresh, overrides=changes, precision=precision,
+                              claims_dir=args.claims_dir, report_dir=args.reports)
+    print(json.dumps({"scale": report["scale"], "signature": report["signature"], "jobs_run": report["jobs_run"],
+                      "jobs_left_out": report["jobs_left_out"], "seconds_per_row": report["seconds_per_row"],
+                      "wall_minutes_total": report["wall_minutes_total"],
+                      "verdicts": {v["id"]: v["verdict"] for v in report["verdicts"]}}, indent=2))
+    return 0
+
+
 def _parsing(args: argparse.Namespace, out_dir: str, overrides: dict) -> int:
-    if args.seeds != 1:
+    if args.seeds not in (None, 1):
         raise ConfigError("--seeds applies to --profile local only")
     report = reproduce_parsing_local(out_dir=out_dir, reports_dir=f"{args.reports}/local", data_dir=args.data_dir,
                                      fresh=args.fresh, overrides=overrides, test_limit=args.test_limit)

@@ -1,4 +1,8 @@
-"""``repro submit EXPERIMENT --cluster PROFILE``: an experiment of the paper as SLURM jobs."""
+"""``repro submit EXPERIMENT --cluster PROFILE``: an experiment of the paper as SLURM jobs.
+
+``repro submit table3 --scale small --cluster PROFILE``: Table 3's rows at a named scale, ``--seeds``
+each (default 3), as one array; submitted again, it leaves out the jobs whose results are stored and
+resumes the others from their checkpoints (their folders are the scale's, not the submission's)."""
 
 from __future__ import annotations
 
@@ -9,11 +13,12 @@ from typing import Any
 
 from repro.argtypes import positive_int
 from repro.cluster.executor import executor_parameters, new_submission_id, resolve_executor, submit_jobs
-from repro.cluster.experiments import EXPERIMENTS, Plan, plan_jobs
+from repro.cluster.experiments import EXPERIMENTS, SCALED_SEEDS, Plan, finished, plan_jobs, scale_signature
 from repro.cluster.profiles import load_profile
 from repro.cluster.status import Ledger, default_state_dir
+from repro.errors import ConfigError
 from repro.model.precision import PRECISIONS
-from repro.recipes import parse_assignments
+from repro.recipes import SCALES, get_scale, parse_assignments
 from repro.results import DEFAULT_RESULTS
 from repro.train.update import plan_update
 
@@ -40,6 +45,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--precision", choices=PRECISIONS, default=None,
                    help="fp32, bf16 or auto for every job (default: the recipe's, auto: bf16 on GPUs that have it, "
                         "TF32 matrix products where fp32 runs); recorded in each result's provenance")
+    p.add_argument("--scale", choices=sorted(SCALES), default=None,
+                   help="table3 only: the rows at a named scale (small: Multi30k; medium: the WMT sample), each from "
+                        "the scale's base row by the paper's change, recorded as 'scale: <name>: ...'")
+    p.add_argument("--seeds", type=positive_int, default=None, metavar="N",
+                   help=f"with --scale: seeds per row (default {SCALED_SEEDS})")
+    p.add_argument("--rows", default=None, metavar="ROW,ROW",
+                   help="with --scale: only these rows of Table 3 (default all 20), e.g. base,A-h1,D-drop0.0")
+    p.add_argument("--parallel", type=positive_int, default=1, metavar="N",
+                   help="local executor: run N of the array's jobs at a time (default 1: one after another)")
     p.set_defaults(func=run)
 
 
@@ -50,9 +64,21 @@ def run(args: argparse.Namespace) -> int:
     job_name = args.job_name or f"repro-{args.experiment}"
     ledger = Ledger(state_dir)
     submission_id = new_submission_id()
+    overrides = parse_assignments(args.overrides)
+    if args.scale is None and (args.seeds is not None or args.rows is not None):
+        raise ConfigError("--seeds and --rows apply to a scaled Table 3 only (repro submit table3 --scale NAME)")
+    if args.scale is not None and args.experiment != "table3":
+        raise ConfigError(f"--scale applies to experiment table3 only, not {args.experiment}")
     runs_dir = state_dir / "jobs" / submission_id  # each job's out_dir: checkpoints, metrics
-    specs = plan_jobs(args.experiment, Plan(profile, runs_dir, args.data_dir, parse_assignments(args.overrides),
-                                                   args.precision))
+    signature = None
+    if args.scale is not None:  # the scale's folders, so that a later submission resumes its jobs
+        signature = scale_signature(get_scale(args.scale), overrides)
+        runs_dir = state_dir / "jobs" / f"table3-{args.scale}-{signature}"
+    rows = tuple(r.strip() for r in args.rows.split(",") if r.strip()) if args.rows is not None else None
+    specs = plan_jobs(args.experiment, Plan(profile, runs_dir, args.data_dir, overrides, args.precision,
+                                            scale=args.scale, seeds=args.seeds or SCALED_SEEDS, rows=rows))
+    done = [s.name for s in specs if finished(s, results_dir)]
+    specs = [s for s in specs if s.name not in done]
     if args.dry_run:
         sbatch = executor_parameters(profile, job_name, args.timeout_min,
                                      "local" if (args.executor or profile.executor) == "local" else "slurm")
@@ -63,25 +89,34 @@ def run(args: argparse.Namespace) -> int:
             config = {**spec.train, **({"synthetic": spec.synthetic} if spec.synthetic else {})}
             jobs.append({"name": spec.name, "recipe": spec.recipe, "claims": list(spec.claims), "config": config,
                          "decode": dict(spec.decode),
-                         "resources": {**profile.resources(), "update": update.to_dict(), "submitit": sbatch}})
+                         "resources": {**profile.resources(), "update": update.to_dict(), "submitit": sbatch},
+                         **({"scaled": dict(spec.scaled)} if spec.scaled else {})})
         plan = {"experiment": args.experiment, "profile": profile.name, "profile_path": str(profile.path),
                 "executor": args.executor or profile.executor, "submission": submission_id, "array": len(jobs) > 1,
                 "results_dir": str(results_dir), "jobs": jobs}
+        if args.scale is not None:
+            plan.update(scale=args.scale, signature=signature, seeds=args.seeds or SCALED_SEEDS, finished=done)
         if args.json:
             print(json.dumps(plan, indent=2))
         else:
             _print_plan(plan)
         return 0
 
+    if not specs:
+        print(json.dumps({"experiment": args.experiment, "submitted": 0, "finished": done}) if args.json else
+              f"nothing to submit: the {len(done)} job(s) of {args.experiment} at scale {args.scale} have stored their "
+              f"results in {results_dir}")
+        return 0
     kind = resolve_executor(args.executor, profile)
     submitted = submit_jobs(specs, profile, kind=kind, ledger=ledger, results_dir=results_dir,
-                            job_name=job_name, submission_id=submission_id, timeout_min=args.timeout_min)
+                            job_name=job_name, submission_id=submission_id, timeout_min=args.timeout_min,
+                            parallel=args.parallel)
     record = submitted.record
     if args.json:
         print(json.dumps(record.to_dict(), indent=2))
     else:
         print(f"submitted {args.experiment} ({len(record.jobs)} job(s)) to {kind} with profile {profile.name}: "
-              f"submission {record.id}")
+              f"submission {record.id}" + (f"; {len(done)} finished job(s) left out" if done else ""))
         for job in record.jobs:
             print(f"  {job['job_id']:>12}  {job['name']}")
         print(f"follow with: repro status {record.id} --state-dir {state_dir}")
@@ -90,7 +125,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _print_plan(plan: dict[str, Any]) -> None:
     print(f"dry run: {plan['experiment']} on {plan['profile']} ({plan['executor']}), {len(plan['jobs'])} job(s)"
-          + (" as one array" if plan["array"] else ""))
+          + (" as one array" if plan["array"] else "")
+          + (f" at scale {plan['scale']} (signature {plan['signature']}), {plan['seeds']} seed(s) per row, "
+             f"{len(plan['finished'])} finished job(s) left out" if "scale" in plan else ""))
     for job in plan["jobs"]:
         r, c = job["resources"], job["config"]
         print(f"  {job['name']:<22} preset={c['preset']:<10} steps={c['max_steps']:<7} "

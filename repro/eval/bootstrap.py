@@ -9,6 +9,7 @@ per-sentence statistics, sort the scores, and take the 2.5th and 97.5th percenti
 the resamples' mean and ``h`` half the percentile spread; the interval here is
 ``[mean - h, mean + h]``, so the figures agree with its CLI to the digit.
 
+The same resampling gives per-wordpiece perplexity an interval (:func:`perplexity_interval`).
 The paper reports single numbers (Table 2, Section 6.1, Table 4); the interval is what lets the
 report say whether a measurement differs from the paper's figure by more than its own noise.
 """
@@ -123,6 +124,16 @@ def paper_interval(hyp_tokens: Sequence[str], ref_tokens: Sequence[str], resampl
         s = multi_bleu_stats([hyp], [[ref]])
         rows.append([*s.correct, *s.total, s.hyp_len, s.ref_len])
     return bootstrap(rows, multi_bleu_from_totals, resamples, seed)
+
+
+def perplexity_interval(sentences: Sequence[tuple[float, int]], resamples: int = DEFAULT_RESAMPLES,
+                        seed: str | None = None) -> Interval:
+    """Per-wordpiece perplexity resampled over sentences: each resample's exp(summed NLL / summed
+    wordpieces), from each sentence's (NLL, wordpieces) (:func:`repro.eval.perplexity.perplexity`)."""
+    if any(not math.isfinite(nll) for nll, _ in sentences):
+        raise DataError("a sentence's NLL is not finite; the perplexity has no interval")
+    return bootstrap([[nll, tokens] for nll, tokens in sentences],
+                     lambda totals: math.exp(float(totals[0]) / max(float(totals[1]), 1.0)), resamples, seed)
 
 
 def evalb_interval(rows: Sequence[SentenceResult], resamples: int = DEFAULT_RESAMPLES,

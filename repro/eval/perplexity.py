@@ -3,6 +3,9 @@
 PPL = exp( sum over target wordpieces of -log p(y_t | y_<t, x) / number of wordpieces ),
 with no label smoothing; every target wordpiece and the closing EOS count as one prediction
 each (PAD does not). Computed with the same fused projection as training, in eval mode.
+With ``per_sentence`` it also keeps each sentence's NLL and count (the same projection, one
+sentence at a time), which the bootstrap over sentences resamples
+(:func:`repro.eval.bootstrap.perplexity_interval`).
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ class Perplexity:
     ppl: float
     nll: float       # summed negative log-likelihood (nats)
     tokens: int      # predicted wordpieces, EOS included
+    #: (NLL, wordpieces) of each sentence, in no particular order, when asked for (``per_sentence``)
+    sentences: list[tuple[float, int]] | None = None
 
     @property
     def nll_per_token(self) -> float:
@@ -33,14 +38,16 @@ class Perplexity:
 @torch.inference_mode()
 def perplexity(model: Transformer, examples: list[tuple[list[int], list[int]]], *, max_tokens: int = 4000,
                device: torch.device | str | None = None, precision: Precision | None = None,
-               runtime: Runtime | None = None) -> Perplexity:
+               runtime: Runtime | None = None, per_sentence: bool = False) -> Perplexity:
     """Per-wordpiece perplexity of ``model`` on encoded (source, target) pairs, on ``runtime``
-    (default: where the model is, in ``precision``; the fused loss keeps its log-sum-exp in fp32)."""
+    (default: where the model is, in ``precision``; the fused loss keeps its log-sum-exp in fp32);
+    with ``per_sentence``, each sentence's NLL and wordpieces too."""
     runtime = runtime_for(model, runtime, device=device, precision=precision)
     was_training = model.training
     model.eval()
     try:
         nll, tokens = torch.zeros((), dtype=torch.float64, device=runtime.device), 0   # read once, at the end
+        rows: list[torch.Tensor] = []
         longest = max(max(len(s), len(t) + 1) for s, t in examples)
         for batch in TokenBatcher(examples, max(max_tokens, longest), shuffle=False):
             batch = batch.to(runtime.device)
@@ -51,7 +58,21 @@ def perplexity(model: Transformer, examples: list[tuple[list[int], list[int]]], 
                                       epsilon=0.0, pad_id=model.cfg.pad_id)
             nll += out.nll_sum.double()
             tokens += out.tokens
+            if per_sentence:
+                rows += [_sentence_nll(model, hidden[i], batch.tgt_out[i], runtime) for i in range(hidden.size(0))]
     finally:
         model.train(was_training)
     total = float(nll)
-    return Perplexity(math.exp(total / max(tokens, 1)), total, tokens)
+    sentences = None
+    if per_sentence:
+        pairs = torch.stack(rows).double().cpu().tolist() if rows else []
+        sentences = [(float(n), int(t)) for n, t in pairs]
+    return Perplexity(math.exp(total / max(tokens, 1)), total, tokens, sentences)
+
+
+def _sentence_nll(model: Transformer, hidden: torch.Tensor, target: torch.Tensor, runtime: Runtime) -> torch.Tensor:
+    """(NLL, wordpieces) of one sentence of a batch: the same projection, on its positions alone."""
+    with runtime.autocast():
+        out = projection_loss(hidden, model.output_projection.weight, target, epsilon=0.0, pad_id=model.cfg.pad_id)
+    return torch.stack([out.nll_sum.double(), torch.tensor(float(out.tokens), dtype=torch.float64,
+                                                            device=out.nll_sum.device)])

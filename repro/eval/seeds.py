@@ -8,6 +8,11 @@ where ``s`` is the seeds' sample standard deviation (training noise; Student's t
 and each seed's bootstrap half width measures the test set's sampling noise of that seed's score
 (:mod:`repro.eval.bootstrap`); averaging N scores divides that by sqrt(N) as well. With one seed
 the interval is that seed's bootstrap interval.
+
+A difference of such means (a row of Table 3 against the base, :func:`combination`: any
+``sum c_i · mean_i``) takes the same two parts: Welch's t over the seeds of every mean it involves
+(Satterthwaite's degrees of freedom, rounded down), and each mean's bootstrap part, the means taken
+as independent. For one mean with ``c = 1`` it is :func:`over_seeds`'s interval.
 """
 
 from __future__ import annotations
@@ -38,6 +43,8 @@ class SeedSummary:
     mean: float
     stdev: float
     half_width: float
+    #: The mean of the seeds' bootstrap half widths (0 without them): the test set's sampling noise of one seed.
+    bootstrap_half_width: float = 0.0
 
     @property
     def ci95(self) -> tuple[float, float]:
@@ -57,5 +64,38 @@ def over_seeds(values: dict[int, float], bootstrap_half_widths: Sequence[float] 
     mean = statistics.fmean(scores)
     stdev = statistics.stdev(scores) if n > 1 else 0.0
     training = t975(n - 1) * stdev / math.sqrt(n) if n > 1 else 0.0
-    sampling = statistics.fmean(bootstrap_half_widths) / math.sqrt(n) if bootstrap_half_widths else 0.0
-    return SeedSummary(dict(values), mean, stdev, math.hypot(training, sampling))
+    bootstrap = statistics.fmean(bootstrap_half_widths) if bootstrap_half_widths else 0.0
+    return SeedSummary(dict(values), mean, stdev, math.hypot(training, bootstrap / math.sqrt(n)), bootstrap)
+
+
+@dataclass(frozen=True)
+class Combination:
+    """``sum c_i · mean_i`` over several seeds' means, with its 95% half width."""
+
+    estimate: float
+    half_width: float
+    degrees_of_freedom: float | None    # Satterthwaite's, None when no mean has two seeds
+
+    @property
+    def ci95(self) -> tuple[float, float]:
+        return (self.estimate - self.half_width, self.estimate + self.half_width)
+
+
+def combination(terms: Sequence[tuple[float, SeedSummary]]) -> Combination:
+    """``sum c · mean`` of ``terms`` (coefficient, summary) and its interval: Welch's t for the seeds'
+    part, ``t_{0.975, df} · sqrt(sum c² s² / n)``, and the bootstraps' part, ``sqrt(sum (c · b / sqrt(n))²)``,
+    combined as in :func:`over_seeds` (a mean of one seed adds no seeds' part)."""
+    if not terms:
+        raise ValueError("no mean to combine")
+    estimate = math.fsum(c * s.mean for c, s in terms)
+    variances = [(c * c * s.stdev**2 / len(s.values), len(s.values)) for c, s in terms if len(s.values) > 1]
+    total = math.fsum(v for v, _ in variances)
+    df = None
+    training = 0.0
+    if variances and total > 0:
+        df = total**2 / math.fsum(v * v / (n - 1) for v, n in variances)
+        training = t975(max(1, math.floor(df + 1e-9))) * math.sqrt(total)
+    elif variances:
+        df = float(sum(n - 1 for _, n in variances))
+    sampling = math.sqrt(math.fsum((c * s.bootstrap_half_width) ** 2 / len(s.values) for c, s in terms))
+    return Combination(estimate, math.hypot(training, sampling), df)

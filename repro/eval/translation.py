@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import torch.distributed as dist
+
 from repro.atomic import atomic_write_text
 from repro.data.corpus import read_parallel
 from repro.data.registry import Dataset
@@ -66,14 +68,22 @@ def evaluate_bleu(model: Transformer, vocab: SharedVocab, dataset: Dataset, spli
 
 
 def evaluate_perplexity(model: Transformer, vocab: SharedVocab, dataset: Dataset, split: str,
-                        precision: Precision | None = None, *, runtime: Runtime | None = None) -> Perplexity:
+                        precision: Precision | None = None, *, runtime: Runtime | None = None,
+                        per_sentence: bool = False) -> Perplexity:
     """Per-wordpiece perplexity on ``split``, on ``runtime`` (default: where the model is); split
-    over the ranks of a runtime of several (their NLL and token counts summed)."""
+    over the ranks of a runtime of several (their NLL and token counts summed). ``per_sentence``
+    keeps each sentence's NLL and count (gathered from every rank), for the bootstrap."""
     src_path, tgt_path = dataset.split(split)
     examples, _ = encode_pairs(vocab, read_parallel(src_path, tgt_path).pairs)
     if not grouped(runtime):
-        return perplexity(model, examples, precision=precision, runtime=runtime)
+        return perplexity(model, examples, precision=precision, runtime=runtime, per_sentence=per_sentence)
     mine = examples[runtime.rank::runtime.world_size]
-    part = perplexity(model, mine, precision=precision, runtime=runtime) if mine else Perplexity(1.0, 0.0, 0)
+    part = (perplexity(model, mine, precision=precision, runtime=runtime, per_sentence=per_sentence) if mine
+            else Perplexity(1.0, 0.0, 0, [] if per_sentence else None))
     nll, tokens = sum_over_ranks([part.nll, part.tokens], runtime)
-    return Perplexity(math.exp(nll / max(tokens, 1)), nll, int(tokens))
+    sentences = None
+    if per_sentence:
+        gathered: list[list | None] = [None] * runtime.world_size
+        dist.all_gather_object(gathered, part.sentences or [])
+        sentences = [pair for rank_part in gathered for pair in (rank_part or [])]
+    return Perplexity(math.exp(nll / max(tokens, 1)), nll, int(tokens), sentences)

@@ -8,12 +8,14 @@ from pathlib import Path
 import pandas as pd
 
 from repro.claims.claim import Claim
-from repro.report import steptime, tables
+from repro.report import scaled, steptime, tables
 from repro.report.build import ReportData
 from repro.report.figures import Figures, draw
 from repro.report.runs import Run
 from repro.report.status import MEANINGS
 from repro.report.values import show
+from repro.scaled.rows import collect, is_scaled_id
+from repro.scaled.verdicts import evaluate_all, paper_values
 
 CLAIM_COLUMNS = ("id", "source", "basis", "paper", "measured", "ci95", "unit", "tolerance", "status", "run scale",
                  "note")
@@ -60,6 +62,8 @@ def unclaimed_frame(data: ReportData) -> pd.DataFrame:
     rows = []
     for claim_id in data.unmatched:
         res = data.results[claim_id]
+        if is_scaled_id(claim_id) or res.extra.get("scaled"):
+            continue   # Table 3 at a scale has its own section
         rows.append({"id": claim_id, "measured": show(res.measured), "unit": show(res.unit),
                      "run scale": res.provenance.scale, "detail": res.detail, "dataset": res.provenance.dataset,
                      "commit": res.provenance.commit, "date": res.provenance.date})
@@ -121,12 +125,24 @@ def make_document(data: ReportData, claims: list[Claim], runs: list[Run],
         Section("Step time and training cost, normalised to 8×P100", step_table,
                 steptime.ASSUMPTION + ("" if step_times else " No step time has been measured yet.")),
     ]
-    if data.unmatched:
-        sections.append(Section("Measurements without a claim", unclaimed_frame(data),
+    scaled_tables = collect(data.result_dirs)
+    if scaled_tables:
+        sections += [
+            Section("Table 3 at other scales: the rows", scaled.table(scaled_tables, claims),
+                    scaled.table_note(scaled_tables)),
+            Section("Table 3 at other scales: Section 6.2's conclusions",
+                    scaled.verdicts_table(evaluate_all(claims, scaled_tables)), scaled.VERDICTS_NOTE),
+        ]
+    unclaimed = unclaimed_frame(data)
+    if not unclaimed.empty:
+        sections.append(Section("Measurements without a claim", unclaimed,
                                 "Stored results that no claim names: shown with their scale, never given a status."))
     if parsing_curve and parsing_curve.get("points"):
         sections.append(parsing_curve_section(parsing_curve))
     figures = draw(data.results, runs, attention_sentence)
+    for table in scaled_tables.values():
+        drawn = scaled.difference_figure(table, paper_values(claims))
+        (figures.figures if not isinstance(drawn, str) else figures.missing).append(drawn)
     notes = list(figures.missing)
     return Document(data, sections, figures, notes)
 
