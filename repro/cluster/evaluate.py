@@ -55,9 +55,6 @@ from repro.train.checkpoint import list_checkpoints
 
 log = logging.getLogger("repro.cluster.evaluate")
 
-#: Source tokens x beam per decoding batch: a GPU's memory holds far more than a CPU's caches want.
-DECODE_TOKENS_CPU, DECODE_TOKENS_GPU = 8000, 48000
-
 
 def run_scale(spec: dict[str, Any], summary: dict[str, Any], world: int) -> str:
     """``cluster: ...`` for the paper's recipe run to its end, ``reduced: ...`` otherwise; a job of
@@ -128,11 +125,10 @@ def evaluate_claims(spec: dict[str, Any], summary: dict[str, Any], world: int, r
     if "decode" not in spec:
         raise ConfigError(f"job {spec.get('name')}: its spec has no decoding settings (written by an older repro); "
                           "resubmit it")
-    search = DecodeSettings(**spec["decode"])
+    search = DecodeSettings.from_dict(spec["decode"], source=f"job {spec.get('name')}: field 'decode'")
     model, checkpoint, k = _model(out_dir, int(train["average_last"]), runtime)
     dataset = get_dataset(train["dataset"], resolve_data_dir(train.get("data_dir")))
     log.info("evaluating on %s", runtime.describe())
-    decode_tokens = DECODE_TOKENS_GPU if runtime.on_gpu else DECODE_TOKENS_CPU
     common = dict(checkpoint=str(checkpoint), checkpoints_averaged=k, run_dir=str(out_dir), devices=world,
                   steps=summary.get("steps"), job=spec["name"], device=str(runtime.device), **precision.provenance())
     scaled = spec.get("scaled")
@@ -158,7 +154,7 @@ def evaluate_claims(spec: dict[str, Any], summary: dict[str, Any], world: int, r
         kind = claim.split(".")[1]
         if claim.startswith("table2.bleu") or (is_table3(claim) and kind == "bleu"):
             split = "test" if claim.startswith("table2") else "dev"
-            bleu = evaluate_bleu(model, vocab, dataset, split, search, max_tokens=decode_tokens, runtime=runtime)
+            bleu = evaluate_bleu(model, vocab, dataset, split, search, runtime=runtime)
             if not runtime.is_main:
                 continue
             interval = paper_interval(paper_tokens(bleu.hypotheses, lang=dataset.tgt_lang),
@@ -181,8 +177,8 @@ def evaluate_claims(spec: dict[str, Any], summary: dict[str, Any], world: int, r
         elif claim.startswith("table4.f1"):
             src, _ = dataset.split("test")
             sentences = Path(src).read_text(encoding="utf-8").splitlines()
-            outputs = map_sharded(lambda part: translate(model, vocab, part, search, max_tokens=decode_tokens,
-                                                         runtime=runtime), sentences, runtime)
+            outputs = map_sharded(lambda part: translate(model, vocab, part, search, runtime=runtime), sentences,
+                                  runtime)
             if not runtime.is_main:
                 continue
             # the gold trees lie beside the prepared test split (repro.parsing.prepare)

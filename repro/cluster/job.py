@@ -79,7 +79,10 @@ def _train(spec: dict[str, Any], runtime: Runtime | None = None) -> dict[str, An
     config = TrainConfig.from_dict(spec["train"], source=f"job {spec['name']}")
     check_parser_data(spec)
     hooks = _SmokeHooks(spec.get("synthetic") or {}, runtime.rank if runtime is not None else 0)
-    summary = train(config, synthetic=synthetic_corpus(spec.get("synthetic")), runtime=runtime,
+    recipe = {"name": spec.get("recipe") or spec["name"], "source": f"job {spec['name']} of {spec.get('experiment')}",
+              "train": config.to_dict(), "decode": dict(spec.get("decode") or {}),
+              "targets": spec.get("targets") or "symbols"}
+    summary = train(config, synthetic=synthetic_corpus(spec.get("synthetic")), runtime=runtime, recipe=recipe,
                     on_step=hooks.on_step, on_built=hooks.on_built)
     return json.loads(json.dumps(summary.to_dict(), default=str))  # paths as strings: JSON for the results store
 

@@ -40,7 +40,7 @@ class BleuEvaluation:
 
 def evaluate_bleu(model: Transformer, vocab: SharedVocab, dataset: Dataset, split: str,
                   settings: DecodeSettings = TRANSLATION, *, greedy: bool = False,
-                  max_tokens: int = 2000, output: Path | None = None,
+                  max_tokens: int | None = None, output: Path | None = None,
                   precision: Precision | None = None, runtime: Runtime | None = None) -> BleuEvaluation:
     """Translate ``split``'s source side with ``settings`` (or greedily) and score it against the
     target side with sacreBLEU and the paper's tokenized protocol; on ``runtime`` (default: where

@@ -4,13 +4,14 @@ What SLURM tasks do on a cluster, on one host: each process joins the group at `
 then either trains a config with the loop (``task="train"``), returns the first update's
 gradients (``task="gradients"``), or evaluates the run's newest checkpoint split over the ranks
 (``task="evaluate"``: test BLEU and dev perplexity, as a cluster job's ranks do after training),
-and writes what it got to ``out/rank<R>.pt`` (tensors and plain values; read back with
-``torch.load(weights_only=True)``). A spawned process imports this module
+and writes what it got to ``out/rank<R>.json`` (tensors as nested lists: :func:`read_result`
+turns them back). A spawned process imports this module
 by its package name, so it runs wherever repro is importable, whatever the current directory.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +49,7 @@ def group_worker(rank: int, world: int, init_method: str, task: str, train_confi
             messages: list[str] = []
             summary = train(cfg, log=messages.append)
             result = {**summary.to_dict(), "rank": rank, "messages": messages}
-        torch.save(result, Path(out) / f"rank{rank}.pt")
+        (Path(out) / f"rank{rank}.json").write_text(json.dumps(_plain(result)), encoding="utf-8")
     finally:
         dist.destroy_process_group()
 
@@ -61,3 +62,26 @@ def _evaluate(cfg: TrainConfig, runtime: Runtime) -> dict[str, Any]:
     bleu = evaluate_bleu(model, vocab, dataset, "test", TRANSLATION.replace(max_len_offset=5), runtime=runtime)
     ppl = evaluate_perplexity(model, vocab, dataset, "dev", runtime=runtime)
     return {"hypotheses": bleu.hypotheses, "bleu": bleu.sacrebleu.score, "ppl": ppl.ppl, "tokens": ppl.tokens}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return {"tensor": value.tolist(), "dtype": str(value.dtype).replace("torch.", "")}
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def read_result(path: str | Path) -> dict[str, Any]:
+    """What a worker wrote, its tensors rebuilt."""
+    def back(value: Any) -> Any:
+        if isinstance(value, dict) and set(value) == {"tensor", "dtype"}:
+            return torch.tensor(value["tensor"], dtype=getattr(torch, value["dtype"]))
+        if isinstance(value, dict):
+            return {k: back(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [back(v) for v in value]
+        return value
+    return back(json.loads(Path(path).read_text(encoding="utf-8")))
