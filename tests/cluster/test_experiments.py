@@ -141,3 +141,72 @@ def test_every_job_serves_claims_that_exist(tmp_path: Path, repo_root: Path) -> 
     plan = Plan(load_profile("paper-p100"), tmp_path)
     served = {c for e in EXPERIMENTS for job in plan_jobs(e, plan) for c in job.claims}
     assert len(served) == 4 + 40 + 2 + 2  # Table 2 BLEU, Table 3 PPL+BLEU, Table 4 F1, step times and served <= known, sorted(served - known)
+
+
+def test_table3_at_a_scale_is_one_array_of_20_rows_by_3_seeds(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    args = ("table3", "--scale", "small", "--cluster", "local", "--state-dir", str(tmp_path / "state"),
+            "--results-dir", str(tmp_path / "results"), "--dry-run", "--json")
+    code, out, _ = in_process(capsys, *args)
+    assert code == 0
+    plan = json.loads(out)
+    assert plan["array"] is True and plan["scale"] == "small" and plan["seeds"] == 3 and plan["finished"] == []
+    jobs = plan["jobs"]
+    assert len(jobs) == 60 and len({j["name"] for j in jobs}) == 60
+    assert [j["scaled"]["row"] for j in jobs[::3]] == list(TABLE3_ROWS)
+    for i, job in enumerate(jobs):
+        row, seed = TABLE3_ROWS[i // 3], i % 3 + 1
+        small = get_recipe(f"table3-small-{row}")
+        assert job["scaled"] == {"scale": "small", "signature": plan["signature"], "row": row, "seed": seed,
+                                 "record": f"seed-{seed}-{plan['signature']}"}
+        assert job["claims"] == [f"table3-small.ppl.{row}", f"table3-small.bleu.{row}"]
+        assert job["recipe"] == small.name and job["config"]["seed"] == seed
+        assert job["config"]["model_overrides"] == small.train.model_overrides
+        assert job["config"]["max_steps"] == (900 if row == "big" else 300) and job["config"]["device"] == "cpu"
+        # the scale's folders, not the submission's: a later submission resumes the same jobs
+        assert job["config"]["out_dir"] == str(tmp_path / "state" / "jobs" / f"table3-small-{plan['signature']}"
+                                               / job["name"])
+    code, again, _ = in_process(capsys, *args)
+    assert [j["config"]["out_dir"] for j in json.loads(again)["jobs"]] == [j["config"]["out_dir"] for j in jobs]
+    assert not (tmp_path / "state").exists()
+
+
+def test_a_finished_job_of_a_scale_is_left_out(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from tests.scaled.conftest import write_row
+
+    args = ("table3", "--scale", "small", "--rows", "base,A-h1", "--seeds", "2", "--cluster", "local",
+            "--results-dir", str(tmp_path / "results"), "--state-dir", str(tmp_path / "state"), "--dry-run", "--json")
+    code, out, _ = in_process(capsys, *args)
+    signature = json.loads(out)["signature"]
+    assert code == 0 and [j["name"] for j in json.loads(out)["jobs"]] == [
+        "table3-small-base-seed1", "table3-small-base-seed2", "table3-small-A-h1-seed1", "table3-small-A-h1-seed2"]
+    write_row(tmp_path / "results", "A-h1", "bleu", [20.0], signature=signature)
+    code, out, _ = in_process(capsys, *args)
+    assert len(json.loads(out)["jobs"]) == 4          # one of its two records is not finished
+    write_row(tmp_path / "results", "A-h1", "ppl", [9.0], signature=signature)
+    write_row(tmp_path / "results", "base", "ppl", [9.0], signature="another")   # another experiment's record
+    code, out, _ = in_process(capsys, *args)
+    plan = json.loads(out)
+    assert plan["finished"] == ["table3-small-A-h1-seed1"] and len(plan["jobs"]) == 3
+
+
+def test_a_scales_signature_follows_what_is_trained_not_where(tmp_path: Path) -> None:
+    from repro.cluster.experiments import scale_signature
+    from repro.recipes import get_scale
+
+    small = get_scale("small")
+    assert scale_signature(small) == scale_signature(small, {"device": "cuda", "precision": "bf16"})
+    assert scale_signature(small) != scale_signature(small, {"max_steps": 10})
+    assert scale_signature(small) != scale_signature(get_scale("medium"))
+
+
+def test_scale_flags_are_refused_where_they_mean_nothing(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    code, _, err = in_process(capsys, "smoke", "--scale", "small", "--cluster", "local", "--dry-run")
+    assert code == 2 and "--scale applies to experiment table3 only" in err
+    code, _, err = in_process(capsys, "table3", "--seeds", "3", "--cluster", "local", "--dry-run")
+    assert code == 2 and "--seeds and --rows apply to a scaled Table 3 only" in err
+    code, _, err = in_process(capsys, "table3", "--scale", "small", "--rows", "base,A-h2", "--cluster", "local",
+                              "--dry-run")
+    assert code == 2 and "unknown Table 3 row(s) A-h2" in err
+    with pytest.raises(SystemExit) as exit_:
+        in_process(capsys, "table3", "--scale", "huge", "--cluster", "local", "--dry-run")
+    assert exit_.value.code == 2 and "invalid choice: 'huge'" in capsys.readouterr().err

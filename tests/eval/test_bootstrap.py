@@ -91,3 +91,26 @@ def test_too_few_resamples_exit_2(tmp_path, capsys):
     hyp, ref = corpus(tmp_path, 5)
     assert main(["bleu", str(hyp), str(ref), "--confidence", "--confidence-n", "1"]) == 2
     assert "--confidence-n" in capsys.readouterr().err
+
+
+def test_perplexity_interval_resamples_sentences():
+    """exp(sum NLL / sum tokens) of each of the same resamples as sacreBLEU's, the 2.5-97.5 percentiles'
+    half spread; the point estimate lies inside; a NaN is refused."""
+    import math
+
+    import numpy as np
+
+    from repro.errors import DataError
+    from repro.eval.bootstrap import perplexity_interval, resample_indices
+
+    rng = np.random.default_rng(3)
+    sentences = [(float(rng.uniform(5, 60)), int(rng.integers(3, 30))) for _ in range(200)]
+    interval = perplexity_interval(sentences, resamples=500, seed="7")
+    point = math.exp(sum(n for n, _ in sentences) / sum(t for _, t in sentences))
+    assert interval.ci95[0] < point < interval.ci95[1]
+    idx = resample_indices(len(sentences), 500, "7")
+    table = np.asarray(sentences, dtype="float32")
+    by_hand = sorted(math.exp(float(table[i, 0].sum()) / float(table[i, 1].sum())) for i in idx)
+    assert interval.half_width == pytest.approx(0.5 * (by_hand[500 - 12 - 1] - by_hand[12]), rel=1e-5)
+    with pytest.raises(DataError, match="not finite"):
+        perplexity_interval([(float("nan"), 3), (1.0, 2)])

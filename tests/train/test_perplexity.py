@@ -26,3 +26,27 @@ def test_perplexity_is_exp_of_mean_token_nll():
     # a per-sentence mean (a plausible mistake) gives another number
     per_sentence = F.cross_entropy(logits.transpose(1, 2), batch.tgt_out, ignore_index=0, reduction="none").sum(1)
     assert not math.isclose(result.ppl, math.exp(per_sentence.mean().item()), rel_tol=1e-3)
+
+
+def test_per_sentence_nll_is_each_sentences_own_and_sums_to_the_total():
+    """``per_sentence``: each sentence's NLL and count, recomputed here one sentence at a time with
+    full logits, and their sums the corpus's (the bootstrap over sentences resamples these)."""
+    torch.manual_seed(0)
+    model = Transformer(TransformerConfig(src_vocab_size=20, tgt_vocab_size=20, n_layers=1, d_model=16, d_ff=32,
+                                          n_heads=2))
+    examples = [([5, 6, 7], [8, 9]), ([4, 4], [10, 11, 12, 13]), ([7], [5]), ([3, 9, 9, 9], [6])]
+    result = perplexity(model, examples, max_tokens=8, per_sentence=True)
+    model.eval()
+    expected = []
+    for example in examples:
+        batch = collate([example])
+        with torch.no_grad():
+            logits = model(batch.src, batch.tgt_in)
+        nll = F.cross_entropy(logits.view(-1, 20), batch.tgt_out.view(-1), ignore_index=0, reduction="sum")
+        expected.append((nll.item(), len(example[1]) + 1))
+    got = sorted(result.sentences, key=lambda s: s[1])
+    want = sorted(expected, key=lambda s: s[1])
+    assert [t for _, t in got] == [t for _, t in want]
+    assert all(math.isclose(g, w, rel_tol=1e-5) for (g, _), (w, _) in zip(got, want))
+    assert math.isclose(sum(n for n, _ in result.sentences), result.nll, rel_tol=1e-6)
+    assert perplexity(model, examples, max_tokens=8).sentences is None
