@@ -70,3 +70,30 @@ def test_local_executor_hands_its_tasks_the_profiles_gpus(tmp_path: Path, wait_d
     job = make_executor(profile, tmp_path / "submitit", "local", "repro-gpus").submit(_visible_gpus)
     wait_done(job, 120)
     assert job.result() == "0,1"
+
+
+def test_an_array_on_the_local_executor_runs_one_job_after_another(tmp_path: Path, wait_done) -> None:
+    """One machine, several jobs: one process runs them in turn (not all at once), and a second sequence
+    leaves out the jobs whose results are stored (a job of Table 3 at a scale, here a smoke job marked so)."""
+    profile = dataclasses.replace(load_profile("local"), executor="local")
+    base = plan_jobs("smoke", Plan(profile, tmp_path / "jobs", overrides={"max_steps": 4}))[0]
+    specs = [dataclasses.replace(base, name=f"smoke-{i}", train={**base.train, "seed": i + 1,
+                                                                 "out_dir": str(tmp_path / "jobs" / f"smoke-{i}")},
+                                 claims=(f"table3-tiny.bleu.x{i}",),
+                                 scaled={"scale": "tiny", "signature": "s", "row": f"x{i}", "seed": 1,
+                                         "record": "seed-1-s"})
+             for i in range(3)]
+    results = tmp_path / "results"
+    (results / "table3-tiny.bleu.x1").mkdir(parents=True)
+    (results / "table3-tiny.bleu.x1" / "seed-1-s.json").write_text("{}")   # job 1 is finished
+    submitted = submit_jobs(specs, profile, kind="local", ledger=Ledger(tmp_path / "state"), results_dir=results,
+                            job_name="repro-local-array")
+    [record] = Ledger(tmp_path / "state").read_all()
+    assert len({j["job_id"] for j in record.jobs}) == 1 and [j["lane"] for j in record.jobs] == [0, 0, 0]
+    wait_done(submitted.jobs[0], 240)
+    summaries = submitted.jobs[0].result()
+    assert [s["name"] for s in summaries] == ["smoke-0", "smoke-1", "smoke-2"]
+    assert summaries[1] == {"name": "smoke-1", "skipped": "finished"}
+    assert summaries[0]["steps"] == summaries[2]["steps"] == 4
+    assert sorted(p.parent.name for p in results.glob("run.smoke-*/seed-1-s.json")) == ["run.smoke-0", "run.smoke-2"]
+    assert job_states(record)[0]["state"] == "COMPLETED"

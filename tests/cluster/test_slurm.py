@@ -24,6 +24,7 @@ from repro.cluster.job import gradient_probe
 from repro.cluster.profiles import ClusterProfile, ClusterProfileError
 from repro.cluster.status import Ledger, job_states
 from repro.data.synthetic import SyntheticCorpus
+from repro.model import TABLE3_ROWS
 from repro.recipes import get_recipe
 from repro.results import ResultStore
 from repro.train.checkpoint import checkpoint_path, list_checkpoints, load_checkpoint
@@ -235,3 +236,57 @@ def test_impossible_request_fails_at_submission(tmp_path: Path, slurm_profile: C
     with pytest.raises(ClusterProfileError, match=r"local\.toml: slurm refused the job"):
         submit(tmp_path, profile, smoke_specs(tmp_path, profile), job_name)
     assert not Ledger(tmp_path / "state").read_all()
+
+
+#: Table 3 at scale small shrunk to a few updates on 100 Multi30k pairs, 4 dev pairs, short outputs: every
+#: row keeps its own change (the model sizes are the scale's), only data, batch, steps and search shrink.
+TOY_SCALE = ["vocab_size=300", "tokens_per_batch=256", "max_tokens_per_device=256", "max_steps=2", "warmup_steps=1",
+             "checkpoint_every_steps=2", "max_len=60", "max_len_offset=3"]
+
+
+def test_table3_at_a_scale_runs_as_one_array_and_resumes(tmp_path: Path, slurm: str, job_name: str, wait_for,
+                                                         tiny_multi30k, capsys: pytest.CaptureFixture) -> None:
+    """`repro submit table3 --scale small`: all 20 rows x 3 seeds as one SLURM array at toy size; every row
+    measured with its seeds, a verdict on every conclusion; submitted again, nothing runs; with one record
+    gone, only its job runs again."""
+    data = tiny_multi30k(tmp_path / "tiny", {"train": 100, "dev": 4, "test": 4})
+    state, results = tmp_path / "state", tmp_path / "results"
+    submit_cmd = [sys.executable, "-m", "repro", "submit", "table3", "--scale", "small", "--cluster", "local",
+                  "--executor", "slurm", "--state-dir", str(state), "--results-dir", str(results), "--job-name",
+                  job_name, "--precision", "fp32", "--set", f"dataset={data}",
+                  *(x for s in TOY_SCALE for x in ("--set", s)), "--json"]
+    proc = subprocess.run(submit_cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    record = json.loads(proc.stdout)
+    ids = [j["job_id"] for j in record["jobs"]]
+    base = ids[0].split("_")[0]
+    assert len(ids) == 60 and ids == [f"{base}_{i}" for i in range(60)]   # one SLURM array
+    [ledger] = Ledger(state).read_all()
+    wait_for(lambda: all(j["state"] not in ("PENDING", "RUNNING", "UNKNOWN", "REQUEUED")
+                         for j in job_states(ledger)), 2400, "the 60 jobs of the array to finish")
+    assert {j["state"] for j in job_states(ledger)} == {"COMPLETED"}
+
+    capsys.readouterr()
+    assert repro_main(["table3", "--scale", "small", "--results", str(results), "--json"]) == 0
+    table = json.loads(capsys.readouterr().out)
+    assert set(table["measured"]["rows"]) == set(TABLE3_ROWS)
+    for row in table["measured"]["rows"].values():
+        assert {len(row["bleu"]["seeds"]), len(row["ppl"]["seeds"])} == {3} and row["parameters"] > 0
+    assert len(table["verdicts"]) == 8 and all(v["verdict"] in ("holds", "reversed", "inconclusive")
+                                               for v in table["verdicts"])
+
+    again = subprocess.run(submit_cmd, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout) == {"experiment": "table3", "submitted": 0, "finished": [j["name"] for j in
+                                                                                             record["jobs"]]}
+    signature = json.loads(subprocess.run([*submit_cmd, "--dry-run"], capture_output=True, text=True,
+                                          timeout=300).stdout)["signature"]
+    (results / "table3-small.bleu.C-N2" / f"seed-2-{signature}.json").unlink()
+    third = subprocess.run(submit_cmd, capture_output=True, text=True, timeout=300)
+    assert third.returncode == 0, third.stderr
+    [rerun] = json.loads(third.stdout)["jobs"]
+    assert rerun["name"] == "table3-small-C-N2-seed2"
+    later = Ledger(state).read_all()[-1]
+    wait_for(lambda: job_states(later)[0]["state"] not in ("PENDING", "RUNNING", "UNKNOWN"), 300, "the rerun")
+    assert job_states(later)[0]["state"] == "COMPLETED"
+    assert (results / "table3-small.bleu.C-N2" / f"seed-2-{signature}.json").is_file()
