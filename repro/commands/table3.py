@@ -20,6 +20,7 @@ from repro.checks import select_claims
 from repro.model import TABLE3_ROWS, Transformer, count_parameters
 from repro.model.table3 import changes, get_row
 from repro.recipes import SCALES, get_scale
+from repro.report.values import show
 from repro.scaled.rows import collect
 from repro.scaled.verdicts import evaluate_all
 
@@ -85,11 +86,11 @@ def main(args: argparse.Namespace) -> int:
         print(f"measured (signature {measured['signature']}): dev PPL and BLEU, mean over seeds [95% interval]")
         for row, entry in measured["rows"].items():
             cells = "  ".join(f"{m.upper()} {x['mean']:.2f} [{x['ci95'][0]:.2f}, {x['ci95'][1]:.2f}] "
-                              f"({len(x['seeds'])} seeds)" for m, x in entry.items() if m != "parameters")
+                              f"({len(x['seeds'])} seed(s))" for m, x in entry.items() if m != "parameters")
             print(f"  {row:<11} {cells}")
         print("Section 6.2's conclusions (paper's figure beside the measured difference):")
         for v in payload["verdicts"]:
-            print(f"  {v['id']:<34} {v['verdict']:<13} paper: {v['paper']}" + (f"  ({v['note']})" if v["note"] else ""))
+            print(f"  {v['id']:<34} {v['verdict']:<13} paper: {show(v['paper'])}" + (f"  ({v['note']})" if v["note"] else ""))
             for p in v["parts"]:
                 print(f"      {p['part']}: paper {p['paper']:+.2f}, measured {p['measured']:+.2f} "
                       f"[{p['ci95'][0]:+.2f}, {p['ci95'][1]:+.2f}] {p['verdict']}")
