@@ -1,4 +1,5 @@
-"""Flags that several verbs share, defined once: where a verb computes (``--device``, ``--precision``).
+"""Flags that several verbs share, defined once: where a verb computes (``--device``, ``--precision``),
+and old flag names kept as deprecated aliases (``--profile`` for a recipe is ``--recipe`` now).
 
 Every verb that computes with a model (``train``, ``evaluate``, ``translate``, ``reproduce``,
 ``average``, ``audit``) takes ``--device`` (:data:`repro.runtime.DEVICE_HELP`) and resolves one
@@ -51,3 +52,14 @@ def runtime_for_loaded(runtime: Runtime, model, args: argparse.Namespace, verb: 
     runtime = runtime.for_model(model, getattr(args, "precision", None) or "auto")
     print(f"repro {verb}: {runtime.describe()}", file=sys.stderr)
     return runtime
+
+
+def deprecated_alias(new: str) -> type[argparse.Action]:
+    """An argparse action for an old flag name that still works and says, on stderr, which flag replaces it."""
+
+    class Deprecated(argparse.Action):
+        def __call__(self, parser, namespace, values, option_string=None):  # type: ignore[override]
+            print(f"{parser.prog}: warning: {option_string} is deprecated; use {new} (same values)", file=sys.stderr)
+            setattr(namespace, self.dest, values)
+
+    return Deprecated
