@@ -63,3 +63,14 @@ def deprecated_alias(new: str) -> type[argparse.Action]:
             setattr(namespace, self.dest, values)
 
     return Deprecated
+
+
+def add_pass_through(sub: argparse._SubParsersAction, verb: str, help_text: str, entries: dict[str, str],
+                     run) -> None:
+    """A verb whose first argument names an entry point with flags of its own (``repro bench NAME ...``):
+    ``run(name, rest)`` runs it with the rest of the command line."""
+    parser = sub.add_parser(verb, help=help_text, formatter_class=argparse.RawDescriptionHelpFormatter,
+                            description="\n".join(f"{k:16s} {v}" for k, v in entries.items()))
+    parser.add_argument("name", choices=sorted(entries), metavar="NAME", help=", ".join(sorted(entries)))
+    parser.add_argument("args", nargs=argparse.REMAINDER, help="its own flags (NAME --help)")
+    parser.set_defaults(func=lambda args: int(run(args.name, args.args) or 0))

@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import importlib
 
+from repro.cli_flags import add_pass_through
+
 #: name -> what it measures
 BENCHMARKS = {
     "train_speed": "training step: repro against torch.nn.Transformer (CPU)",
@@ -21,14 +23,5 @@ BENCHMARKS = {
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("bench", help="run a benchmark (python -m repro.benchmarks.NAME)",
-                            description="\n".join(f"{k:16s} {v}" for k, v in BENCHMARKS.items()),
-                            formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("name", choices=sorted(BENCHMARKS), metavar="NAME", help=", ".join(sorted(BENCHMARKS)))
-    parser.add_argument("args", nargs=argparse.REMAINDER, help="the benchmark's own flags (NAME --help)")
-    parser.set_defaults(func=main)
-
-
-def main(args: argparse.Namespace) -> int:
-    importlib.import_module(f"repro.benchmarks.{args.name}").main(args.args)
-    return 0
+    add_pass_through(sub, "bench", "run a benchmark (python -m repro.benchmarks.NAME)", BENCHMARKS,
+                     lambda name, rest: importlib.import_module(f"repro.benchmarks.{name}").main(rest) and 0)

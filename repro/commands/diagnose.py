@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import importlib
 
+from repro.cli_flags import add_pass_through
+
 DIAGNOSES = {
     "parser-curve": ("repro.pipeline.parsing_curve", "the parser's learning curve over training-set sizes"),
     "parser-sanity": ("repro.pipeline.parsing_sanity", "the sanity ladder: memorise the first N training trees"),
@@ -17,13 +19,6 @@ DIAGNOSES = {
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("diagnose", help="the parser's diagnostics: learning curve, sanity ladder",
-                            description="\n".join(f"{k:14s} {v[1]}" for k, v in DIAGNOSES.items()),
-                            formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("name", choices=sorted(DIAGNOSES), metavar="NAME", help=", ".join(sorted(DIAGNOSES)))
-    parser.add_argument("args", nargs=argparse.REMAINDER, help="the diagnosis's own flags (NAME --help)")
-    parser.set_defaults(func=main)
-
-
-def main(args: argparse.Namespace) -> int:
-    return int(importlib.import_module(DIAGNOSES[args.name][0]).main(args.args) or 0)
+    add_pass_through(sub, "diagnose", "the parser's diagnostics: learning curve, sanity ladder",
+                     {name: what for name, (_, what) in DIAGNOSES.items()},
+                     lambda name, rest: importlib.import_module(DIAGNOSES[name][0]).main(rest))
