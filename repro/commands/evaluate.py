@@ -7,7 +7,7 @@ import argparse
 import json
 from pathlib import Path
 
-from repro.argtypes import existing_dir, existing_file
+from repro.argtypes import existing_dir, existing_file, output_file
 from repro.commands.translate import add_search_arguments, precision_from_args, search_settings
 from repro.data.registry import get_dataset, resolve_data_dir
 from repro.decode.translate import find_vocab, load_model
@@ -22,14 +22,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--data-dir", type=existing_dir, help="data directory (default: $REPRO_DATA_DIR or ../shared/data)")
     parser.add_argument("--split", default="test", help="split to translate and score (default test)")
     parser.add_argument("--ppl-split", default="dev", help="split for perplexity (default dev; 'none' to skip)")
-    parser.add_argument("--hypotheses", help="also write the translations to this file")
+    parser.add_argument("--hypotheses", type=output_file, help="also write the translations to this file")
     add_search_arguments(parser)
     parser.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
+    settings = search_settings(args)
     model, state = load_model(args.checkpoint)
-    vocab = find_vocab(args.checkpoint, args.vocab)
+    vocab = find_vocab(args.checkpoint, args.vocab, model)
     train_cfg = state.get("train_config") or {}
     name = args.dataset or train_cfg.get("dataset") or "wmt14-en-de"
     data_dir = args.data_dir or train_cfg.get("data_dir")
@@ -39,7 +40,7 @@ def main(args: argparse.Namespace) -> int:
     if args.ppl_split != "none":
         ppl = evaluate_perplexity(model, vocab, dataset, args.ppl_split, precision)
         report["perplexity"] = {"split": args.ppl_split, "ppl": ppl.ppl, "tokens": ppl.tokens}
-    bleu = evaluate_bleu(model, vocab, dataset, args.split, search_settings(args), greedy=args.greedy,
+    bleu = evaluate_bleu(model, vocab, dataset, args.split, settings, greedy=args.greedy,
                          max_tokens=args.max_tokens, output=Path(args.hypotheses) if args.hypotheses else None,
                          precision=precision)
     report["bleu"] = {"split": args.split, "sacrebleu": bleu.sacrebleu.to_dict(), "paper": bleu.paper.to_dict(),

@@ -6,7 +6,9 @@ import argparse
 import json
 
 from repro.argtypes import existing_file, non_negative_int, positive_int
+from repro.errors import ConfigError
 from repro.model.precision import PRECISIONS
+from repro.paths import output_dir
 from repro.recipes import Recipe, apply_assignments, get_recipe, parse_assignments, recipe_names
 from repro.train.config import TrainConfig
 from repro.train.loop import train
@@ -41,7 +43,12 @@ def recipe_from_args(args: argparse.Namespace) -> Recipe:
                         TrainConfig.from_file(args.config), recipe.decode, recipe.targets)
     changes = {name: getattr(args, name) for name in ("out_dir", "data_dir", "dataset", "preset", "max_steps",
                                                      "device", "threads", "precision") if getattr(args, name, None) is not None}
-    changes.update(parse_assignments(args.set))
+    assigned = parse_assignments(args.set)
+    both = sorted(set(changes) & set(assigned))
+    if both:
+        raise ConfigError(f"--set {both[0]}: the field is also given by its own flag (--{both[0].replace('_', '-')}); "
+                          "give it once")
+    changes.update(assigned)
     return apply_assignments(recipe, changes) if changes else recipe
 
 
@@ -61,6 +68,7 @@ def main(args: argparse.Namespace) -> int:
     if args.print_config:
         print(json.dumps(cfg.to_dict(), indent=2))
         return 0
+    output_dir(cfg.out_dir, "run directory (out_dir)")
     summary = train(cfg)
     print(json.dumps({
         "steps": summary.steps, "final_loss": summary.final_loss, "out_dir": str(summary.out_dir),

@@ -6,10 +6,12 @@ import argparse
 import sys
 from pathlib import Path
 
-from repro.argtypes import existing_file, non_negative_float, non_negative_int, positive_int
+from repro import limits
+from repro.argtypes import existing_file, non_negative_float, non_negative_int, output_file_or_stdout, positive_int
 from repro.atomic import atomic_write_text
 from repro.data.corpus import _lines
 from repro.decode.settings import TRANSLATION, DecodeSettings
+from repro.decode.fit import check_output_lengths
 from repro.decode.translate import find_vocab, load_model, translate
 from repro.model import Transformer
 from repro.model.precision import PRECISIONS, Precision, resolve_precision
@@ -24,6 +26,9 @@ def add_search_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"max output length = input + this (Section 6.1: {TRANSLATION.max_len_offset})")
     parser.add_argument("--greedy", action="store_true", help="greedy decoding instead of beam search")
     parser.add_argument("--max-tokens", type=positive_int, default=2000, help="source tokens x beam per decoding batch")
+    parser.add_argument("--force", action="store_true",
+                        help=f"allow a --beam above {limits.BEAM.soft} (at most {limits.BEAM.hard}) and a "
+                             f"--max-len-offset above {limits.MAX_LEN_OFFSET.soft}")
     add_precision_argument(parser)
 
 
@@ -41,7 +46,9 @@ def precision_from_args(args: argparse.Namespace, model: Transformer, verb: str)
 
 
 def search_settings(args: argparse.Namespace) -> DecodeSettings:
-    """The decoding settings the search flags give."""
+    """The decoding settings the search flags give, within their limits (:mod:`repro.limits`)."""
+    limits.BEAM.check(args.beam, force=args.force)
+    limits.MAX_LEN_OFFSET.check(args.max_len_offset, force=args.force)
     return DecodeSettings(beam_size=args.beam, alpha=args.alpha, max_len_offset=args.max_len_offset)
 
 
@@ -50,17 +57,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--checkpoint", required=True, type=existing_file, help="a training or averaged checkpoint")
     parser.add_argument("--vocab", type=existing_file, help="vocab.json (default: the one in the checkpoint's run directory)")
     parser.add_argument("--input", default="-", help="raw source text, one sentence a line (default stdin)")
-    parser.add_argument("--output", default="-", help="where to write translations (default stdout)")
+    parser.add_argument("--output", default="-", type=output_file_or_stdout,
+                        help="where to write translations (default stdout)")
     parser.add_argument("--no-cache", action="store_true", help="recompute the whole prefix each step (slow)")
     add_search_arguments(parser)
     parser.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
+    settings = search_settings(args)
     model, _ = load_model(args.checkpoint)
-    vocab = find_vocab(args.checkpoint, args.vocab)
+    vocab = find_vocab(args.checkpoint, args.vocab, model)
     lines = [line.rstrip("\r\n") for line in sys.stdin] if args.input == "-" else list(_lines(Path(args.input)))
-    hyps = translate(model, vocab, lines, search_settings(args), greedy=args.greedy, max_tokens=args.max_tokens,
+    check_output_lengths(model.cfg, vocab, lines, settings, "<stdin>" if args.input == "-" else args.input)
+    hyps = translate(model, vocab, lines, settings, greedy=args.greedy, max_tokens=args.max_tokens,
                      use_cache=not args.no_cache, precision=precision_from_args(args, model, "translate"))
     text = "".join(h + "\n" for h in hyps)
     if args.output == "-":

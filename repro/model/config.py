@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from repro.errors import ConfigError
+from repro.limits import MAX_POSITIONS
 
 POSITIONAL_KINDS = ("sinusoidal", "learned")
 ATTENTION_IMPLS = ("reference", "fused")
@@ -63,7 +64,16 @@ class TransformerConfig:
             object.__setattr__(self, "d_v", self.d_model // self.n_heads)
         positive("d_k")
         positive("d_v")
-        if not isinstance(self.dropout, (int, float)) or not 0.0 <= self.dropout < 1.0:
+        if self.max_positions > MAX_POSITIONS.hard:
+            raise ConfigError(f"config field 'max_positions' must be at most {MAX_POSITIONS.hard} ({MAX_POSITIONS.why}), "
+                              f"got {self.max_positions}")
+        for name in ("share_embeddings", "tie_output", "norm_first"):
+            if not isinstance(getattr(self, name), bool):  # "false" is text, and text is true
+                raise ConfigError(f"config field '{name}' must be true or false, got {getattr(self, name)!r}")
+        if not isinstance(self.pad_id, int) or isinstance(self.pad_id, bool):
+            raise ConfigError(f"config field 'pad_id' must be an integer, got {self.pad_id!r}")
+        if (not isinstance(self.dropout, (int, float)) or isinstance(self.dropout, bool)
+                or not 0.0 <= self.dropout < 1.0):
             raise ConfigError(f"config field 'dropout' must lie in [0, 1), got {self.dropout!r}")
         if self.positional not in POSITIONAL_KINDS:
             raise ConfigError(f"config field 'positional' must be one of {POSITIONAL_KINDS}, got {self.positional!r}")

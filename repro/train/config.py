@@ -9,7 +9,6 @@ live in :mod:`repro.recipes`; this class's defaults are the base recipe of Secti
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 from dataclasses import dataclass, field
@@ -17,7 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from repro.data.vocab import SPLITS
+from repro import jsonfile
 from repro.errors import ConfigError
+from repro.limits import SEED
 from repro.model import TransformerConfig, get_preset
 from repro.model.precision import PRECISIONS
 
@@ -91,6 +92,8 @@ class TrainConfig:
         for name in ("seed", "threads"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"training config field '{name}' must be >= 0, got {getattr(self, name)!r}")
+        if self.seed > SEED.hard:
+            raise ConfigError(f"training config field 'seed' must be at most {SEED.hard} ({SEED.why}), got {self.seed}")
         if not self.out_dir.strip():
             raise ConfigError("training config field 'out_dir' must not be empty")
         if self.precision not in PRECISIONS:
@@ -159,10 +162,5 @@ class TrainConfig:
     @classmethod
     def from_file(cls, path: str | Path) -> "TrainConfig":
         path = Path(path)
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except OSError as err:
-            raise ConfigError(f"{path}: cannot read training config ({err.strerror})") from None
-        except json.JSONDecodeError as err:
-            raise ConfigError(f"{path}:{err.lineno}: not valid JSON ({err.msg})") from None
+        data = jsonfile.read(path, "training config", error=ConfigError)  # a key given twice is refused
         return cls.from_dict(data, source=str(path))
