@@ -14,6 +14,8 @@ size                   soft    hard        why
 ``--confidence-n``     100000  10000000    sacreBLEU's default: 1000 resamples
 ``--seeds``            10      1000        each seed is a whole training run
 ``max_positions``      --      65536       the positional table is built whole
+model parameters       --      10**10      the paper's big model has 213 million; 10**10 are
+                                           40 GB of weights alone
 seeds (``--seed``)     --      2**31 - 1   the range every random generator here takes
 =====================  ======  ==========  =====================================================
 """
@@ -53,3 +55,5 @@ SEEDS = Limit("--seeds", soft=10, hard=1000, why="each seed is a whole training 
 MAX_POSITIONS = Limit("max_positions", hard=65536,
                       why="the positional table is built whole; the paper's outputs are at most input + 300 tokens")
 SEED = Limit("seed", hard=2**31 - 1, why="the range every random generator here takes")
+MODEL_PARAMETERS = Limit("model parameters", hard=10**10,
+                         why="the paper's big model has 213 million; 10**10 parameters are 40 GB of fp32 weights alone")

@@ -341,33 +341,47 @@ def _unwritable() -> Path:
 
 #: Flags that make a run that was not refused fail fast (without them, an unchecked run would train).
 NO_WORK = ("--skip-checks", "--max-steps", "1", "--data-dir", "/surely/not/here")
-OUTPUT_CASES = {
-    "report --out FILE": lambda f, d: ["report", "--out", str(f), "--no-attention"],
-    "report --out unwritable": lambda f, d: ["report", "--out", str(_unwritable() / "out"), "--no-attention"],
-    "report --out with report.md a folder": lambda f, d: ["report", "--out", str(d), "--no-attention"],
-    "check --json under a file": lambda f, d: ["check", "--json", str(f / "x.json"), "--only", "sec3.eq1"],
-    "check --store FILE": lambda f, d: ["check", "--store", str(f), "--only", "sec3.eq1"],
-    "translate --output FOLDER": lambda f, d: ["translate", "--checkpoint", __file__, "--output", str(d)],
-    "average -o unwritable": lambda f, d: ["average", str(d), "-o", str(_unwritable() / "x.pt")],
-    "train --out-dir FILE": lambda f, d: ["train", "--profile", "smoke", "--out-dir", str(f)],
-    "train --set out_dir under a file": lambda f, d: ["train", "--profile", "smoke", "--set", f"out_dir={f}/run"],
-    "reproduce --out-dir FILE": lambda f, d: ["reproduce", "--out-dir", str(f), *NO_WORK],
-    "reproduce --reports FILE": lambda f, d: ["reproduce", "--reports", str(f), *NO_WORK],
-    "evaluate --hypotheses FOLDER": lambda f, d: ["evaluate", "--checkpoint", __file__, "--hypotheses", str(d)],
-    "audit --json FOLDER": lambda f, d: ["audit", "repro.audit.torch_adapter:adapter", "--json", str(d)],
-    "submit --state-dir FILE": lambda f, d: ["submit", "smoke", "--cluster", "local", "--dry-run", "--state-dir", str(f)],
+OUTPUT_CASES = {  # case -> (argv, the path the refusal names); f: a file, d: a folder holding report.md/ and a run
+    "report --out FILE": lambda f, d: (["report", "--out", str(f), "--no-attention"], f),
+    "report --out unwritable": lambda f, d: (["report", "--out", str(_unwritable() / "out"), "--no-attention"],
+                                             _unwritable()),
+    "report --out with report.md a folder": lambda f, d: (["report", "--out", str(d), "--no-attention"],
+                                                          d / "report.md"),
+    "check --json under a file": lambda f, d: (["check", "--json", str(f / "x.json"), "--only", "sec3.eq1"], f),
+    "check --store FILE": lambda f, d: (["check", "--store", str(f), "--only", "sec3.eq1"], f),
+    "translate --output FOLDER": lambda f, d: (["translate", "--checkpoint", str(d / "run" / "checkpoints" /
+                                                "step_00000001.pt"), "--output", str(d)], d),
+    "average -o unwritable": lambda f, d: (["average", str(d / "run"), "--last", "1", "-o",
+                                            str(_unwritable() / "x.pt")], _unwritable()),
+    "average into a run folder that is a file": lambda f, d: (["average", str(d / "run"), "--last", "1"],
+                                                              d / "run" / "average_last1.pt"),
+    "train --out-dir FILE": lambda f, d: (["train", "--profile", "smoke", "--out-dir", str(f)], f),
+    "train --set out_dir under a file": lambda f, d: (["train", "--profile", "smoke", "--set", f"out_dir={f}/run"], f),
+    "reproduce --out-dir FILE": lambda f, d: (["reproduce", "--out-dir", str(f), *NO_WORK], f),
+    "reproduce --reports FILE": lambda f, d: (["reproduce", "--reports", str(f), *NO_WORK], f),
+    "evaluate --hypotheses FOLDER": lambda f, d: (["evaluate", "--checkpoint", str(d / "run" / "checkpoints" /
+                                                   "step_00000001.pt"), "--hypotheses", str(d)], d),
+    "audit --json FOLDER": lambda f, d: (["audit", "repro.audit.torch_adapter:adapter", "--json", str(d)], d),
+    "submit --state-dir FILE": lambda f, d: (["submit", "smoke", "--cluster", "local", "--dry-run", "--state-dir",
+                                              str(f)], f),
 }
 
 
 @pytest.mark.parametrize("case", list(OUTPUT_CASES))
-def test_output_paths_are_refused_before_any_work(tmp_path, capsys, a_file, case):
+def test_output_paths_are_refused_before_any_work(tmp_path, capsys, a_file, model_run, case):
     folder = tmp_path / "a-folder"
     (folder / "report.md").mkdir(parents=True)
+    run_dir = folder / "run"
+    (run_dir / "checkpoints").mkdir(parents=True)
+    (run_dir / "checkpoints" / "step_00000001.pt").write_bytes(model_run["checkpoint"].read_bytes())
+    (run_dir / "vocab.json").write_bytes(model_run["vocab"].read_bytes())
+    (run_dir / "average_last1.pt").mkdir()  # the default output of `average --last 1`, a folder
+    argv, named = OUTPUT_CASES[case](a_file, folder)
     began = time.monotonic()
-    rc, out, err = run(capsys, *OUTPUT_CASES[case](a_file, folder))
+    rc, out, err = run(capsys, *argv)
     line = refusal(err)
     assert rc == 2, err
-    assert any(str(p) in line for p in (a_file, folder, _unwritable())), line
+    assert str(named) in line, line
     assert "Traceback" not in err and " pass " not in err and out == ""  # no claim ran, nothing printed
     assert time.monotonic() - began < 20
     assert a_file.read_text() == "not a folder"
@@ -499,7 +513,7 @@ checker = "attention.eq1"
     ("expected = 0.0\ntolerance = { abs = 0.1 }\nparams = { trials = 0 }\n", "params.trials"),
     ("expected = 0.0\ntolerance = { abs = 0.1 }\nparams = { trials = \"2\" }\n", "params.trials"),
     ("expected = 0.0\ntolerance = { abs = 0.1 }\nparams = { trails = 5 }\n", "params.trails"),
-    ("expected = 0.0\ntolerance = { rel = -inf }\n", "tolerance.rel"),
+    ("expected = 0.0\ntolerance = { rel = inf }\n", "tolerance.rel"),
 ])
 def test_claims_files_are_parsed_strictly(tmp_path, capsys, lines, named):
     folder = tmp_path / "claims"
