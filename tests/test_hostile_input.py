@@ -490,6 +490,8 @@ def test_a_key_given_twice_in_a_json_config_is_refused_naming_file_and_line(tmp_
     (["--set", 'model_overrides={"dropout": NaN}'], "NaN"),
     (["--set", 'model_overrides={"d_ff": 64, "d_ff": 128}'], "appears twice"),
     (["--set", "max_positions=1000000000"], "max_positions"),
+    (["--set", "d_model=1000000000"], "parameters"),
+    (["--set", "beam_size=1000000000"], "'beam_size' must be at most 1024"),
     (["--set", "seed=100000000000000000000"], "seed"),
 ])
 def test_lenient_values_are_refused(capsys, argv, named):

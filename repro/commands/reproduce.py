@@ -25,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--reports", default="reports", metavar="DIR", type=output_dir,
                         help="where the report goes (report.md, .html, .json, .csv, figures/); the results it "
                              "reads and the run summary go under DIR/local (default: %(default)s)")
-    parser.add_argument("--seeds", type=positive_int, default=1, metavar="N",
+    parser.add_argument("--seeds", type=int, default=1, metavar="N",
                         help="local: train and evaluate N seeds (the recipe's seed, +1, ...), each in OUT_DIR/seed-S, "
                              f"and store the mean with its spread over seeds (default: 1; at most {limits.SEEDS.soft}, "
                              f"with --force {limits.SEEDS.hard})")
@@ -58,6 +58,8 @@ def main(args: argparse.Namespace) -> int:
         return _parsing(args, out_dir, overrides)
     if args.test_limit is not None:
         raise ConfigError("--test-limit applies to --profile local-parsing only")
+    if args.seeds < 1:
+        raise ConfigError(f"--seeds must be positive, got {args.seeds}")
     limits.SEEDS.check(args.seeds, force=args.force)
     report = reproduce_local(out_dir=out_dir, reports_dir=f"{args.reports}/local", data_dir=args.data_dir,
                              fresh=args.fresh, checks=not args.skip_checks, overrides=overrides,
