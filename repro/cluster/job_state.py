@@ -54,7 +54,10 @@ class RecordsState(submitit.helpers.Checkpointable):
         self.job = job
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        env = submitit.JobEnvironment()
+        try:
+            env = submitit.JobEnvironment()
+        except RuntimeError:  # not under submitit: nothing to record for `repro status`
+            return self.job(*args, **kwargs)
         path = state_path(env.paths.folder, env.job_id, env.global_rank)
         try:
             result = self.job(*args, **kwargs)

@@ -9,12 +9,14 @@ from pathlib import Path
 from repro import limits
 from repro.argtypes import existing_file, non_negative_float, non_negative_int, output_file_or_stdout, positive_int
 from repro.atomic import atomic_write_text
+from repro.cli_flags import add_device_argument, runtime_for_loaded, runtime_from_args
+from repro.cli_flags import add_precision_argument as _add_precision_argument
 from repro.data.corpus import _lines
 from repro.decode.settings import TRANSLATION, DecodeSettings
 from repro.decode.fit import check_output_lengths
 from repro.decode.translate import find_vocab, load_model, translate
 from repro.model import Transformer
-from repro.model.precision import PRECISIONS, Precision, resolve_precision
+from repro.model.precision import Precision, resolve_precision
 
 
 def add_search_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,17 +31,17 @@ def add_search_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--force", action="store_true",
                         help=f"allow a --beam above {limits.BEAM.soft} (at most {limits.BEAM.hard}) and a "
                              f"--max-len-offset above {limits.MAX_LEN_OFFSET.soft}")
+    add_device_argument(parser)
     add_precision_argument(parser)
 
 
 def add_precision_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--precision", choices=PRECISIONS, default="auto",
-                        help="fp32, bf16 (autocast; scores in fp32) or auto: bf16 where the device computes it "
-                             "natively (default auto; the choice and its reason go to stderr)")
+    _add_precision_argument(parser)
 
 
 def precision_from_args(args: argparse.Namespace, model: Transformer, verb: str) -> Precision:
-    """The precision ``--precision`` resolves to on the model's device, said on stderr."""
+    """The precision ``--precision`` resolves to on the model's device, said on stderr
+    (older callers; the verbs resolve a whole runtime with :func:`repro.cli_flags.runtime_from_args`)."""
     precision = resolve_precision(args.precision, next(model.parameters()).device)
     print(f"repro {verb}: {precision.describe()}", file=sys.stderr)
     return precision
@@ -66,12 +68,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def main(args: argparse.Namespace) -> int:
     settings = search_settings(args)
-    model, _ = load_model(args.checkpoint)
+    runtime = runtime_from_args(args, "translate", resolve_precision=False)
+    model, _ = load_model(args.checkpoint, runtime=runtime)
     vocab = find_vocab(args.checkpoint, args.vocab, model)
     lines = [line.rstrip("\r\n") for line in sys.stdin] if args.input == "-" else list(_lines(Path(args.input)))
     check_output_lengths(model.cfg, vocab, lines, settings, "<stdin>" if args.input == "-" else args.input)
+    runtime = runtime_for_loaded(runtime, model, args, "translate")
     hyps = translate(model, vocab, lines, settings, greedy=args.greedy, max_tokens=args.max_tokens,
-                     use_cache=not args.no_cache, precision=precision_from_args(args, model, "translate"))
+                     use_cache=not args.no_cache, runtime=runtime)
     text = "".join(h + "\n" for h in hyps)
     if args.output == "-":
         sys.stdout.write(text)
