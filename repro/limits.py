@@ -12,11 +12,13 @@ size                   soft    hard        why
 ``--max-len-offset``   1000    the model   the paper: 50, 300; an output cannot outgrow the
                                            model's positional table (``max_positions``)
 ``--confidence-n``     100000  10000000    sacreBLEU's default: 1000 resamples
+``--alpha``            --      10          the paper: 0.6 and 0.3; lp(Y)**10 still fits a float
 ``--seeds``            10      1000        each seed is a whole training run
 ``max_positions``      --      65536       the positional table is built whole
 model parameters       --      10**10      the paper's big model has 213 million; 10**10 are
                                            40 GB of weights alone
 seeds (``--seed``)     --      2**31 - 1   the range every random generator here takes
+``threads``            --      1024        torch's thread pool (10**8 threads crash it)
 =====================  ======  ==========  =====================================================
 """
 
@@ -32,11 +34,11 @@ class Limit:
     """The largest value a size may take: ``soft`` (lifted by ``--force``) and ``hard``."""
 
     name: str
-    hard: int
-    soft: int | None = None
+    hard: int | float
+    soft: int | float | None = None
     why: str = ""
 
-    def check(self, value: int, *, force: bool = False) -> int:
+    def check(self, value: int | float, *, force: bool = False) -> int | float:
         """``value`` if it lies within the limits (``force`` lifts the soft one); else UsageError."""
         if value > self.hard:
             raise UsageError(f"{self.name} {value}: at most {self.hard} ({self.why})")
@@ -57,3 +59,6 @@ MAX_POSITIONS = Limit("max_positions", hard=65536,
 SEED = Limit("seed", hard=2**31 - 1, why="the range every random generator here takes")
 MODEL_PARAMETERS = Limit("model parameters", hard=10**10,
                          why="the paper's big model has 213 million; 10**10 parameters are 40 GB of fp32 weights alone")
+THREADS = Limit("threads", hard=1024, why="torch's intra-op thread pool; far more threads than cores only slow it down")
+ALPHA = Limit("--alpha", hard=10, why="Section 6.1 uses 0.6, Section 6.3 0.3; the length penalty ((5 + |Y|) / 6)^alpha "
+              "overflows a float far above it")

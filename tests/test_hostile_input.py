@@ -447,6 +447,7 @@ def test_check_refuses_a_text_measurement_as_bad_input(tmp_path, capsys, claims_
     (lambda r: r["jobs"][0].update(job_id="../../etc/x"), "job_id"),
     (lambda r: r.update(executor="ssh"), "executor"),
     (lambda r: r.update(extra=1), "extra"),
+    (lambda r: r["jobs"][0].update(job_id="9" * 30), "job_id"),
 ])
 def test_status_refuses_a_malformed_ledger_record_naming_its_field(tmp_path, capsys, change, field):
     state = tmp_path / "state"
@@ -492,6 +493,9 @@ def test_a_key_given_twice_in_a_json_config_is_refused_naming_file_and_line(tmp_
     (["--set", "max_positions=1000000000"], "max_positions"),
     (["--set", "d_model=1000000000"], "parameters"),
     (["--set", "beam_size=1000000000"], "'beam_size' must be at most 1024"),
+    (["--set", "alpha=1e308"], "'alpha' must be at most 10"),
+    (["--threads", "100000000"], "'threads' must be at most 1024"),
+    (["--set", "data_dir="], "'data_dir' must not be empty"),
     (["--set", "seed=100000000000000000000"], "seed"),
 ])
 def test_lenient_values_are_refused(capsys, argv, named):
@@ -558,11 +562,19 @@ def test_beam_and_offset_are_bounded_before_the_model_loads(capsys, model_run):
                          (["--max-len-offset", "1000000000"], "--max-len-offset 1000000000: at most"),
                          (["--max-len-offset", "2000"], "--force"),
                          (["--max-len-offset", "2000", "--force"], "64 positions"),
-                         (["--max-len-offset", "60"], "in.en:1")):
+                         (["--max-len-offset", "60"], "in.en:1"),
+                         (["--alpha", "1e308"], "--alpha 1e+308: at most 10")):
         rc, out, err = run(capsys, *common, *flags)
         assert rc == 2 and out == "" and named in refusal(err), (flags, err)
     rc, out, err = run(capsys, *common, "--beam", "100", "--force", "--max-len-offset", "5")
     assert rc == 0 and len(out.splitlines()) == 1, err
+
+
+def test_bleu_refuses_a_folder_for_a_file(tmp_path, capsys):
+    text = tmp_path / "t.txt"
+    text.write_text("a b c\n")
+    rc, out, err = run(capsys, "bleu", str(tmp_path), str(text))
+    assert rc == 2 and out == "" and "argument hyp" in refusal(err) and str(tmp_path) in refusal(err)
 
 
 def test_confidence_resamples_are_bounded(tmp_path, capsys):

@@ -30,7 +30,7 @@ ENV_STATE_DIR = "REPRO_CLUSTER_STATE"
 
 
 #: A SLURM job id (``123``, an array task ``123_4``) or a local job's process id.
-JOB_ID = r"^[0-9]+(_[0-9]+)?$"
+JOB_ID = r"^[0-9]{1,18}(_[0-9]{1,9})?$"
 
 SUBMISSION_SCHEMA: dict = {
     "type": "object",
@@ -177,7 +177,7 @@ def local_state(folder: str | Path, job_id: str) -> str:
         return "UNKNOWN"  # ended, but submitted before jobs recorded their state (its pickle is not read)
     try:
         os.kill(int(job_id), 0)
-    except (ValueError, ProcessLookupError):
+    except (ValueError, OverflowError, ProcessLookupError):
         return "LOST"
     except PermissionError:
         pass

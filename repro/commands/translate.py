@@ -50,6 +50,7 @@ def precision_from_args(args: argparse.Namespace, model: Transformer, verb: str)
 def search_settings(args: argparse.Namespace) -> DecodeSettings:
     """The decoding settings the search flags give, within their limits (:mod:`repro.limits`)."""
     limits.BEAM.check(args.beam, force=args.force)
+    limits.ALPHA.check(args.alpha)
     limits.MAX_LEN_OFFSET.check(args.max_len_offset, force=args.force)
     return DecodeSettings(beam_size=args.beam, alpha=args.alpha, max_len_offset=args.max_len_offset)
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from repro.errors import ConfigError
-from repro.limits import BEAM, MAX_LEN_OFFSET
+from repro.limits import ALPHA, BEAM, MAX_LEN_OFFSET
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ class DecodeSettings:
             if not isinstance(value, int) or isinstance(value, bool) or value < (1 if name == "beam_size" else 0):
                 raise ConfigError(f"decoding setting '{name}' must be a {'positive' if name == 'beam_size' else 'non-negative'} "
                                   f"integer, got {value!r}")
-        for name, limit in (("beam_size", BEAM), ("max_len_offset", MAX_LEN_OFFSET)):
+        for name, limit in (("beam_size", BEAM), ("max_len_offset", MAX_LEN_OFFSET), ("alpha", ALPHA)):
             if getattr(self, name) > limit.hard:
                 raise ConfigError(f"decoding setting '{name}' must be at most {limit.hard} ({limit.why}), "
                                   f"got {getattr(self, name)}")

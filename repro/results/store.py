@@ -152,7 +152,7 @@ class ResultStore:
         relative = path.relative_to(self.root)
         if len(relative.parts) != 2 or path.suffix != ".json":
             raise ResultError(f"{path}: not a result record (a results folder holds <claim id>/<name>.json files "
-                              "only); move it out of the results folder")
+                              "only)")
         data = jsonfile.read(path, "result record", error=ResultError, allow_nan=True)
         why = record_problem(data, relative.parts[0], self.expected)
         if why is not None:

@@ -18,7 +18,7 @@ from typing import Any
 from repro.data.vocab import SPLITS
 from repro import jsonfile
 from repro.errors import ConfigError
-from repro.limits import SEED
+from repro.limits import SEED, THREADS
 from repro.model import TransformerConfig, get_preset
 from repro.model.precision import PRECISIONS
 from repro.runtime import check_device_name
@@ -98,6 +98,9 @@ class TrainConfig:
         for name in ("seed", "threads"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"training config field '{name}' must be >= 0, got {getattr(self, name)!r}")
+        if self.threads > THREADS.hard:
+            raise ConfigError(f"training config field 'threads' must be at most {THREADS.hard} ({THREADS.why}), "
+                              f"got {self.threads}")
         if self.seed > SEED.hard:
             raise ConfigError(f"training config field 'seed' must be at most {SEED.hard} ({SEED.why}), got {self.seed}")
         if not self.out_dir.strip():
@@ -122,6 +125,9 @@ class TrainConfig:
                 object.__setattr__(self, name, os.fspath(value))
             elif not isinstance(value, str) and not (value is None and name in _OPTIONAL_TEXT_FIELDS):
                 raise ConfigError(f"training config field '{name}' must be text, got {value!r}")
+            elif isinstance(value, str) and not value.strip():  # "" would mean the working directory, silently
+                raise ConfigError(f"training config field '{name}' must not be empty"
+                                  + (" (leave it out for the default)" if name in _OPTIONAL_TEXT_FIELDS else ""))
         for name in _INT_FIELDS:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool):
