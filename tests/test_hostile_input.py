@@ -357,6 +357,10 @@ OUTPUT_CASES = {  # case -> (argv, the path the refusal names); f: a file, d: a 
                                                               d / "run" / "average_last1.pt"),
     "train --out-dir FILE": lambda f, d: (["train", "--profile", "smoke", "--out-dir", str(f)], f),
     "train --set out_dir under a file": lambda f, d: (["train", "--profile", "smoke", "--set", f"out_dir={f}/run"], f),
+    "train where checkpoints/ is a file": lambda f, d: (["train", "--profile", "smoke", "--out-dir", str(d / "bad-run"),
+                                                         "--max-steps", "2"], d / "bad-run" / "checkpoints"),
+    "reproduce where metrics.csv is a folder": lambda f, d: (["reproduce", "--out-dir", str(d / "run"), *NO_WORK[:3]],
+                                                             d / "run" / "metrics.csv"),
     "reproduce --out-dir FILE": lambda f, d: (["reproduce", "--out-dir", str(f), *NO_WORK], f),
     "reproduce --reports FILE": lambda f, d: (["reproduce", "--reports", str(f), *NO_WORK], f),
     "evaluate --hypotheses FOLDER": lambda f, d: (["evaluate", "--checkpoint", str(d / "run" / "checkpoints" /
@@ -376,6 +380,9 @@ def test_output_paths_are_refused_before_any_work(tmp_path, capsys, a_file, mode
     (run_dir / "checkpoints" / "step_00000001.pt").write_bytes(model_run["checkpoint"].read_bytes())
     (run_dir / "vocab.json").write_bytes(model_run["vocab"].read_bytes())
     (run_dir / "average_last1.pt").mkdir()  # the default output of `average --last 1`, a folder
+    (run_dir / "metrics.csv").mkdir()  # the metrics log training appends to, a folder
+    (folder / "bad-run").mkdir()
+    (folder / "bad-run" / "checkpoints").write_text("a file where training puts its checkpoints")
     argv, named = OUTPUT_CASES[case](a_file, folder)
     began = time.monotonic()
     rc, out, err = run(capsys, *argv)

@@ -9,7 +9,7 @@ from repro.argtypes import existing_file, non_negative_int, positive_int
 from repro.cli_flags import add_device_argument
 from repro.errors import ConfigError
 from repro.model.precision import PRECISIONS
-from repro.paths import output_dir
+from repro.pipeline.run_dir import check_writable
 from repro.recipes import Recipe, apply_assignments, get_recipe, parse_assignments, recipe_names
 from repro.train.config import TrainConfig
 from repro.train.loop import train
@@ -73,7 +73,7 @@ def main(args: argparse.Namespace) -> int:
     if args.print_config:
         print(json.dumps(cfg.to_dict(), indent=2))
         return 0
-    output_dir(cfg.out_dir, "run directory (out_dir)")
+    check_writable(cfg.out_dir, "run directory (out_dir)")
     summary = train(cfg)
     print(json.dumps({
         "steps": summary.steps, "final_loss": summary.final_loss, "out_dir": str(summary.out_dir),

@@ -240,7 +240,7 @@ def check_inputs(recipe: Recipe, out_dir: Path, output_dirs: list[Path], results
     for split in ("train", DEV_SPLIT, TEST_SPLIT):
         dataset.split(split)
     claims = select_claims(claims_dir=claims_dir)
-    output_dir(out_dir, "run directory (--out-dir)")
+    run_dir.check_writable(out_dir)
     for folder in output_dirs:
         output_dir(folder, "reports directory (--reports)")
     if results_dir.exists():

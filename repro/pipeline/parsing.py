@@ -206,7 +206,8 @@ def reproduce_parsing_local(
     recipe = get_recipe(RECIPE).replace(out_dir=str(out_dir), **(overrides or {}))
     # every input before anything is deleted or written (the treebank sample, the folders, --fresh)
     sample_groups(resolve_data_dir(data_dir))
-    output_dir(out_dir, "run directory (--out-dir)")
+    run_dir.check_writable(out_dir)
+    run_dir.check_writable(out_dir / "overfit", "sanity run directory")
     output_dir(reports_dir, "reports directory (--reports)")
     resumed = (*run_dir.RESUMED_FROM, *(f"overfit/{p}" for p in run_dir.RESUMED_FROM))
     manifest = run_dir.check_fresh(out_dir, resumed) if fresh else None

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from repro.errors import UsageError
 from repro.manifest import Manifest
+from repro.paths import output_dir, output_file
 
 #: What a training run (:mod:`repro.train`) writes into its ``out_dir``.
 TRAINING = ("checkpoints/", "checkpoints/step_*.pt", "metrics.csv", "metrics.csv.tmp", "vocab.json",
@@ -70,3 +71,14 @@ def start_run(out_dir: str | os.PathLike[str], layout: Iterable[str], manifest: 
     removed = manifest.remove() if fresh else []
     manifest.claim(*with_temporaries(layout))
     return removed
+
+
+def check_writable(out_dir: str | os.PathLike[str], what: str = "run directory (--out-dir)") -> None:
+    """A training run can write in ``out_dir``: the folder, its ``checkpoints/`` and its metrics log
+    (a file where a folder is wanted, or the reverse, is refused naming it, before any work)."""
+    out_dir = Path(out_dir)
+    output_dir(out_dir, what)
+    output_dir(out_dir / "checkpoints", "checkpoint folder")
+    output_file(out_dir / "metrics.csv", "metrics log")
+    if (out_dir / "vocab.json").is_dir():
+        raise UsageError(f"{out_dir / 'vocab.json'}: vocabulary is a directory, not a file")
