@@ -447,6 +447,17 @@ def test_check_refuses_a_text_measurement_as_bad_input(tmp_path, capsys, claims_
     assert rc == 0 and str(bad) in err and "WARNING" in err
 
 
+def test_records_of_the_projects_claims_stay_known_beside_another_claims_folder(tmp_path, capsys, claims_dir):
+    results = tmp_path / "results"
+    ResultStore(results).write(Result.from_dict(record()), "good")
+    ResultStore(results).write(Result.from_dict(record(claim_id="sec3.pe.layout", measured="interleaved")), "mine")
+    rc, _, err = run(capsys, "check", "--results", str(results), "--claims-dir", str(claims_dir))
+    assert rc == 0 and "error" not in err
+    (results / "sec3.pe.layout" / "mine.json").write_text(json.dumps(record(claim_id="sec3.pe.layout", measured=3)))
+    rc, _, err = run(capsys, "check", "--results", str(results), "--claims-dir", str(claims_dir))
+    assert rc == 2 and "'measured' must be a string" in refusal(err)
+
+
 @pytest.mark.parametrize("change, field", [
     (lambda r: r["jobs"][0].pop("name"), "name"),
     (lambda r: r.update(created=5), "created"),

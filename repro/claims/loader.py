@@ -76,3 +76,13 @@ def load_claims(directory: str | os.PathLike[str] | None = None,
             seen[claim.id] = str(path)
             claims.append(claim)
     return claims
+
+
+def known_values(claims_dir: str | os.PathLike[str] | None = None) -> dict[str, object]:
+    """Claim id -> the paper's value, for every claim a result record may name: those under
+    ``claims_dir`` and the project's own (:func:`default_claims_dir`), so that a store holding
+    records of the shipped claims is not refused when another claims folder is checked."""
+    values = {c.id: c.expected for c in load_claims(None)}
+    if claims_dir is not None:
+        values.update({c.id: c.expected for c in load_claims(claims_dir)})
+    return values

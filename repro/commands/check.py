@@ -11,6 +11,7 @@ from repro.argtypes import existing_dir, output_dir, output_file, seed
 from repro.atomic import atomic_write_text
 from repro.audit.repro_adapter import ReproAdapter
 from repro.checks import run_checks, select_claims
+from repro.claims.loader import known_values
 from repro.claims.runner import CheckRecord
 from repro.claims.table import render
 from repro.results import DEFAULT_RESULTS, ResultStore, store_records
@@ -42,7 +43,7 @@ def progress(record: CheckRecord) -> None:
 
 def _stored(results_dir: Path, args: argparse.Namespace) -> dict:
     """The newest record of each claim in ``results_dir``, every record validated against the claims."""
-    expected = {c.id: c.expected for c in select_claims(claims_dir=args.claims_dir)}
+    expected = known_values(args.claims_dir)
     store = ResultStore(results_dir, skip_invalid=args.skip_invalid, expected=expected)
     latest = store.latest()
     for _, why in store.skipped:

@@ -10,6 +10,7 @@ from pathlib import Path
 from repro.argtypes import existing_dir as existing_dir_arg
 from repro.argtypes import output_dir as output_dir_arg
 from repro.checks import select_claims
+from repro.claims.loader import known_values
 from repro.report import FIGURE3_SENTENCE, OUTPUTS, generate
 from repro.errors import ResultError
 from repro.paths import existing_dir, output_dir, output_file
@@ -39,7 +40,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def skipped_records(result_dirs: list[Path], claims_dir: str | None = None) -> list[tuple[Path, str]]:
     """Every malformed record and stray file under ``result_dirs`` (path, why), read before any
     report is written; records are checked against the claims too (:mod:`repro.results.schema`)."""
-    expected = {c.id: c.expected for c in select_claims(claims_dir=claims_dir)}
+    select_claims(claims_dir=claims_dir)  # the claims themselves first: a bad claims file is named before any record
+    expected = known_values(claims_dir)
     skipped: list[tuple[Path, str]] = []
     for directory in result_dirs:
         store = ResultStore(existing_dir(directory, "results directory (--results)"), skip_invalid=True,

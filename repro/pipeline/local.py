@@ -36,6 +36,7 @@ import torch
 from repro.atomic import atomic_write_text
 from repro.audit.repro_adapter import ReproAdapter
 from repro.checks import CHECKERS, run_checks, select_claims
+from repro.claims.loader import known_values
 from repro.claims.runner import count
 from repro.data.registry import Dataset, get_dataset, resolve_data_dir
 from repro.data.vocab import SharedVocab
@@ -239,12 +240,12 @@ def check_inputs(recipe: Recipe, out_dir: Path, output_dirs: list[Path], results
     dataset = dataset_for(recipe.train)
     for split in ("train", DEV_SPLIT, TEST_SPLIT):
         dataset.split(split)
-    claims = select_claims(claims_dir=claims_dir)
+    select_claims(claims_dir=claims_dir)  # the claims the checks and the report read, checkers included
     run_dir.check_writable(out_dir)
     for folder in output_dirs:
         output_dir(folder, "reports directory (--reports)")
     if results_dir.exists():
-        ResultStore(results_dir, expected={c.id: c.expected for c in claims}).read_all()
+        ResultStore(results_dir, expected=known_values(claims_dir)).read_all()
     return run_dir.check_fresh(out_dir, fresh_resumed) if fresh_resumed is not None else Manifest.load(out_dir)
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from repro import jsonfile
 from repro.checks import select_claims
+from repro.claims.loader import known_values
 from repro.errors import ResultError
 from repro.report import render_html, render_json, render_md
 from repro.report.build import ReportData, build_report, load_results
@@ -66,7 +67,7 @@ def generate(
     A malformed record raises ResultError naming it; ``skip_invalid`` leaves such records out
     (the caller, ``repro report --skip-invalid``, lists every one)."""
     claims = select_claims(claims_dir=claims_dir)
-    results = load_results([Path(d) for d in result_dirs], skip_invalid=skip_invalid, claims=claims)
+    results = load_results([Path(d) for d in result_dirs], skip_invalid=skip_invalid, expected=known_values(claims_dir))
     data = build_report(claims, results, result_dirs)
     base = Path(result_dirs[0]).parent if result_dirs else None
     runs = find_runs(results, [Path(r) for r in run_dirs], base)

@@ -137,11 +137,10 @@ def check_provenance(result: Any, source: str = "<result>") -> Result:
 
 
 def load_results(dirs: Sequence[Path], *, skip_invalid: bool = False,
-                 claims: Sequence[Claim] | None = None) -> dict[str, Result]:
-    """The newest result of each claim across ``dirs``; a malformed record (with ``claims``: also one
-    naming no claim, or measuring another kind of value than its claim's) raises ResultError naming
-    it (with ``skip_invalid`` it is left out: the caller lists them)."""
-    expected = {c.id: c.expected for c in claims} if claims is not None else None
+                 expected: dict[str, Any] | None = None) -> dict[str, Result]:
+    """The newest result of each claim across ``dirs``; a malformed record (with ``expected``, claim id
+    -> paper value: also one naming no claim, or measuring another kind of value than its claim's)
+    raises ResultError naming it (with ``skip_invalid`` it is left out: the caller lists them)."""
     newest: dict[str, Result] = {}
     for directory in dirs:
         for claim_id, res in ResultStore(directory, skip_invalid=skip_invalid, expected=expected).latest().items():
