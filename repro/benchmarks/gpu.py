@@ -44,6 +44,7 @@ from repro.model.precision import PRECISIONS
 from repro.runtime import Runtime
 from repro.train.loss import TranslationLoss, loss_impl_for
 from repro.train.optimizer import build_optimizer
+from repro.train.schedule import PAPER_WARMUP_STEPS
 from repro.train.step import update
 
 
@@ -81,7 +82,7 @@ def _stepper(objective: nn.Module, model: nn.Module, batch: Batch, runtime: Runt
 
     def step() -> float:
         stats = update(objective, optimizer, [on_device], runtime.device, step=next(steps), d_model=d_model,
-                       warmup_steps=4000, precision=runtime.precision)
+                       warmup_steps=PAPER_WARMUP_STEPS, precision=runtime.precision)
         _sync(runtime.device)
         return stats.loss_per_token
     return step

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from repro.argtypes import existing_dir, existing_file, output_file
 from repro.cli_flags import runtime_for_loaded, runtime_from_args
-from repro.commands.translate import add_search_arguments, search_settings
+from repro.commands.translate import add_search_arguments, check_search_flags, search_settings
 from repro.data.registry import get_dataset, resolve_data_dir
 from repro.decode.translate import find_vocab, load_model
 from repro.eval.translation import evaluate_bleu, evaluate_perplexity
@@ -29,10 +29,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    settings = search_settings(args)
+    check_search_flags(args)
     runtime = runtime_from_args(args, "evaluate", resolve_precision=False)
     model, state = load_model(args.checkpoint, runtime=runtime)
     runtime = runtime_for_loaded(runtime, model, args, "evaluate")
+    settings = search_settings(args, state, "evaluate")
     vocab = find_vocab(args.checkpoint, args.vocab, model)
     train_cfg = state.get("train_config") or {}
     name = args.dataset or train_cfg.get("dataset") or "wmt14-en-de"
@@ -43,7 +44,7 @@ def main(args: argparse.Namespace) -> int:
         ppl = evaluate_perplexity(model, vocab, dataset, args.ppl_split, runtime=runtime)
         report["perplexity"] = {"split": args.ppl_split, "ppl": ppl.ppl, "tokens": ppl.tokens}
     bleu = evaluate_bleu(model, vocab, dataset, args.split, settings, greedy=args.greedy,
-                         max_tokens=args.max_tokens, output=Path(args.hypotheses) if args.hypotheses else None,
+                         output=Path(args.hypotheses) if args.hypotheses else None,
                          runtime=runtime)
     report["bleu"] = {"split": args.split, "sacrebleu": bleu.sacrebleu.to_dict(), "paper": bleu.paper.to_dict(),
                       "decode_seconds": round(bleu.seconds, 1), **bleu.settings}

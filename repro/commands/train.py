@@ -11,7 +11,8 @@ from repro.errors import ConfigError
 from repro.model.precision import PRECISIONS
 from repro.pipeline.run_dir import check_writable
 from repro.recipes import Recipe, apply_assignments, get_recipe, parse_assignments, recipe_names
-from repro.train.config import TrainConfig
+from repro.decode.settings import DecodeSettings
+from repro.train.config import TrainConfig, read_json_config
 from repro.train.loop import train
 
 
@@ -42,9 +43,15 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
 def recipe_from_args(args: argparse.Namespace) -> Recipe:
     """The recipe the flags name, with ``--config``, the dedicated flags and ``--set`` applied."""
     recipe = get_recipe(args.profile)
-    if args.config:
+    if args.config:   # a TrainConfig, or what --print-config printed (its decode, targets and recipe name too)
+        data = read_json_config(args.config)
+        decode = data.pop("decode", None)
+        targets = data.pop("targets", recipe.targets)
+        data.pop("recipe", None)
         recipe = Recipe(recipe.name, f"{recipe.source}; training config from {args.config}",
-                        TrainConfig.from_file(args.config), recipe.decode, recipe.targets)
+                        TrainConfig.from_dict(data, source=str(args.config)),
+                        DecodeSettings.from_dict(decode, source=f"{args.config}: field 'decode'") if decode is not None
+                        else recipe.decode, targets)
     changes = {name: getattr(args, name) for name in ("out_dir", "data_dir", "dataset", "preset", "max_steps",
                                                      "device", "threads", "precision", "compile")
                if getattr(args, name, None) is not None}
@@ -69,12 +76,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    cfg = config_from_args(args)
-    if args.print_config:
-        print(json.dumps(cfg.to_dict(), indent=2))
+    recipe = recipe_from_args(args)
+    cfg = recipe.train
+    if args.print_config:   # the training config's fields, then what else the recipe decides (kept in checkpoints)
+        print(json.dumps({**cfg.to_dict(), "decode": recipe.decode.to_dict(), "targets": recipe.targets,
+                          "recipe": recipe.name}, indent=2))
         return 0
     check_writable(cfg.out_dir, "run directory (out_dir)")
-    summary = train(cfg)
+    summary = train(cfg, recipe=recipe.to_dict())
     print(json.dumps({
         "steps": summary.steps, "final_loss": summary.final_loss, "out_dir": str(summary.out_dir),
         "resumed_from": summary.resumed_from, "tokens_per_s": round(summary.tokens_per_s, 1),
