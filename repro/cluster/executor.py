@@ -19,6 +19,7 @@ import submitit
 
 from repro.cluster.experiments import JobSpec
 from repro.cluster.job import TrainingJob
+from repro.cluster.job_state import RecordsState
 from repro.cluster.profiles import ClusterProfile, ClusterProfileError
 from repro.cluster.status import Ledger, SubmissionRecord
 
@@ -107,7 +108,8 @@ def submit_jobs(specs: list[JobSpec], profile: ClusterProfile, *, kind: str, led
     submission_id = submission_id or new_submission_id()
     folder = ledger.root / "submitit" / submission_id
     executor = make_executor(profile, folder, kind, job_name, timeout_min)
-    tasks = [TrainingJob(s.to_dict(), str(results_dir) if results_dir else None, profile.max_requeues)
+    # each job records how it ended in JSON for `repro status` (repro.cluster.job_state)
+    tasks = [RecordsState(TrainingJob(s.to_dict(), str(results_dir) if results_dir else None, profile.max_requeues))
              for s in specs]
     try:
         if len(tasks) == 1:

@@ -7,7 +7,7 @@ import argparse
 import json
 from pathlib import Path
 
-from repro.argtypes import positive_int
+from repro.argtypes import output_dir, positive_int
 from repro.data.corpus import read_parallel
 from repro.data.fetch import fetch
 from repro.data.downloads import RECIPES
@@ -32,7 +32,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     show.set_defaults(func=show_dataset)
     get = actions.add_parser("fetch", help="download a dataset from its official sources (needs a network)")
     get.add_argument("name", choices=sorted(RECIPES))
-    get.add_argument("--cache-dir", default=None, help="where archives are kept (default: DATA_DIR/.downloads)")
+    get.add_argument("--cache-dir", default=None, type=output_dir,
+                     help="where archives are kept (default: DATA_DIR/.downloads)")
     get.set_defaults(func=fetch_dataset)
     prep = actions.add_parser("prepare-parsing", help="Section 6.3's parsing data: source words, linearised trees, "
                                                       "gold trees (python -m repro.parsing.prepare)")

@@ -8,7 +8,8 @@ import argparse
 import json
 import sys
 
-from repro.argtypes import positive_int
+from repro import limits
+from repro.argtypes import output_dir, positive_int
 from repro.cli_flags import add_device_argument, deprecated_alias
 from repro.errors import ConfigError
 from repro.model.precision import PRECISIONS
@@ -27,15 +28,19 @@ def register(sub: argparse._SubParsersAction) -> None:
                              "(paper-scale runs go through 'repro submit')")
     parser.add_argument("--profile", dest="profile", choices=PIPELINES, action=deprecated_alias("--pipeline"),
                         help="deprecated: --pipeline")
-    parser.add_argument("--out-dir", help="run artifacts (checkpoints, vocab, metrics; default runs/PROFILE)")
-    parser.add_argument("--reports", default="reports", metavar="DIR",
+    parser.add_argument("--out-dir", type=output_dir, help="run artifacts (checkpoints, vocab, metrics; default runs/PROFILE)")
+    parser.add_argument("--reports", default="reports", metavar="DIR", type=output_dir,
                         help="where the report goes (report.md, .html, .json, .csv, figures/); the results it "
                              "reads and the run summary go under DIR/local (default: %(default)s)")
     parser.add_argument("--seeds", type=int, default=1, metavar="N",
                         help="local: train and evaluate N seeds (the recipe's seed, +1, ...), each in OUT_DIR/seed-S, "
-                             "and store the mean with its spread over seeds (default: 1)")
+                             f"and store the mean with its spread over seeds (default: 1; at most {limits.SEEDS.soft}, "
+                             f"with --force {limits.SEEDS.hard})")
+    parser.add_argument("--force", action="store_true", help=f"allow more than {limits.SEEDS.soft} --seeds")
     parser.add_argument("--data-dir", help="data directory (default: $REPRO_DATA_DIR or ../shared/data)")
-    parser.add_argument("--fresh", action="store_true", help="delete OUT_DIR first instead of resuming")
+    parser.add_argument("--fresh", action="store_true",
+                        help="start over instead of resuming: delete what earlier runs of repro wrote in OUT_DIR (as "
+                             "its .repro-manifest.json lists), once every input is checked; nothing else in it")
     parser.add_argument("--skip-checks", action="store_true", help="do not run the local claims first")
     parser.add_argument("--claims-dir", default=None,
                         help="directory of claims files (default: $REPRO_CLAIMS_DIR, else the claims repro ships)")
@@ -65,6 +70,7 @@ def main(args: argparse.Namespace) -> int:
         raise ConfigError("--test-limit applies to --profile local-parsing only")
     if args.seeds < 1:
         raise ConfigError(f"--seeds must be positive, got {args.seeds}")
+    limits.SEEDS.check(args.seeds, force=args.force)
     report = reproduce_local(out_dir=out_dir, reports_dir=f"{args.reports}/local", data_dir=args.data_dir,
                              fresh=args.fresh, checks=not args.skip_checks, overrides=overrides,
                              claims_dir=args.claims_dir, report_dir=args.reports, seeds=args.seeds)
