@@ -40,6 +40,8 @@ SIZE = dict(vocab_size=40, d_model=32, n_heads=4, d_ff=64, n_layers=2)
 
 #: Allowed relative error of the least-squares scale of a random sub-layer's kept elements.
 SCALE_TOLERANCE = 0.05
+#: Traced calls pooled for a layer whose sub-layers are random in train mode.
+REPEATS = 32
 
 
 @dataclass
@@ -114,27 +116,33 @@ def _random_in_train_mode(fn: Callable[..., Tensor], *args: Tensor) -> bool:
 
 
 def _layer_sites(name: str, layer_call: Callable[[], Tensor], x: Tensor, norms, sublayers: list[tuple[str, Callable]],
-                 module: nn.Module | None, p: float, extra: tuple[Tensor, ...] = ()) -> tuple[list[Site], str]:
-    """The dropout sites of one layer (one per sub-layer), from one traced call in train mode."""
+                 module: nn.Module | None, p: float) -> tuple[list[Site], str]:
+    """The dropout sites of one layer (one per sub-layer), from traced calls in train mode: one
+    call when its sub-layers are deterministic, :data:`REPEATS` pooled calls when one is random
+    (its scale is then a statistical estimate, and more elements make it precise)."""
     norms = norm_modules(norms)
     if len(norms) != len(sublayers):
         raise NotApplicable(f"{name} gives {len(norms)} norms for {len(sublayers)} sub-layers")
-    trace = trace_layer(layer_call, x, norms)
-    placement = norm_placement(trace, norms)
+    traces = [trace_layer(layer_call, x, norms)]
+    placement = norm_placement(traces[0], norms)
     if placement == OTHER:
         raise NotApplicable(
             f"{name}: its norms are neither after each residual sum (post-norm) nor before each sub-layer "
             "(pre-norm), as measured, so the residual stream cannot be followed (see sec3.sublayer.post-norm)"
         )
+    first = residual_stream(traces[0], norms, placement)
+    random = [_random_in_train_mode(sublayer, sub_input) for (_, sublayer), (_, _, sub_input) in zip(sublayers, first)]
+    if any(random) and module is None:
+        raise NotApplicable(f"{name} has sub-layers that are random in train mode and ModelParts.module is None: no "
+                            "clean output to compare with (the model cannot be put in eval mode)")
+    streams = [first] + [residual_stream(trace_layer(layer_call, x, norms), norms, placement)
+                         for _ in range(REPEATS - 1 if any(random) else 0)]
     sites = []
-    for (label, sublayer), (added, _, sub_input) in zip(sublayers, residual_stream(trace, norms, placement)):
-        random = _random_in_train_mode(sublayer, sub_input, *extra)
-        if random and module is None:
-            raise NotApplicable(f"{name} {label} is random in train mode and ModelParts.module is None: no clean "
-                                "output to compare with (the model cannot be put in eval mode)")
+    for k, (label, sublayer) in enumerate(sublayers):
+        added = torch.cat([stream[k][0] for stream in streams])
         with evaluating(module):
-            clean = sublayer(sub_input, *extra)
-        sites.append(observe(f"{name} {label}", added, clean, p, exact=not random))
+            clean = torch.cat([sublayer(stream[k][2]) for stream in streams])
+        sites.append(observe(f"{name} {label}", added, clean, p, exact=not random[k]))
     return sites, placement
 
 

@@ -160,8 +160,8 @@ def _position_elsewhere(parts, length: int) -> str:
         found.append(f"{stack}: {kind}")
     if not found:
         return ""
-    return ("; position enters instead as an additive bias on the self-attention scores (ModelParts."
-            "encoder_attention_bias, decoder_attention_bias), " + ", ".join(found))
+    return ("; the additive bias on the self-attention scores it declares instead (ModelParts.encoder_attention_bias, "
+            "decoder_attention_bias), measured: " + ", ".join(found))
 
 
 @checker("positional.both_stacks")
