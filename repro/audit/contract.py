@@ -298,3 +298,48 @@ def _check_masking(what: str, out: Tensor, query: Tensor, key: Tensor, value: Te
                     "(nn.MultiheadAttention's key_padding_mask)"
                 )
             return  # it ignores the mask: Eq. 1 fails on it, and it may be the implementation's own
+
+
+def _check_summed(adapter: Adapter, value: Tensor, logits: Tensor, target: Tensor, pad_id: int, smoothing: float) -> None:
+    """The protocol's loss is *summed* over the tokens: the same batch twice must give twice the
+    loss. A mean (over tokens, or over non-padding tokens) gives the same value, and every
+    measurement read from its gradient would be off by the number of tokens."""
+    with torch.no_grad():
+        twice = adapter.loss(torch.cat([logits.detach()] * 2), torch.cat([target] * 2), pad_id, smoothing)
+    once, doubled = float(value.detach()), float(torch.as_tensor(twice).detach().reshape(-1)[0])
+    if math.isclose(doubled, 2 * once, rel_tol=1e-4, abs_tol=1e-6):
+        return
+    if math.isclose(doubled, once, rel_tol=1e-4, abs_tol=1e-6):
+        raise AdapterContractError(
+            f"loss returned the mean over the tokens, not their sum: the batch given twice gave the same loss "
+            f"({once:.6g}); the protocol's loss is summed (reduction='sum')"
+        )
+    raise AdapterContractError(
+        f"loss is not a sum over the tokens: the batch given twice gave {doubled:.6g}, not twice {once:.6g}"
+    )
+
+
+def _check_setting(key: Any, entry: Any) -> None:
+    """A setting of ``hyperparameters()``: a number, a boolean or a word, bare or as
+    ``(value, where)`` with ``where`` saying where it was read. ``None`` is no value (leave the
+    key out when the implementation has no such setting); a number written as text is refused."""
+    what = f"hyperparameters()[{key!r}]"
+    if not isinstance(key, str):
+        raise AdapterContractError(f"hyperparameters() has the key {key!r} ({type(key).__name__}); keys are claim keys (str)")
+    value = entry
+    if isinstance(entry, tuple):
+        if len(entry) != 2 or not isinstance(entry[1], str):
+            raise AdapterContractError(
+                f"{what} is the {len(entry)}-tuple {entry!r}; give the bare value or (value, where) with where a str"
+            )
+        value = entry[0]
+    if value is None:
+        raise AdapterContractError(f"{what} is None; leave the key out when the implementation has no such setting")
+    if isinstance(value, str):
+        try:
+            float(value)
+        except ValueError:
+            return
+        raise AdapterContractError(f"{what} is the text {value!r}; give the number itself")
+    if not isinstance(value, numbers.Real):
+        raise AdapterContractError(f"{what} is {type(value).__name__} {value!r}; expected a number, a bool or a str")
