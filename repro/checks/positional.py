@@ -188,9 +188,19 @@ def both_stacks(claim: Claim, ctx: CheckContext) -> Measurement:
             tables[stack] = reference_encoding(length, d_model)
             paper.append(stack)
     with torch.no_grad():
-        enc = (parts.encoder_input(tokens) - parts.embed_source(tokens)).double()
-        dec = (parts.decoder_input(tokens) - parts.embed_target(tokens)).double()
-    errors = {"encoder": (enc - tables["encoder"]).abs().max().item(),
-              "decoder": (dec - tables["decoder"]).abs().max().item()}
+        received = {"encoder": parts.encoder_input(tokens).double(), "decoder": parts.decoder_input(tokens).double()}
+        embedded = {"encoder": parts.embed_source(tokens).double(), "decoder": parts.embed_target(tokens).double()}
+    errors = {k: (received[k] - embedded[k] - tables[k]).abs().max().item() for k in received}
     note = f" (against the paper's sinusoids: the adapter exposes no table for the {' and '.join(paper)})" if paper else ""
+    normed = [k for k in received if errors[k] > 1e-5 and _is_normalised_sum(received[k], embedded[k] + tables[k])]
+    if normed:
+        note += (f"; the {' and '.join(normed)} receive{'s' if len(normed) == 1 else ''} LayerNorm(embedding + positions): "
+                 "a norm on the sum before the first layer (as BART's layernorm_embedding)")
     return Measurement(max(errors.values()), detail=", ".join(f"{k} {v:.1e}" for k, v in errors.items()) + note)
+
+
+def _is_normalised_sum(received: torch.Tensor, total: torch.Tensor) -> bool:
+    """Whether ``received`` is the sum normalised per position (a LayerNorm at its initial gain 1
+    and bias 0, any epsilon up to 1e-5)."""
+    normalised = torch.nn.functional.layer_norm(total, total.shape[-1:])
+    return (received - normalised).abs().max().item() <= 1e-3
