@@ -28,16 +28,16 @@ Conventions (every check relies on them; ``repro audit`` enforces the checkable 
   relative bias): that bias is the model's, declared in ``ModelParts.encoder_attention_bias``
   and ``decoder_attention_bias``. When the masks you pass on are not boolean in the library's
   convention (Hugging Face's eager attention *adds* its mask to the scores), convert them: the
-  contract tries every masked call on values changed at the masked keys and names the mistake
-  ("adds the mask instead of masking", "treats True as masked").
+  contract compares every masked call with the other conventions and names the mistake ("adds
+  the mask to the scores instead of masking", "reads True in the mask as 'masked'").
 * **multi_head_attention** returns a module that the checks call as self-attention,
   ``module(x, x, x)``: query = key = value, each (batch, n, d_model), and only so (a module
-  called otherwise may refuse). Keys and values apart are asked for only through
+  called otherwise may refuse). Its FLOPs are counted on that call; the fused kernels of
+  ``F.scaled_dot_product_attention`` and of ``nn.MultiheadAttention``'s fast path are counted
+  analytically, and a kernel the counter cannot see into (no FLOPs quadratic in n) makes the
+  cost claim an error, not a pass. Keys and values apart are asked for only through
   :meth:`Adapter.multi_head_cross_attention`, which an implementation whose attention takes one
-  tensor for keys and values (Hugging Face's) leaves out. Its FLOPs are counted on
-  that call; the fused kernels of ``F.scaled_dot_product_attention`` and of
-  ``nn.MultiheadAttention``'s fast path are counted analytically, and a kernel the counter
-  cannot see into (no FLOPs quadratic in n) makes the cost claim an error, not a pass.
+  tensor for keys and values (Hugging Face's) leaves out.
 * **positional_encoding(length, d_model)** is what is added to the embeddings of the tokens
   at sequence positions 0 .. length-1 (row p for the p-th token, including any offset the
   implementation starts from, e.g. fairseq's ``padding_idx + 1``). Any fixed order of the
