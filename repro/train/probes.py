@@ -12,6 +12,7 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
+import torch
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 from repro.data.synthetic import SyntheticCorpus
@@ -28,9 +29,19 @@ def _tiny(cfg: TrainConfig, out_dir: str, d_model: int = 8, **changes: object) -
     # fp32, the paper's arithmetic (Section 5.2's P100s have no bf16), whatever ``auto`` would pick here
     fields = dict(out_dir=out_dir, vocab_size=8, tokens_per_batch=16, max_tokens_per_device=16, log_every=10**6,
                   precision="fp32",
-                  keep_checkpoints=max(cfg.keep_checkpoints, cfg.average_last), threads=0, device="cpu",
+                  keep_checkpoints=max(cfg.keep_checkpoints, cfg.average_last), threads=1, device="cpu",
                   model_overrides={**cfg.model_overrides, **_TINY, "d_model": d_model})
     return cfg.replace(**{**fields, **changes})
+
+
+@contextmanager
+def _threads_kept() -> Iterator[None]:
+    """The tiny probes run on one thread (more only add synchronisation); the caller's count is restored."""
+    before = torch.get_num_threads()
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 @contextmanager
@@ -68,7 +79,7 @@ def update_rates(steps: Sequence[int], d_model: int, warmup_steps: int, base: Tr
                 for path in existing:
                     path.unlink()
                 save_checkpoint(checkpoint_path(tmp, step - 1), {**_without_marker(state), "step": step - 1})
-            with optimizer_steps() as seen:
+            with optimizer_steps() as seen, _threads_kept():
                 run(run_cfg.replace(max_steps=step), examples, 8, log=_quiet)
             rates[step] = seen[-1]
     return [rates[s] for s in steps]
@@ -87,7 +98,8 @@ def checkpoint_steps(cfg: TrainConfig, seconds_per_update: float, updates: int) 
         run_cfg = _tiny(cfg, tmp, max_steps=updates, keep_checkpoints=updates)
         handle = register_optimizer_step_pre_hook(lambda *_: updates_done.__setitem__(0, updates_done[0] + 1))
         try:
-            run(run_cfg, examples, 8, log=_quiet, clock=lambda: updates_done[0] * seconds_per_update)
+            with _threads_kept():
+                run(run_cfg, examples, 8, log=_quiet, clock=lambda: updates_done[0] * seconds_per_update)
         finally:
             handle.remove()
         return [step_of(p) for p in list_checkpoints(tmp)]
