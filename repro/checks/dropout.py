@@ -146,7 +146,21 @@ def _layer_sites(name: str, layer_call: Callable[[], Tensor], x: Tensor, norms, 
     return sites, placement
 
 
+def _seeded(check: Callable[[Claim, CheckContext], Measurement]) -> Callable[[Claim, CheckContext], Measurement]:
+    """Run ``check`` with the global random state (model initialisation, dropout masks) seeded from
+    the claim's seed, and restored after: the same audit gives the same fractions."""
+
+    def run(claim: Claim, ctx: CheckContext) -> Measurement:
+        with torch.random.fork_rng():
+            torch.manual_seed(ctx.seed)
+            return check(claim, ctx)
+
+    run.__doc__, run.__name__ = check.__doc__, check.__name__
+    return run
+
+
 @checker("dropout.residual")
+@_seeded
 def residual(claim: Claim, ctx: CheckContext) -> Measurement:
     """Every sub-layer output of every layer, in train mode: what the sub-layer added to the
     residual stream (found where the layer's norms are measured to sit, post- or pre-norm),
@@ -203,6 +217,7 @@ def _sum_note(ctx: CheckContext, parts, tokens: Tensor, clean: dict[str, Tensor]
 
 
 @checker("dropout.embeddings")
+@_seeded
 def embeddings(claim: Claim, ctx: CheckContext) -> Measurement:
     """The input of each stack's first layer, in train mode, against the same with dropout off
     (the model in eval mode; without ``ModelParts.module``, the scaled embedding plus the table
