@@ -154,8 +154,8 @@ def _sdpa_math(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False
     scores = query @ key.transpose(-2, -1) * s
     if is_causal:
         n, m = query.size(-2), key.size(-2)
-        causal = torch.ones(n, m, dtype=torch.bool, device=query.device).tril()
-        scores = scores.masked_fill(~causal, float("-inf"))
+        causal = torch.ones(n, m, dtype=torch.bool).tril(m - n)   # built on the host, then onto the fake device
+        scores = scores.masked_fill(~(Acc(causal) if isinstance(scores, Acc) else causal), float("-inf"))
     if attn_mask is not None:
         scores = scores.masked_fill(~attn_mask, float("-inf")) if attn_mask.dtype == torch.bool else scores + attn_mask
     weights = scores.softmax(-1)

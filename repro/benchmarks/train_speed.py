@@ -38,6 +38,7 @@ from repro.model import Transformer, count_parameters, get_preset
 from repro.model.positional import sinusoidal_encoding
 from repro.train.loss import TranslationLoss
 from repro.train.optimizer import build_optimizer
+from repro.train.schedule import PAPER_WARMUP_STEPS
 from repro.train.step import update
 
 PAD = 0
@@ -122,7 +123,7 @@ def main(argv: list[str] | None = None) -> dict:
     def stepper(objective: nn.Module, model: nn.Module):
         optimizer, steps = build_optimizer(model), iter(range(1, 10**9))
         return lambda: update(objective, optimizer, [batch], device, step=next(steps), d_model=cfg.d_model,
-                              warmup_steps=4000).loss_per_token
+                              warmup_steps=PAPER_WARMUP_STEPS).loss_per_token
 
     steppers = (("repro", stepper(TranslationLoss(ours, 0.1), ours)),
                 ("torch.nn.Transformer", stepper(ReferenceObjective(ref, 0.1), ref)))

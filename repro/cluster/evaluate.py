@@ -35,6 +35,7 @@ from repro.decode.translate import load_model, translate
 from repro.errors import ConfigError
 from repro.eval.bleu import paper_tokens
 from repro.eval.bootstrap import evalb_interval, paper_interval
+from repro.eval.sharding import main_first, map_sharded
 from repro.eval.steptime import spread_of_log
 from repro.eval.translation import evaluate_bleu, evaluate_perplexity
 from repro.runtime import Runtime
@@ -69,7 +70,10 @@ def _model(out_dir: Path, average_last: int, runtime: Runtime):
         raise ConfigError(f"{out_dir / 'checkpoints'}: the recipe averages the last {average_last} checkpoints "
                           f"(Section 6.1) but the run kept {len(checkpoints)}; an average of fewer is not the "
                           "paper's model (train longer, or checkpoint more often: checkpoint_every_steps)")
-    path = average(out_dir, average_last) if average_last > 1 else checkpoints[-1]
+    path = checkpoints[-1]
+    if average_last > 1:   # rank 0 averages, the other ranks load what it wrote
+        path = out_dir / f"average_last{average_last}.pt"
+        main_first(lambda: average(out_dir, average_last, path), runtime)
     model, _ = load_model(path, runtime=runtime)
     return model.eval(), path, average_last
 
@@ -77,7 +81,9 @@ def _model(out_dir: Path, average_last: int, runtime: Runtime):
 def evaluate_claims(spec: dict[str, Any], summary: dict[str, Any], world: int, results_dir: str | Path, *,
                     runtime: Runtime | None = None) -> list[Path]:
     """Measure each claim of ``spec`` that names a metric on ``runtime`` (default: the job config's
-    device and precision); write one result per claim."""
+    device and precision); write one result per claim. Called on every rank of a job: the
+    decoding and perplexity are split over the ranks, rank 0 scores and writes (the others
+    return no paths)."""
     claims = [c for c in spec.get("claims", []) if c.split(".")[0] in ("table2", "table3", "table4", "sec5")]
     if not claims:
         return []
@@ -91,7 +97,7 @@ def evaluate_claims(spec: dict[str, Any], summary: dict[str, Any], world: int, r
     if "decode" not in spec:
         raise ConfigError(f"job {spec.get('name')}: its spec has no decoding settings (written by an older repro); "
                           "resubmit it")
-    search = DecodeSettings(**spec["decode"])
+    search = DecodeSettings.from_dict(spec["decode"], source=f"job {spec.get('name')}: field 'decode'")
     model, checkpoint, k = _model(out_dir, int(train["average_last"]), runtime)
     dataset = get_dataset(train["dataset"], resolve_data_dir(train.get("data_dir")))
     log.info("evaluating on %s", runtime.describe())
@@ -101,6 +107,8 @@ def evaluate_claims(spec: dict[str, Any], summary: dict[str, Any], world: int, r
 
     def write(claim: str, value: Any, unit: str, detail: str, data: str, signature: str | None = None,
               ci95: tuple[float, float] | None = None, **extra: Any) -> None:
+        if not runtime.is_main:
+            return
         prov = collect_provenance(config=train, dataset=data, scale=scale, bleu_signature=signature, **common, **extra)
         interval = tuple(round(x, 4) for x in ci95) if ci95 is not None else None
         written.append(store.write(Result(claim, value, prov, unit=unit, detail=detail, ci95=interval)))
@@ -110,7 +118,9 @@ def evaluate_claims(spec: dict[str, Any], summary: dict[str, Any], world: int, r
         kind = claim.split(".")[1]
         if claim.startswith(("table2.bleu", "table3.bleu")):
             split = "test" if claim.startswith("table2") else "dev"
-            bleu = evaluate_bleu(model, vocab, dataset, split, search, max_tokens=8000, runtime=runtime)
+            bleu = evaluate_bleu(model, vocab, dataset, split, search, runtime=runtime)
+            if not runtime.is_main:
+                continue
             interval = paper_interval(paper_tokens(bleu.hypotheses, lang=dataset.tgt_lang),
                                       paper_tokens(bleu.references, lang=dataset.tgt_lang, tokenized=dataset.tokenized))
             write(claim, round(bleu.paper.score, 2), "BLEU (tokenized, compound splitting)",
@@ -128,14 +138,17 @@ def evaluate_claims(spec: dict[str, Any], summary: dict[str, Any], world: int, r
         elif claim.startswith("table4.f1"):
             src, _ = dataset.split("test")
             sentences = Path(src).read_text(encoding="utf-8").splitlines()
-            outputs = translate(model, vocab, sentences, search, runtime=runtime)
+            outputs = map_sharded(lambda part: translate(model, vocab, part, search, runtime=runtime), sentences,
+                                  runtime)
+            if not runtime.is_main:
+                continue
             # the gold trees lie beside the prepared test split (repro.parsing.prepare)
             parsed = score_split(outputs, Path(src).parent, "test", write_trees=out_dir / "test.parsed")
             write(claim, round(parsed.f1, 2), "F1 (EVALB, COLLINS.prm)",
                   f"beam {search.beam_size}, alpha {search.alpha}, input + {search.max_len_offset}; "
                   f"{parsed.repaired} of {parsed.sentences} outputs repaired",
                   f"{dataset.name} test ({parsed.sentences} trees)", None, evalb_interval(parsed.evalb.rows).ci95)
-        elif claim.startswith("sec5.step-time"):
+        elif claim.startswith("sec5.step-time") and runtime.is_main:
             steps = int(summary.get("steps", 0)) - int(summary.get("resumed_from", 0))
             if steps <= 0:
                 log.warning("%s: not stored: this run of the job made no update (it resumed at step %s)",

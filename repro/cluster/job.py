@@ -9,8 +9,9 @@ loop; rank 0 prepares the data while the others wait (:mod:`repro.train.data`). 
 USR2; submitit calls :meth:`TrainingJob.checkpoint`, which hands back a copy of the job with
 its requeue count raised, and the job is requeued; the copy resumes from the newest checkpoint
 in its ``out_dir``. After ``max_requeues`` requeues it refuses, and the job ends as failed.
-When training ends, rank 0 writes the run's record to the results store and measures the
-claims the job serves (:mod:`repro.cluster.evaluate`).
+When training ends, rank 0 writes the run's record to the results store, and every rank takes
+its share of measuring the claims the job serves (:mod:`repro.cluster.evaluate`: the test set's
+decoding is split over the ranks; rank 0 scores and writes).
 """
 
 from __future__ import annotations
@@ -78,7 +79,10 @@ def _train(spec: dict[str, Any], runtime: Runtime | None = None) -> dict[str, An
     config = TrainConfig.from_dict(spec["train"], source=f"job {spec['name']}")
     check_parser_data(spec)
     hooks = _SmokeHooks(spec.get("synthetic") or {}, runtime.rank if runtime is not None else 0)
-    summary = train(config, synthetic=synthetic_corpus(spec.get("synthetic")), runtime=runtime,
+    recipe = {"name": spec.get("recipe") or spec["name"], "source": f"job {spec['name']} of {spec.get('experiment')}",
+              "train": config.to_dict(), "decode": dict(spec.get("decode") or {}),
+              "targets": spec.get("targets") or "symbols"}
+    summary = train(config, synthetic=synthetic_corpus(spec.get("synthetic")), runtime=runtime, recipe=recipe,
                     on_step=hooks.on_step, on_built=hooks.on_built)
     return json.loads(json.dumps(summary.to_dict(), default=str))  # paths as strings: JSON for the results store
 
@@ -156,8 +160,10 @@ class TrainingJob(submitit.helpers.Checkpointable):
             summary.update(requeues=self.requeues, rank=rank, update_plan=plan.to_dict())
             if rank == 0 and self.results_dir:
                 summary["result_path"] = str(self._write_result(summary, world))
-                if self.spec["train"].get("dataset") != SYNTHETIC:
-                    paths = evaluate_claims(self.spec, summary, world, self.results_dir, runtime=runtime)
+            if self.results_dir and self.spec["train"].get("dataset") != SYNTHETIC:
+                # every rank decodes its share of the test set; rank 0 scores and writes
+                paths = evaluate_claims(self.spec, summary, world, self.results_dir, runtime=runtime)
+                if rank == 0:
                     summary["claim_results"] = [str(p) for p in paths]
             return summary
         finally:

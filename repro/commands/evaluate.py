@@ -41,8 +41,8 @@ def main(args: argparse.Namespace) -> int:
     if args.ppl_split != "none":
         ppl = evaluate_perplexity(model, vocab, dataset, args.ppl_split, runtime=runtime)
         report["perplexity"] = {"split": args.ppl_split, "ppl": ppl.ppl, "tokens": ppl.tokens}
-    bleu = evaluate_bleu(model, vocab, dataset, args.split, search_settings(args), greedy=args.greedy,
-                         max_tokens=args.max_tokens, output=Path(args.hypotheses) if args.hypotheses else None,
+    bleu = evaluate_bleu(model, vocab, dataset, args.split, search_settings(args, state, "evaluate"), greedy=args.greedy,
+                         output=Path(args.hypotheses) if args.hypotheses else None,
                          runtime=runtime)
     report["bleu"] = {"split": args.split, "sacrebleu": bleu.sacrebleu.to_dict(), "paper": bleu.paper.to_dict(),
                       "decode_seconds": round(bleu.seconds, 1), **bleu.settings}

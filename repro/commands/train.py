@@ -9,7 +9,8 @@ from repro.argtypes import existing_file, non_negative_int, positive_int
 from repro.cli_flags import add_device_argument
 from repro.model.precision import PRECISIONS
 from repro.recipes import Recipe, apply_assignments, get_recipe, parse_assignments, recipe_names
-from repro.train.config import TrainConfig
+from repro.decode.settings import DecodeSettings
+from repro.train.config import TrainConfig, read_json_config
 from repro.train.loop import train
 
 
@@ -40,9 +41,15 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
 def recipe_from_args(args: argparse.Namespace) -> Recipe:
     """The recipe the flags name, with ``--config``, the dedicated flags and ``--set`` applied."""
     recipe = get_recipe(args.profile)
-    if args.config:
+    if args.config:   # a TrainConfig, or what --print-config printed (its decode, targets and recipe name too)
+        data = read_json_config(args.config)
+        decode = data.pop("decode", None)
+        targets = data.pop("targets", recipe.targets)
+        data.pop("recipe", None)
         recipe = Recipe(recipe.name, f"{recipe.source}; training config from {args.config}",
-                        TrainConfig.from_file(args.config), recipe.decode, recipe.targets)
+                        TrainConfig.from_dict(data, source=str(args.config)),
+                        DecodeSettings.from_dict(decode, source=f"{args.config}: field 'decode'") if decode is not None
+                        else recipe.decode, targets)
     changes = {name: getattr(args, name) for name in ("out_dir", "data_dir", "dataset", "preset", "max_steps",
                                                      "device", "threads", "precision", "compile")
                if getattr(args, name, None) is not None}
@@ -62,11 +69,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    cfg = config_from_args(args)
-    if args.print_config:
-        print(json.dumps(cfg.to_dict(), indent=2))
+    recipe = recipe_from_args(args)
+    cfg = recipe.train
+    if args.print_config:   # the training config's fields, then what else the recipe decides (kept in checkpoints)
+        print(json.dumps({**cfg.to_dict(), "decode": recipe.decode.to_dict(), "targets": recipe.targets,
+                          "recipe": recipe.name}, indent=2))
         return 0
-    summary = train(cfg)
+    summary = train(cfg, recipe=recipe.to_dict())
     print(json.dumps({
         "steps": summary.steps, "final_loss": summary.final_loss, "out_dir": str(summary.out_dir),
         "resumed_from": summary.resumed_from, "tokens_per_s": round(summary.tokens_per_s, 1),

@@ -12,20 +12,24 @@ from repro.cli_flags import add_device_argument, runtime_for_loaded, runtime_fro
 from repro.cli_flags import add_precision_argument as _add_precision_argument
 from repro.data.corpus import _lines
 from repro.decode.settings import TRANSLATION, DecodeSettings
-from repro.decode.translate import find_vocab, load_model, translate
+from repro.decode.translate import decode_settings_of, find_vocab, load_model, translate
 from repro.model import Transformer
 from repro.model.precision import Precision, resolve_precision
 
 
 def add_search_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--beam", type=positive_int, default=TRANSLATION.beam_size,
-                        help=f"beam size (Section 6.1: {TRANSLATION.beam_size})")
-    parser.add_argument("--alpha", type=non_negative_float, default=TRANSLATION.alpha,
-                        help=f"GNMT length penalty (Section 6.1: {TRANSLATION.alpha})")
-    parser.add_argument("--max-len-offset", type=non_negative_int, default=TRANSLATION.max_len_offset,
-                        help=f"max output length = input + this (Section 6.1: {TRANSLATION.max_len_offset})")
+    """The search flags; each, when not given, takes the checkpoint's recipe's value (a parser's
+    checkpoint: Section 6.3's beam 21, alpha 0.3, +300), or Section 6.1's for an older checkpoint."""
+    parser.add_argument("--beam", type=positive_int, default=None,
+                        help=f"beam size (default: the checkpoint's recipe; Section 6.1: {TRANSLATION.beam_size})")
+    parser.add_argument("--alpha", type=non_negative_float, default=None,
+                        help=f"GNMT length penalty (default: the checkpoint's recipe; Section 6.1: {TRANSLATION.alpha})")
+    parser.add_argument("--max-len-offset", type=non_negative_int, default=None,
+                        help="max output length = input + this (default: the checkpoint's recipe; Section 6.1: "
+                             f"{TRANSLATION.max_len_offset})")
     parser.add_argument("--greedy", action="store_true", help="greedy decoding instead of beam search")
-    parser.add_argument("--max-tokens", type=positive_int, default=2000, help="source tokens x beam per decoding batch")
+    parser.add_argument("--max-tokens", type=positive_int, default=None,
+                        help="source tokens x beam per decoding batch (default: the checkpoint's recipe's)")
     add_device_argument(parser)
     add_precision_argument(parser)
 
@@ -42,9 +46,20 @@ def precision_from_args(args: argparse.Namespace, model: Transformer, verb: str)
     return precision
 
 
-def search_settings(args: argparse.Namespace) -> DecodeSettings:
-    """The decoding settings the search flags give."""
-    return DecodeSettings(beam_size=args.beam, alpha=args.alpha, max_len_offset=args.max_len_offset)
+def search_settings(args: argparse.Namespace, state: dict | None = None, verb: str = "translate") -> DecodeSettings:
+    """The checkpoint's own decoding settings (``state``: the loaded checkpoint; Section 6.1's when it
+    has none), with the search flags given on the command line applied; said on stderr."""
+    base = decode_settings_of(state or {})
+    settings = base or TRANSLATION
+    changes = {field: getattr(args, flag) for flag, field in (("beam", "beam_size"), ("alpha", "alpha"),
+                                                              ("max_len_offset", "max_len_offset"),
+                                                              ("max_tokens", "max_tokens"))
+               if getattr(args, flag, None) is not None}
+    settings = settings.replace(**changes) if changes else settings
+    origin = f"recipe {state['recipe'].get('name')}" if base is not None else "Section 6.1 (no recipe in the checkpoint)"
+    print(f"repro {verb}: beam {settings.beam_size}, alpha {settings.alpha}, input + {settings.max_len_offset} "
+          f"(the checkpoint's {origin}{'; flags: ' + ', '.join(changes) if changes else ''})", file=sys.stderr)
+    return settings
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -60,12 +75,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def main(args: argparse.Namespace) -> int:
     runtime = runtime_from_args(args, "translate", resolve_precision=False)
-    model, _ = load_model(args.checkpoint, runtime=runtime)
+    model, state = load_model(args.checkpoint, runtime=runtime)
     runtime = runtime_for_loaded(runtime, model, args, "translate")
+    settings = search_settings(args, state)
     vocab = find_vocab(args.checkpoint, args.vocab)
     lines = [line.rstrip("\r\n") for line in sys.stdin] if args.input == "-" else list(_lines(Path(args.input)))
-    hyps = translate(model, vocab, lines, search_settings(args), greedy=args.greedy, max_tokens=args.max_tokens,
-                     use_cache=not args.no_cache, runtime=runtime)
+    hyps = translate(model, vocab, lines, settings, greedy=args.greedy, use_cache=not args.no_cache, runtime=runtime)
     text = "".join(h + "\n" for h in hyps)
     if args.output == "-":
         sys.stdout.write(text)

@@ -19,7 +19,7 @@ from tqdm import tqdm
 from repro.data.vocab import SharedVocab
 from repro.decode.beam import beam_search
 from repro.decode.greedy import greedy_decode
-from repro.decode.settings import TRANSLATION, DecodeSettings
+from repro.decode.settings import GPU_DECODE_FACTOR, TRANSLATION, DecodeSettings
 from repro.errors import CheckpointError
 from repro.model import Transformer, TransformerConfig
 from repro.model.precision import Precision
@@ -41,6 +41,13 @@ def load_model(path: str | os.PathLike[str], device: torch.device | str = "cpu",
     return model.to(device).eval(), state
 
 
+def decode_settings_of(state: dict[str, Any]) -> DecodeSettings | None:
+    """The decoding settings of the recipe a checkpoint was trained with (None for checkpoints
+    written before checkpoints carried their recipe)."""
+    decode = (state.get("recipe") or {}).get("decode")
+    return DecodeSettings.from_dict(decode, source="the checkpoint's recipe") if decode else None
+
+
 def find_vocab(checkpoint: str | os.PathLike[str], vocab: str | os.PathLike[str] | None = None) -> SharedVocab:
     """``vocab`` if given, else ``vocab.json`` of the run the checkpoint belongs to."""
     if vocab is not None:
@@ -54,7 +61,7 @@ def find_vocab(checkpoint: str | os.PathLike[str], vocab: str | os.PathLike[str]
 
 def translate_ids(
     model: Transformer, sources: Sequence[list[int]], settings: DecodeSettings = TRANSLATION, *,
-    max_tokens: int = 2000, greedy: bool = False, use_cache: bool = True,
+    max_tokens: int | None = None, greedy: bool = False, use_cache: bool = True,
     device: torch.device | str | None = None, progress: bool | None = None, precision: Precision | None = None,
     runtime: Runtime | None = None,
 ) -> list[list[int]]:
@@ -62,6 +69,8 @@ def translate_ids(
     ``runtime`` (default: where the model is, in ``precision``): its device, and its autocast (bf16
     matrix products; the beam's scores stay fp32)."""
     runtime = runtime_for(model, runtime, device=device, precision=precision)
+    if max_tokens is None:
+        max_tokens = settings.max_tokens * (GPU_DECODE_FACTOR if runtime.on_gpu else 1)
     order = sorted((i for i, s in enumerate(sources) if s), key=lambda i: len(sources[i]))
     out: list[list[int]] = [[] for _ in sources]
     width = 1 if greedy else settings.beam_size

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +17,7 @@ from repro.decode.settings import TRANSLATION, DecodeSettings
 from repro.decode.translate import translate
 from repro.eval.bleu import BleuResult, score
 from repro.eval.perplexity import Perplexity, perplexity
+from repro.eval.sharding import grouped, map_sharded, sum_over_ranks
 from repro.model import Transformer
 from repro.model.precision import Precision
 from repro.runtime import Runtime
@@ -36,16 +38,18 @@ class BleuEvaluation:
 
 def evaluate_bleu(model: Transformer, vocab: SharedVocab, dataset: Dataset, split: str,
                   settings: DecodeSettings = TRANSLATION, *, greedy: bool = False,
-                  max_tokens: int = 2000, output: Path | None = None,
+                  max_tokens: int | None = None, output: Path | None = None,
                   precision: Precision | None = None, runtime: Runtime | None = None) -> BleuEvaluation:
     """Translate ``split``'s source side with ``settings`` (or greedily) and score it against the
     target side with sacreBLEU and the paper's tokenized protocol; on ``runtime`` (default: where
-    the model is, in ``precision``)."""
+    the model is, in ``precision``). A runtime of several ranks splits the sentences over them
+    (:mod:`repro.eval.sharding`); every rank gets the whole result."""
     src_path, tgt_path = dataset.split(split)
     corpus = read_parallel(src_path, tgt_path)
     start = time.monotonic()
-    hyps = translate(model, vocab, [s for s, _ in corpus.pairs], settings, greedy=greedy, max_tokens=max_tokens,
-                     precision=precision, runtime=runtime)
+    hyps = map_sharded(lambda sentences: translate(model, vocab, sentences, settings, greedy=greedy,
+                                                   max_tokens=max_tokens, precision=precision, runtime=runtime),
+                       [s for s, _ in corpus.pairs], runtime)
     seconds = time.monotonic() - start
     refs = [t for _, t in corpus.pairs]
     if output is not None:
@@ -63,7 +67,13 @@ def evaluate_bleu(model: Transformer, vocab: SharedVocab, dataset: Dataset, spli
 
 def evaluate_perplexity(model: Transformer, vocab: SharedVocab, dataset: Dataset, split: str,
                         precision: Precision | None = None, *, runtime: Runtime | None = None) -> Perplexity:
-    """Per-wordpiece perplexity on ``split``, on ``runtime`` (default: where the model is)."""
+    """Per-wordpiece perplexity on ``split``, on ``runtime`` (default: where the model is); split
+    over the ranks of a runtime of several (their NLL and token counts summed)."""
     src_path, tgt_path = dataset.split(split)
     examples, _ = encode_pairs(vocab, read_parallel(src_path, tgt_path).pairs)
-    return perplexity(model, examples, precision=precision, runtime=runtime)
+    if not grouped(runtime):
+        return perplexity(model, examples, precision=precision, runtime=runtime)
+    mine = examples[runtime.rank::runtime.world_size]
+    part = perplexity(model, mine, precision=precision, runtime=runtime) if mine else Perplexity(1.0, 0.0, 0)
+    nll, tokens = sum_over_ranks([part.nll, part.tokens], runtime)
+    return Perplexity(math.exp(nll / max(tokens, 1)), nll, int(tokens))

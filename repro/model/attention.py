@@ -27,9 +27,17 @@ def scaled_dot_product_attention(
     return weights @ value, weights
 
 
-def fused_attention(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None) -> Tensor:
-    """Eq. 1 through PyTorch's fused kernel (flash / memory-efficient where available)."""
-    return F.scaled_dot_product_attention(query, key, value, attn_mask=mask)
+def fused_attention(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None,
+                    causal: bool = False) -> Tensor:
+    """Eq. 1 through PyTorch's fused kernel (flash / memory-efficient / cuDNN where available).
+
+    ``causal`` passes the causal mask as a flag instead of a tensor (a flash kernel takes no mask
+    tensor); a boolean ``mask`` (key padding) keeps the memory-efficient and cuDNN kernels eligible."""
+    if causal and mask is not None:
+        n, m = query.size(-2), key.size(-2)
+        mask = mask & torch.ones(n, m, dtype=torch.bool, device=query.device).tril(m - n)
+        causal = False
+    return F.scaled_dot_product_attention(query, key, value, attn_mask=mask, is_causal=causal)
 
 
 @dataclass
@@ -112,11 +120,13 @@ class MultiHeadAttention(nn.Module):
         mask: Tensor | None = None,
         cache: KeyValueCache | None = None,
         static_kv: bool = False,
+        causal: bool = False,
     ) -> Tensor:
         """Attend from ``query`` (batch, n, d_model) to ``key``/``value`` (batch, m, d_model).
 
         With a ``cache``: for self-attention the new keys/values are appended to it; with
-        ``static_kv`` (encoder-decoder attention) they are computed once and reused.
+        ``static_kv`` (encoder-decoder attention) they are computed once and reused. ``causal``:
+        query i sees keys up to i only (Section 3.1), on top of ``mask``.
         """
         q = self._split(self.w_q(query), self.d_k)
         if cache is not None and static_kv and cache.key is not None:
@@ -127,8 +137,12 @@ class MultiHeadAttention(nn.Module):
             if cache is not None:
                 k, v = cache.append(k, v)
         if self.impl == "fused" and not self.record_weights:
-            out = fused_attention(q, k, v, mask)
+            out = fused_attention(q, k, v, mask, causal)
         else:
+            if causal:
+                n, m = q.size(-2), k.size(-2)
+                tril = torch.ones(n, m, dtype=torch.bool, device=q.device).tril(m - n)
+                mask = tril if mask is None else mask & tril
             out, weights = scaled_dot_product_attention(q, k, v, mask)
             if self.record_weights:
                 self.last_weights = weights.detach()

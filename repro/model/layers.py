@@ -81,10 +81,11 @@ class DecoderLayer(nn.Module):
         src_mask: Tensor | None,
         tgt_mask: Tensor | None,
         cache: DecoderLayerCache | None = None,
+        causal: bool = False,
     ) -> Tensor:
         self_cache = cache.self_attn if cache is not None else None
         cross_cache = cache.cross_attn if cache is not None else None
-        x = self.sublayers[0](x, lambda y: self.self_attn(y, y, y, tgt_mask, cache=self_cache))
+        x = self.sublayers[0](x, lambda y: self.self_attn(y, y, y, tgt_mask, cache=self_cache, causal=causal))
         x = self.sublayers[1](
             x, lambda y: self.cross_attn(y, memory, memory, src_mask, cache=cross_cache, static_kv=True)
         )

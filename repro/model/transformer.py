@@ -100,15 +100,20 @@ class Transformer(nn.Module):
         offset = cache.length if cache is not None else 0
         length = tgt_in.size(1)
         x = self._embed(tgt_in, self.tgt_embed, self.tgt_pos, offset)
-        keys_pad = padding_mask(tgt_in, self.cfg.pad_id)
-        if cache is None:
-            tgt_mask = causal_mask(length, tgt_in.device) & keys_pad
+        causal = False
+        if cache is None and self.cfg.attention == "fused":
+            # Targets are padded on the right: the causal mask alone hides every PAD key from every
+            # real query, so it goes to the kernel as a flag (flash-eligible); only PAD queries, whose
+            # outputs nothing reads, then see PAD keys.
+            tgt_mask, causal = None, True
+        elif cache is None:
+            tgt_mask = causal_mask(length, tgt_in.device) & padding_mask(tgt_in, self.cfg.pad_id)
         elif length == 1:
             tgt_mask = None  # one new query may see every cached position
         else:
             tgt_mask = torch.ones(length, offset + length, dtype=torch.bool, device=tgt_in.device).tril(offset)[None, None]
         for i, layer in enumerate(self.decoder_layers):
-            x = layer(x, memory, src_mask, tgt_mask, cache.layers[i] if cache is not None else None)
+            x = layer(x, memory, src_mask, tgt_mask, cache.layers[i] if cache is not None else None, causal)
         if cache is not None:
             cache.length += length
         return self.decoder_norm(x)

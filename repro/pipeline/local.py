@@ -198,7 +198,7 @@ def _train_and_evaluate(recipe: Recipe, out_dir: Path, data_dir: str | None, sta
     """Stages 2-5 for one seed: train, average, beam search + BLEU (with its bootstrap), dev perplexity."""
     say(f"2/5 {tag}training ({recipe.train.max_steps} steps) in {out_dir}, dev perplexity at every checkpoint")
     dataset = get_dataset(recipe.train.dataset, resolve_data_dir(data_dir))
-    summary = stages.timed(f"{tag}train", lambda: train(recipe.train, runtime=runtime,
+    summary = stages.timed(f"{tag}train", lambda: train(recipe.train, runtime=runtime, recipe=recipe.to_dict(),
                                                         evaluate=_dev_perplexity(out_dir, dataset, runtime)))
 
     say(f"3/5 {tag}averaging the last {min(recipe.train.average_last, len(list_checkpoints(out_dir)))} checkpoints")
@@ -209,7 +209,7 @@ def _train_and_evaluate(recipe: Recipe, out_dir: Path, data_dir: str | None, sta
     d = recipe.decode
     say(f"4/5 {tag}beam search on test_2016_flickr (beam {d.beam_size}, alpha {d.alpha}, max length input + "
         f"{d.max_len_offset})")
-    bleu = stages.timed(f"{tag}decode", lambda: evaluate_bleu(model, vocab, dataset, TEST_SPLIT, d, max_tokens=6000,
+    bleu = stages.timed(f"{tag}decode", lambda: evaluate_bleu(model, vocab, dataset, TEST_SPLIT, d,
                                                               output=out_dir / "test_2016_flickr.hyp.de",
                                                               runtime=runtime))
     interval = sacrebleu_interval(bleu.hypotheses, bleu.references)

@@ -99,7 +99,7 @@ def epochs_seen(recipe: Recipe, steps: int, train_tgt: Path) -> float:
 
 
 def decode_parses(model: torch.nn.Module, vocab: SharedVocab, sentences: Sequence[str], settings: DecodeSettings, *,
-                  greedy: bool = False, max_tokens: int = 12000,
+                  greedy: bool = False, max_tokens: int | None = None,
                   precision: Precision | None = None) -> tuple[list[str], int]:
     """Linearised trees for ``sentences`` and how many of them ran into the input + offset limit."""
     sources = vocab.encode_batch([s.strip() for s in sentences])
@@ -223,7 +223,8 @@ def reproduce_parsing_local(
     probe = ParserProbe(out_dir, prepared, settings, precision=precision)
     say(f"2/4 training {RECIPE} ({recipe.train.max_steps} steps) in {out_dir}; at every checkpoint train and dev "
         f"NLL, greedy dev F1")
-    summary = stages.timed("train", lambda: train(recipe.train, runtime=runtime, evaluate=probe))
+    summary = stages.timed("train", lambda: train(recipe.train, runtime=runtime, evaluate=probe,
+                                                      recipe=recipe.to_dict()))
 
     checkpoint = list_checkpoints(out_dir)[-1]
     model, _ = load_model(checkpoint, runtime=runtime)

@@ -122,7 +122,7 @@ def train_point(recipe: Recipe, prepared: Path, run_dir: Path, trees: int,
     precision = runtime_of(sized.train).precision
     probe = ParserProbe(run_dir, data, sized.decode, precision=precision)
     start = time.monotonic()
-    summary = train(sized.train, evaluate=probe)
+    summary = train(sized.train, evaluate=probe, recipe=sized.to_dict())
     train_s = time.monotonic() - start
     model, _ = load_model(list_checkpoints(run_dir)[-1])
     vocab = SharedVocab.load(run_dir / "vocab.json")

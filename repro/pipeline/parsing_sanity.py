@@ -71,7 +71,7 @@ def overfit_parser(recipe: Recipe, prepared: Path, out_dir: Path, *, trees: int 
     sized = overfit_recipe(recipe, out_dir, files["src"], files["tgt"], steps=steps, warmup=warmup)
     if vocab_texts is not None and not (out_dir / "vocab.json").exists():
         SharedVocab.train(vocab_texts, sized.train.vocab_size, split=sized.train.bpe_split).save(out_dir / "vocab.json")
-    summary = train(sized.train)
+    summary = train(sized.train, recipe=sized.to_dict())
     model, _ = load_model(list_checkpoints(out_dir)[-1])
     vocab = SharedVocab.load(out_dir / "vocab.json")
     sentences = files["src"].read_text(encoding="utf-8").splitlines()

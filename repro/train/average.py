@@ -54,6 +54,7 @@ def average_checkpoints(paths: list[str | os.PathLike[str]], device: str | torch
         "model": averaged,
         "model_config": states[0]["model_config"],
         "train_config": states[-1].get("train_config", {}),
+        **({"recipe": states[-1]["recipe"]} if "recipe" in states[-1] else {}),
         "step": states[-1].get("step", 0),
         "averaged_from": [str(Path(p).name) for p in paths],
     }

@@ -21,6 +21,7 @@ from repro.errors import ConfigError
 from repro.model import TransformerConfig, get_preset
 from repro.model.precision import PRECISIONS
 from repro.runtime import check_device_name
+from repro.train.schedule import PAPER_WARMUP_STEPS
 
 
 _TEXT_FIELDS = ("preset", "dataset", "bpe_split", "out_dir", "device", "precision", "compile")
@@ -49,7 +50,7 @@ class TrainConfig:
     tokens_per_batch: int = 25000      # Section 5.1: ~25000 source and ~25000 target tokens per update
     max_tokens_per_device: int = 25000
     max_steps: int = 100_000           # Section 5.2: base model, 100k steps
-    warmup_steps: int = 4000           # Section 5.3, Eq. 3
+    warmup_steps: int = PAPER_WARMUP_STEPS  # Section 5.3, Eq. 3
     lr_scale: float = 1.0              # multiplies Eq. 3; the paper: 1
     adam_beta1: float = 0.9            # Section 5.3
     adam_beta2: float = 0.98
@@ -167,11 +168,18 @@ class TrainConfig:
 
     @classmethod
     def from_file(cls, path: str | Path) -> "TrainConfig":
-        path = Path(path)
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except OSError as err:
-            raise ConfigError(f"{path}: cannot read training config ({err.strerror})") from None
-        except json.JSONDecodeError as err:
-            raise ConfigError(f"{path}:{err.lineno}: not valid JSON ({err.msg})") from None
-        return cls.from_dict(data, source=str(path))
+        return cls.from_dict(read_json_config(path), source=str(path))
+
+
+def read_json_config(path: str | Path) -> dict[str, Any]:
+    """A JSON object from ``path``; a missing file or bad JSON is a ConfigError naming file and line."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read training config ({err.strerror})") from None
+    except json.JSONDecodeError as err:
+        raise ConfigError(f"{path}:{err.lineno}: not valid JSON ({err.msg})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: a training config must be a JSON object")
+    return data

@@ -119,6 +119,15 @@ class Trainer:
     batcher: Batcher
     runtime: Runtime
     plan: UpdatePlan
+    #: the whole resolved recipe (``Recipe.to_dict()``: training, decoding, targets), written into
+    #: every checkpoint so that a checkpoint decodes with its own recipe's search
+    recipe: dict[str, Any] = field(default_factory=dict)
+
+    def update(self, micro: Sequence, step: int) -> UpdateStats:
+        """Update ``step`` (counted from 1) on this update's micro-batches (:mod:`repro.train.step`)."""
+        return update(self.objective, self.optimizer, micro, self.device, step=step, d_model=self.model_cfg.d_model,
+                      warmup_steps=self.cfg.warmup_steps, lr_scale=self.cfg.lr_scale, world_size=self.world_size,
+                      precision=self.precision)
 
     @property
     def device(self) -> torch.device:
@@ -147,7 +156,8 @@ class Trainer:
 
 
 def build(cfg: TrainConfig, examples: Sequence[tuple[Sequence[int], Sequence[int]]], vocab_size: int,
-          make_batcher: BatcherFactory | None = None, runtime: Runtime | None = None) -> Trainer:
+          make_batcher: BatcherFactory | None = None, runtime: Runtime | None = None,
+          recipe: dict[str, Any] | None = None) -> Trainer:
     """Seed, then build the model, the training objective, Adam and the batcher, in that order
     (the order fixes what the seeded RNG draws, so resumed and repeated runs agree), on ``runtime``
     (default: :func:`runtime_of` the config)."""
@@ -169,7 +179,17 @@ def build(cfg: TrainConfig, examples: Sequence[tuple[Sequence[int], Sequence[int
             objective, device_ids=[runtime.device] if runtime.on_gpu else None)
     optimizer = optimizer_for(cfg, model)
     batcher = batcher_for(cfg, examples, runtime.world_size, runtime.rank, make_batcher)
-    return Trainer(cfg, model_cfg, model, objective, optimizer, batcher, runtime, plan)
+    return Trainer(cfg, model_cfg, model, objective, optimizer, batcher, runtime, plan, _recipe_record(cfg, recipe))
+
+
+def _recipe_record(cfg: TrainConfig, recipe: dict[str, Any] | None) -> dict[str, Any]:
+    """The recipe to write into checkpoints: the caller's (its training part must be ``cfg``), or
+    ``cfg`` alone when the caller has no recipe (its decoding then defaults to Section 6.1's)."""
+    if recipe is None:
+        return {"train": cfg.to_dict()}
+    if recipe.get("train") != cfg.to_dict():
+        raise CheckpointError("the recipe given to the training loop does not hold its training config")
+    return dict(recipe)
 
 
 def train(cfg: TrainConfig, *, synthetic: SyntheticCorpus | None = None, runtime: Runtime | None = None,
@@ -191,6 +211,7 @@ def run(
     *,
     make_batcher: BatcherFactory | None = None,
     runtime: Runtime | None = None,
+    recipe: dict[str, Any] | None = None,
     on_step: Callable[[int], None] | None = None,
     on_built: Callable[[Trainer], None] | None = None,
     log: Callable[[str], None] | None = None,
@@ -198,13 +219,14 @@ def run(
     evaluate: Callable[[torch.nn.Module, int], dict[str, float]] | None = None,
 ) -> TrainSummary:
     """The loop itself, on already encoded ``examples``; ``on_step(step)`` is called after each update,
-    ``on_built(trainer)`` once the trainer is built (and restored, when resuming).
+    ``on_built(trainer)`` once the trainer is built (and restored, when resuming). ``recipe``
+    (``Recipe.to_dict()`` of the recipe ``cfg`` comes from) goes into every checkpoint.
     ``evaluate(model, step)`` (rank 0, at every checkpoint) returns dev metrics such as ``{"dev_ppl": ...}``
     for the metrics log; its time counts neither in tokens/s nor in the logged elapsed time."""
     say = log or (lambda msg: print(msg, file=sys.stderr))
     clock = clock or time.monotonic
     out_dir = Path(cfg.out_dir)
-    trainer = build(cfg, examples, vocab_size, make_batcher, runtime)
+    trainer = build(cfg, examples, vocab_size, make_batcher, runtime, recipe)
     say(f"repro train: {trainer.plan.describe()}")
     say(f"repro train: {trainer.runtime.describe()}")
     step = 0
@@ -228,9 +250,7 @@ def run(
             step += 1
             micro, data_state = next(batches)
             try:
-                stats = update(trainer.objective, trainer.optimizer, micro, trainer.device,
-                               step=step, d_model=trainer.model_cfg.d_model, warmup_steps=cfg.warmup_steps,
-                               lr_scale=cfg.lr_scale, world_size=trainer.world_size, precision=trainer.precision)
+                stats = trainer.update(micro, step)
             except TrainingDiverged as err:
                 raise TrainingDiverged(f"{err}; the last checkpoint is {(list_checkpoints(out_dir) or ['none'])[-1]}") \
                     from None
@@ -348,6 +368,7 @@ def _save(out_dir: Path, step: int, trainer: Trainer, data_state: dict[str, Any]
         "optimizer": trainer.optimizer.state_dict(),
         "model_config": trainer.model_cfg.to_dict(),
         "train_config": trainer.cfg.to_dict(),
+        "recipe": trainer.recipe,
         "rng": {"torch": torch.get_rng_state(), "python": random.getstate(),
                 "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []},
         "data": data_state,

@@ -11,8 +11,11 @@ from __future__ import annotations
 
 from torch.optim import Optimizer
 
+#: Section 5.3: "We used warmup_steps = 4000" (the one place this default is written).
+PAPER_WARMUP_STEPS = 4000
 
-def learning_rate(step: int, d_model: int, warmup_steps: int = 4000, scale: float = 1.0) -> float:
+
+def learning_rate(step: int, d_model: int, warmup_steps: int = PAPER_WARMUP_STEPS, scale: float = 1.0) -> float:
     """Eq. 3 at update ``step`` (>= 1)."""
     if step < 1:
         raise ValueError(f"Eq. 3 is defined for step >= 1, got {step}")
@@ -30,7 +33,7 @@ def set_learning_rate(optimizer: Optimizer, lr: float) -> None:
 
 
 #: The peak of Eq. 3 for the paper's base model (d_model 512, warmup_steps 4000): 6.99e-4.
-PAPER_BASE_PEAK = 512**-0.5 * 4000**-0.5
+PAPER_BASE_PEAK = 512**-0.5 * PAPER_WARMUP_STEPS**-0.5
 
 
 def paper_peak_scale(d_model: int, warmup_steps: int) -> float:

@@ -18,7 +18,7 @@ from repro.data.synthetic import SyntheticCorpus
 from repro.recipes import get_recipe
 from repro.train.config import TrainConfig
 from repro.train.loop import build, first_update_gradients
-from repro.train.worker import group_worker
+from repro.cluster.group_worker import group_worker, read_result
 
 TRAIN = get_recipe("smoke").replace(seed=3, label_smoothing=0.1).train
 
@@ -51,7 +51,7 @@ def test_two_gloo_processes_match_one(tmp_path: Path, single: dict) -> None:
     mp.start_processes(group_worker, nprocs=2, join=True, start_method="spawn",
                        args=(2, f"file://{tmp_path / 'init'}", "gradients", TRAIN.to_dict(), str(tmp_path)))
     for rank in (0, 1):
-        got = torch.load(tmp_path / f"rank{rank}.pt", weights_only=True)
+        got = read_result(tmp_path / f"rank{rank}.json")
         assert (got["world_size"], got["accumulation"]) == (2, 2)
         assert abs(got["loss"] - single["loss"]) < 1e-6
         assert close(got["grads"], single["grads"]), f"rank {rank} gradients differ from one process's"
