@@ -9,18 +9,24 @@ import json
 import sys
 
 from repro.argtypes import positive_int
-from repro.cli_flags import add_device_argument
+from repro.cli_flags import add_device_argument, deprecated_alias
 from repro.errors import ConfigError
 from repro.model.precision import PRECISIONS
 from repro.pipeline.local import reproduce_local
 from repro.pipeline.parsing import reproduce_parsing_local
 
 
+#: The local jobs ``repro reproduce`` runs (the cluster's experiments go through ``repro submit``).
+PIPELINES = ["local", "local-parsing"]
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("reproduce", help="run the whole recipe end to end (--profile local: 2-core CPU)")
-    parser.add_argument("--profile", default="local", choices=["local", "local-parsing"],
+    parser.add_argument("--pipeline", dest="profile", default="local", choices=PIPELINES,
                         help="local: Multi30k on a CPU; local-parsing: the Section 6.3 parser on the PTB sample "
                              "(paper-scale runs go through 'repro submit')")
+    parser.add_argument("--profile", dest="profile", choices=PIPELINES, action=deprecated_alias("--pipeline"),
+                        help="deprecated: --pipeline")
     parser.add_argument("--out-dir", help="run artifacts (checkpoints, vocab, metrics; default runs/PROFILE)")
     parser.add_argument("--reports", default="reports", metavar="DIR",
                         help="where the report goes (report.md, .html, .json, .csv, figures/); the results it "

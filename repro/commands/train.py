@@ -6,7 +6,7 @@ import argparse
 import json
 
 from repro.argtypes import existing_file, non_negative_int, positive_int
-from repro.cli_flags import add_device_argument
+from repro.cli_flags import add_device_argument, deprecated_alias
 from repro.model.precision import PRECISIONS
 from repro.recipes import Recipe, apply_assignments, get_recipe, parse_assignments, recipe_names
 from repro.decode.settings import DecodeSettings
@@ -15,9 +15,11 @@ from repro.train.loop import train
 
 
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--profile", default="paper", choices=recipe_names(), metavar="RECIPE",
+    parser.add_argument("--recipe", dest="profile", default="paper", choices=recipe_names(), metavar="RECIPE",
                         help="a named recipe (repro.recipes): 'paper' (= base, EN-DE), 'paper-big' (= big), "
                              "'local' (Multi30k on a CPU), a Table 3 row 'table3-<row>', 'smoke', ...")
+    parser.add_argument("--profile", dest="profile", choices=recipe_names(), metavar="RECIPE",
+                        action=deprecated_alias("--recipe"), help="deprecated: --recipe")
     parser.add_argument("--config", metavar="FILE", type=existing_file, help="a JSON TrainConfig (replaces the recipe's training config)")
     parser.add_argument("--out-dir", help="run directory: checkpoints, vocab.json, metrics.csv")
     parser.add_argument("--data-dir", help="data directory (default: $REPRO_DATA_DIR or ../shared/data)")
