@@ -10,6 +10,9 @@ import argparse
 import math
 from pathlib import Path
 
+from repro import limits, paths
+from repro.errors import UsageError
+
 
 def _int(text: str) -> int:
     try:
@@ -58,4 +61,49 @@ def existing_dir(text: str) -> str:
     path = Path(text)
     if not path.is_dir():
         raise argparse.ArgumentTypeError(f"{text}: {'not a directory' if path.exists() else 'no such directory'}")
+    return text
+
+
+def _checked(check, text: str, what: str) -> str:
+    try:
+        check(text, what)
+    except UsageError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return text
+
+
+def output_file(text: str) -> str:
+    """A path a file can be written to (not a directory; a writable folder that exists or can be
+    made), checked when the flags are read; kept as the text given. Nothing is created."""
+    return _checked(paths.output_file, text, "output file")
+
+
+def output_file_or_stdout(text: str) -> str:
+    """``-`` (standard output) or an :func:`output_file`."""
+    return text if text == "-" else output_file(text)
+
+
+def output_dir(text: str) -> str:
+    """A directory that exists or can be created, and can be written in; kept as given."""
+    return _checked(paths.output_dir, text, "output directory")
+
+
+def seed(text: str) -> int:
+    """A random seed: an integer in 0 .. 2**31 - 1 (:data:`repro.limits.SEED`)."""
+    value = non_negative_int(text)
+    try:
+        return limits.SEED.check(value)
+    except UsageError as err:
+        raise argparse.ArgumentTypeError(str(err).removeprefix("seed ")) from None
+
+
+def script_text(text: str) -> str:
+    """Text that goes into a job script (a SLURM job name): no control characters (a newline would
+    start a line of its own in the script)."""
+    bad = next((c for c in text if ord(c) < 32 or ord(c) == 127), None)
+    if bad is not None:
+        raise argparse.ArgumentTypeError(f"{text!r}: holds the control character {bad!r}; a job script takes "
+                                         "printable text only")
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
     return text

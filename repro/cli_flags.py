@@ -1,4 +1,5 @@
-"""Flags that several verbs share, defined once: where a verb computes (``--device``, ``--precision``).
+"""Flags that several verbs share, defined once: where a verb computes (``--device``, ``--precision``),
+and old flag names kept as deprecated aliases (``--profile`` for a recipe is ``--recipe`` now).
 
 Every verb that computes with a model (``train``, ``evaluate``, ``translate``, ``reproduce``,
 ``average``, ``audit``) takes ``--device`` (:data:`repro.runtime.DEVICE_HELP`) and resolves one
@@ -51,3 +52,25 @@ def runtime_for_loaded(runtime: Runtime, model, args: argparse.Namespace, verb: 
     runtime = runtime.for_model(model, getattr(args, "precision", None) or "auto")
     print(f"repro {verb}: {runtime.describe()}", file=sys.stderr)
     return runtime
+
+
+def deprecated_alias(new: str) -> type[argparse.Action]:
+    """An argparse action for an old flag name that still works and says, on stderr, which flag replaces it."""
+
+    class Deprecated(argparse.Action):
+        def __call__(self, parser, namespace, values, option_string=None):  # type: ignore[override]
+            print(f"{parser.prog}: warning: {option_string} is deprecated; use {new} (same values)", file=sys.stderr)
+            setattr(namespace, self.dest, values)
+
+    return Deprecated
+
+
+def add_pass_through(sub: argparse._SubParsersAction, verb: str, help_text: str, entries: dict[str, str],
+                     run) -> None:
+    """A verb whose first argument names an entry point with flags of its own (``repro bench NAME ...``):
+    ``run(name, rest)`` runs it with the rest of the command line."""
+    parser = sub.add_parser(verb, help=help_text, formatter_class=argparse.RawDescriptionHelpFormatter,
+                            description="\n".join(f"{k:16s} {v}" for k, v in entries.items()))
+    parser.add_argument("name", choices=sorted(entries), metavar="NAME", help=", ".join(sorted(entries)))
+    parser.add_argument("args", nargs=argparse.REMAINDER, help="its own flags (NAME --help)")
+    parser.set_defaults(func=lambda args: int(run(args.name, args.args) or 0))

@@ -1,9 +1,11 @@
-"""Paths a command is given and must find before it starts work: each check names the path and
-what it was meant to be, so a typo is refused in one line (exit 2), never read as "empty"."""
+"""Paths a command is given and must find, or write, before it starts work: each check names the
+path and what it was meant to be, so a typo is refused in one line (exit 2), never read as
+"empty", and an output that cannot be written is refused before the work, not after it."""
 
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 from repro.errors import UsageError
@@ -28,4 +30,54 @@ def existing_file(path: str | os.PathLike[str], what: str = "file") -> Path:
         raise UsageError(f"{path}: {what} is a directory, not a file")
     if not os.access(path, os.R_OK):
         raise UsageError(f"{path}: {what} is not readable")
+    return path
+
+
+def _nearest_existing(path: Path) -> Path:
+    """``path`` or its closest ancestor that exists."""
+    path = Path(os.path.abspath(path))
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def _cannot_write_in(directory: Path) -> str | None:
+    """Why no file can be created in ``directory`` (tried with a temporary file, removed at once), or None."""
+    try:
+        fd, name = tempfile.mkstemp(dir=directory, prefix=".repro-write-probe.", suffix=".tmp")
+    except OSError as err:
+        return err.strerror or type(err).__name__
+    os.close(fd)
+    os.unlink(name)
+    return None
+
+
+def _writable_folder(path: Path, folder: Path, what: str) -> None:
+    existing = _nearest_existing(folder)
+    if not existing.is_dir():
+        raise UsageError(f"{path}: {what} cannot be created: {existing} is a file, not a directory")
+    why = _cannot_write_in(existing)
+    if why is not None:
+        raise UsageError(f"{path}: {what} cannot be written: {existing} is not writable ({why})")
+
+
+def output_dir(path: str | os.PathLike[str], what: str = "output directory") -> Path:
+    """``path`` as a Path if it is (or can be created as) a directory this process can write in;
+    else a :class:`UsageError` naming it. Nothing is created."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"{path}: {what} is a file, not a directory")
+    _writable_folder(path, path, what)
+    return path
+
+
+def output_file(path: str | os.PathLike[str], what: str = "output file") -> Path:
+    """``path`` as a Path if a file can be written there (not a directory; its folder exists or can
+    be created, and is writable); else a :class:`UsageError` naming it. Nothing is created."""
+    path = Path(path)
+    if path.is_dir():
+        raise UsageError(f"{path}: {what} is a directory, not a file")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise UsageError(f"{path}: {what} exists and is not writable")
+    _writable_folder(path, path.parent, what)
     return path

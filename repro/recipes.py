@@ -33,6 +33,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, get_type_hints
 
+from repro import jsonfile
 from repro.data.registry import SEMI_PARSING, WSJ_PARSING
 from repro.data.synthetic import SYNTHETIC
 from repro.decode.settings import PARSING, TRANSLATION, DecodeSettings
@@ -360,12 +361,22 @@ def parse_assignments(items: Iterable[str], *, flag: str = "--set") -> dict[str,
         key = key.strip()
         if not sep or not key:
             raise ConfigError(f"{flag} {item!r}: expected FIELD=VALUE")
+        if key in changes:
+            raise ConfigError(f"{flag} {item!r}: field '{key}' is set twice (first to {changes[key]!r}); give it once")
         try:
-            changes[key] = json.loads(raw)
+            json.loads(raw)
         except json.JSONDecodeError as err:
             if key not in strings:
                 raise ConfigError(f"{flag} {item!r}: the value of field '{key}' must be JSON ({err.msg})") from None
             changes[key] = raw
+            continue
+        # valid JSON: read again strictly (a key twice in an object, NaN and Infinity are refused)
+        try:
+            changes[key] = jsonfile.loads(raw, f"{flag} {key}", error=ConfigError)
+        except ConfigError:
+            if key not in strings:
+                raise
+            changes[key] = raw  # text such as dataset=NaN
     return changes
 
 

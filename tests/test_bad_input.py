@@ -51,20 +51,20 @@ def one_error_line(err: str) -> str:
 # -- --set and --print-config --------------------------------------------------------------------
 
 def test_set_value_that_is_not_json_is_refused(capsys):
-    rc, out, err = run(capsys, "train", "--profile", "smoke", "--set", "model_overrides={n_layers:2", "--print-config")
+    rc, out, err = run(capsys, "train", "--recipe", "smoke", "--set", "model_overrides={n_layers:2", "--print-config")
     assert rc == 2 and out == ""
     assert "'model_overrides' must be JSON" in one_error_line(err)
 
 
 def test_print_config_validates_model_overrides(capsys):
-    rc, out, err = run(capsys, "train", "--profile", "smoke", "--set", 'model_overrides={"dropout": 1.5}',
+    rc, out, err = run(capsys, "train", "--recipe", "smoke", "--set", 'model_overrides={"dropout": 1.5}',
                        "--print-config")
     assert rc == 2 and out == ""
     assert "'dropout' must lie in [0, 1)" in one_error_line(err)
 
 
 def test_print_config_refuses_d_model_that_h_does_not_divide(capsys):
-    rc, out, err = run(capsys, "train", "--profile", "smoke", "--set", "d_model=33", "--print-config")
+    rc, out, err = run(capsys, "train", "--recipe", "smoke", "--set", "d_model=33", "--print-config")
     assert rc == 2 and out == ""
     assert "'d_model' (33) must be divisible by 'n_heads' (2)" in one_error_line(err)
 
@@ -84,13 +84,13 @@ def test_print_config_validates_a_config_file(tmp_path, capsys):
     ("tensorboard=1", "tensorboard"), ("log_every=true", "log_every"), ("out_dir=\"\"", "out_dir"),
 ])
 def test_set_value_of_the_wrong_type_or_range_is_refused(capsys, assignment, field):
-    rc, out, err = run(capsys, "train", "--profile", "smoke", "--set", assignment, "--print-config")
+    rc, out, err = run(capsys, "train", "--recipe", "smoke", "--set", assignment, "--print-config")
     assert rc == 2 and out == ""
     assert f"'{field}'" in one_error_line(err)
 
 
 def test_a_valid_set_still_prints(capsys):
-    rc, out, _ = run(capsys, "train", "--profile", "smoke", "--set", "seed=0", "--set", "lr_scale=1",
+    rc, out, _ = run(capsys, "train", "--recipe", "smoke", "--set", "seed=0", "--set", "lr_scale=1",
                      "--set", "data_dir=some/where", "--print-config")
     assert rc == 0
     printed = json.loads(out)
@@ -114,7 +114,7 @@ def test_empty_training_corpus_names_both_files_and_writes_nothing(tmp_path, cap
     (tmp_path / "dev.en").write_text("a b\n")
     (tmp_path / "dev.de").write_text("c d\n")
     out_dir = tmp_path / "run"
-    rc, _, err = run(capsys, "train", "--profile", "local", "--data-dir", str(tmp_path), "--out-dir", str(out_dir),
+    rc, _, err = run(capsys, "train", "--recipe", "local", "--data-dir", str(tmp_path), "--out-dir", str(out_dir),
                      "--set", f"train_src={src}", "--set", f"train_tgt={tgt}", "--set", f"dev_src={tmp_path / 'dev.en'}",
                      "--set", f"dev_tgt={tmp_path / 'dev.de'}", "--max-steps", "1")
     assert rc == 2

@@ -6,6 +6,14 @@ and each claim needing it is reported "not applicable", never passed. The same h
 optional fields of what a method returns: a ``None`` in :class:`ModelParts` (no embedding
 matrix, no ``module``) makes the claims that need that part not applicable.
 
+**Absent is not "not exposed".** A part the implementation does not *have* at all (T5 adds no
+positional encoding to its embeddings; BART learns its positions instead of the sinusoids; a
+feed-forward layer without biases) is a departure from the paper, and saying so fails the
+claims that need it, with the reason "absent": raise ``self.absent(part, why)`` from the
+method (:meth:`Adapter.absent`), give :func:`absent` (``absent(why)``) for an optional callable
+of :class:`ModelParts`, or ``None`` for a bias of :class:`FeedForwardParts`. Leaving a method
+out stays "not applicable": the adapter does not show the part, which says nothing about it.
+
 Conventions (every check relies on them; ``repro audit`` enforces the checkable ones through
 :mod:`repro.audit.contract`, and a violation is an error naming the method and what it gave):
 
@@ -15,16 +23,34 @@ Conventions (every check relies on them; ``repro audit`` enforces the checkable 
 * **Attention masks** are boolean, ``True`` where attention is allowed, and broadcast against
   the scores (batch, heads, n_q, n_k). The checks pass key-padding masks of shape
   (batch, 1, 1, n_k) that keep at least one key per row, or ``None``.
+* **Attention functions** (``attention``, ``attention_paths``) compute Eq. 1 as the
+  implementation runs it, without any additive position bias it adds to the scores (T5's
+  relative bias): that bias is the model's, declared in ``ModelParts.encoder_attention_bias``
+  and ``decoder_attention_bias``. When the masks you pass on are not boolean in the library's
+  convention (Hugging Face's eager attention *adds* its mask to the scores), convert them: the
+  contract compares every masked call with the other conventions and names the mistake ("adds
+  the mask to the scores instead of masking", "reads True in the mask as 'masked'").
 * **multi_head_attention** returns a module that the checks call as self-attention,
-  ``module(x, x, x)``: query = key = value, each (batch, n, d_model). Its FLOPs are counted on
-  that call; the fused kernels of ``F.scaled_dot_product_attention`` and of
-  ``nn.MultiheadAttention``'s fast path are counted analytically, and a kernel the counter
-  cannot see into (no FLOPs quadratic in n) makes the cost claim an error, not a pass.
+  ``module(x, x, x)``: query = key = value, each (batch, n, d_model), and only so (a module
+  called otherwise may refuse). Its FLOPs are counted on that call; the fused kernels of
+  ``F.scaled_dot_product_attention`` and of ``nn.MultiheadAttention``'s fast path are counted
+  analytically, and a kernel the counter cannot see into (no FLOPs quadratic in n) makes the
+  cost claim an error, not a pass. Keys and values apart are asked for only through
+  :meth:`Adapter.multi_head_cross_attention`, which an implementation whose attention takes one
+  tensor for keys and values (Hugging Face's) leaves out.
 * **positional_encoding(length, d_model)** is what is added to the embeddings of the tokens
   at sequence positions 0 .. length-1 (row p for the p-th token, including any offset the
   implementation starts from, e.g. fairseq's ``padding_idx + 1``). Any fixed order of the
   dimensions is accepted by the wavelength and relative-position claims (they find the
-  sine/cosine pairs); the order itself is ``sec3.pe.layout``'s fact.
+  sine/cosine pairs); the order itself is ``sec3.pe.layout``'s fact. A table that belongs to
+  one built model (a learned table, one per stack as in BART) is not the adapter's: give it as
+  ``ModelParts.encoder_positions`` / ``decoder_positions`` and raise ``self.absent(...)`` from
+  ``positional_encoding`` when the implementation has no sinusoids.
+* **Layer parts** (``encoder_layer``, ``decoder_layer``, ``ModelParts.*_layers``) give the
+  sub-layer functions without residual or norm, and the norms in the order the layer applies
+  them, wherever it applies them: the checks that need to know where the norms sit (post-norm,
+  LayerNorm(x + Sublayer(x)), or pre-norm, x + Sublayer(LayerNorm(x))) measure it on the layer
+  (:mod:`repro.checks.placement`); nothing needs declaring.
 * **Token ids**: the checks feed ids in [4, vocab_size); the ids 0-3 (:data:`RESERVED_IDS`)
   are left to special tokens (padding, begin, end, unknown), so ``ModelParts.pad_id`` must be
   one of them. ``forward(src, tgt_in)`` is the teacher-forced training call: ``tgt_in`` is the
@@ -50,10 +76,11 @@ Conventions (every check relies on them; ``repro audit`` enforces the checkable 
 
 Methods added after the first version of the protocol (``attention_paths``, ``model_paths``,
 ``decoder_layer``, ``training_model``, ``update_rates``, ``search``, ``beam_search``,
-``average_last``, ``checkpoint_steps``) and the optional fields of :class:`ModelParts` after
-``module`` are optional like the rest: an adapter written before them runs unchanged, and the
-claims needing them read "not applicable" (``attention_paths`` and ``model_paths`` default to
-``attention`` and ``model``).
+``average_last``, ``checkpoint_steps``, ``multi_head_cross_attention``) and the optional fields
+of :class:`ModelParts` after ``module`` are optional like the rest: an adapter written before
+them runs unchanged, and the claims needing them read "not applicable" (``attention_paths`` and
+``model_paths`` default to ``attention`` and ``model``). :meth:`Adapter.absent` and
+:func:`absent` are additions an older adapter never calls.
 """
 
 from __future__ import annotations
@@ -65,19 +92,42 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from repro.claims.outcome import NotApplicable
+from repro.claims.outcome import Absent, NotApplicable
+
+
+class AbsentPart:
+    """An optional callable of :class:`ModelParts` the implementation does not have (see
+    :func:`absent`): calling it raises :class:`~repro.claims.outcome.Absent`, so a claim that
+    needs the part fails with the reason, where ``None`` (not exposed) would make it not applicable."""
+
+    def __init__(self, why: str) -> None:
+        self.why = why
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise Absent(self.why)
+
+    def __repr__(self) -> str:
+        return f"absent({self.why!r})"
+
+
+def absent(why: str) -> AbsentPart:
+    """Mark an optional callable of :class:`ModelParts` as absent from the implementation, e.g.
+    ``encoder_positions=absent("T5 adds no positional encoding to its embeddings")``."""
+    return AbsentPart(why)
 
 
 @dataclass
 class FeedForwardParts:
     """A position-wise FFN (Eq. 2) and its weights in the paper's orientation:
-    ``w_1`` is d_model x d_ff (so the hidden layer is x @ w_1 + b_1), ``w_2`` is d_ff x d_model."""
+    ``w_1`` is d_model x d_ff (so the hidden layer is x @ w_1 + b_1), ``w_2`` is d_ff x d_model.
+    A bias the implementation does not have (T5's feed-forward layers have none) is ``None``:
+    absent, a departure from Eq. 2 that the check reports (never pass zeros for it)."""
 
     module: Callable[[Tensor], Tensor]
     w_1: Tensor
-    b_1: Tensor
+    b_1: Tensor | None
     w_2: Tensor
-    b_2: Tensor
+    b_2: Tensor | None
 
 
 @dataclass
@@ -127,6 +177,14 @@ class ModelParts:
     given sizes (one position at a time, or several at once).
     ``module`` is the ``nn.Module`` holding every parameter; Table 3's counts count its unique
     trainable parameters (``None``: not applicable).
+
+    The model's own positions (``None``: not exposed; :func:`absent`: the model has none):
+    ``encoder_positions(length)`` / ``decoder_positions(length)`` the (length, d_model) table
+    that stack adds to its embeddings at positions 0 .. length-1, when the table belongs to the
+    built model (a learned table, one per stack) rather than to :meth:`Adapter.positional_encoding`;
+    ``encoder_attention_bias(n)`` / ``decoder_attention_bias(n)`` the additive bias (heads, n, n)
+    that stack's self-attention adds to its scores over n positions (T5's relative position
+    bias; the decoder's causal mask apart), where the implementation puts position there.
     """
 
     forward: Callable[[Tensor, Tensor], Tensor]
@@ -145,6 +203,10 @@ class ModelParts:
     encoder_layers: Sequence[EncoderLayerParts] | None = None
     decoder_layers: Sequence[DecoderLayerParts] | None = None
     incremental: Callable[[Tensor, Tensor, Sequence[int]], Tensor] | None = None
+    encoder_positions: Callable[[int], Tensor] | None = None
+    decoder_positions: Callable[[int], Tensor] | None = None
+    encoder_attention_bias: Callable[[int], Tensor] | None = None
+    decoder_attention_bias: Callable[[int], Tensor] | None = None
 
 
 #: ``next_log_probs(prefix)``: log-probabilities (vocab,) of the next token after ``prefix`` (the
@@ -161,6 +223,12 @@ class Adapter:
 
     def _missing(self, part: str) -> NotApplicable:
         return NotApplicable(f"{self.name} does not expose {part} (adapter method '{part}')")
+
+    def absent(self, part: str, why: str) -> Absent:
+        """The exception to raise from a method whose part the implementation does not have:
+        ``raise self.absent("positional_encoding", "T5 adds no positional encoding")``. The claims
+        needing the part fail with this reason (a departure), unlike a method left out."""
+        return Absent(f"{self.name} has no {part}: {why}")
 
     # -- Section 3.2 ------------------------------------------------------------------------
     def attention(self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None) -> Tensor:
@@ -181,6 +249,14 @@ class Adapter:
         and expect (batch, n, d_model) back."""
         raise self._missing("multi_head_attention")
 
+    def multi_head_cross_attention(self, d_model: int, n_heads: int) -> Callable[[Tensor, Tensor, Tensor], Tensor]:
+        """A multi-head attention module (h heads of d_model/h) called with keys and values
+        apart, ``module(query, key, value)``: query (batch, n_q, d_model), key and value
+        (batch, n_k, d_model), different tensors; returns (batch, n_q, d_model). Leave it out when
+        the implementation's attention takes one tensor for keys and values (Hugging Face's
+        ``key_value_states``): the claims then use :meth:`attention` alone."""
+        raise self._missing("multi_head_cross_attention")
+
     # -- Section 3.3 / 3.5 ------------------------------------------------------------------
     def feed_forward(self, d_model: int, d_ff: int) -> FeedForwardParts:
         """The position-wise FFN of Eq. 2 and its weights (see :class:`FeedForwardParts`)."""
@@ -189,7 +265,9 @@ class Adapter:
     def positional_encoding(self, length: int, d_model: int) -> Tensor:
         """The (length, d_model) table added to the embeddings of the tokens at positions
         0 .. length-1 (any offset the implementation starts from included), in the
-        implementation's own order of dimensions."""
+        implementation's own order of dimensions. An implementation without a fixed table (no
+        absolute positions, or learned ones) raises ``self.absent("positional_encoding", why)``;
+        a learned table goes in ``ModelParts.encoder_positions`` / ``decoder_positions``."""
         raise self._missing("positional_encoding")
 
     # -- Section 3.1 ------------------------------------------------------------------------

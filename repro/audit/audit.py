@@ -2,8 +2,10 @@
 
 Claims about the paper's own arithmetic and claims that read stored runs are left out (their
 checkers declare ``audits=False``, or need a cluster). Each record says *why* it has its
-status: measured against expected for a pass or a fail, the missing adapter method for
-"not applicable", the method that raised (or returned a wrongly shaped value) for an error.
+status: measured against expected for a pass or a fail, the part the implementation does not
+have for a fail "absent", the missing adapter method for "not applicable", what the outputs
+compared lacked for "inconclusive", the method that raised (or returned a wrongly shaped
+value) for an error.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from repro.audit.adapter import Adapter
 from repro.audit.contract import CheckedAdapter
 from repro.checks import CHECKERS, select_claims
 from repro.claims import Claim, Outcome
-from repro.claims.runner import CheckRecord, count, run_claim
+from repro.claims.runner import ABSENT, CheckRecord, count, run_claim
 from repro.claims.table import format_value
 
 
@@ -42,6 +44,8 @@ def tolerance_text(claim: Claim) -> str:
 def why(record: CheckRecord) -> str:
     """One sentence on the record's status, for the table and the test report."""
     claim = record.claim
+    if ABSENT in record.extra:
+        return f"absent: {record.extra[ABSENT]} (the paper: {format_value(claim.expected, 60)})"
     if record.status.measured:
         unit = record.unit or claim.unit
         text = f"{unit}: " if unit else ""
@@ -100,13 +104,14 @@ def run_audit(
 
 
 def broken(records: Sequence[AuditRecord]) -> list[AuditRecord]:
-    """The applicable claims the implementation fails or on which it errs."""
+    """The applicable claims the implementation fails, on which it errs, or that were inconclusive."""
     return [r for r in records if r.status.broken]
 
 
 def summary(records: Sequence[AuditRecord]) -> str:
     counts = count(r.check for r in records)
-    order = (Outcome.PASS, Outcome.FAIL, Outcome.ERROR, Outcome.INCONSISTENT, Outcome.NOT_APPLICABLE, Outcome.NOT_RUN)
+    order = (Outcome.PASS, Outcome.FAIL, Outcome.ERROR, Outcome.INCONCLUSIVE, Outcome.INCONSISTENT,
+             Outcome.NOT_APPLICABLE, Outcome.NOT_RUN)
     return ", ".join(f"{counts[s.value]} {s.value}" for s in order if s.value in counts)
 
 

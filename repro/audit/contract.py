@@ -5,6 +5,13 @@ A checker that receives a wrongly shaped tensor may fail with a broadcasting err
 own arithmetic, or (worse) broadcast silently. Wrapping the adapter in :class:`CheckedAdapter`
 turns such a return value into an :class:`AdapterContractError` raised *inside* the adapter
 method's call, so the claim is reported as an error naming that method and what it returned.
+
+Some contract failures are not about shapes but show in what a value computes. An attention
+function given the protocol's boolean mask (True = may attend) that *adds* it to the scores
+(Hugging Face's eager attention, reached from a bare ``BartConfig``, does: it expects a float
+mask of 0 and -inf) or reads True as "masked" (``nn.MultiheadAttention``'s ``key_padding_mask``
+convention) would fail Eq. 1 with a large error and no reason; :func:`_check_masking` recognises
+both and says what to change.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ import torch
 from torch import Tensor
 
 from repro.audit.adapter import RESERVED_IDS, Adapter, EncoderLayerParts, FeedForwardParts, ModelParts
+from repro.checks.attention import reference_attention
 
 
 class AdapterContractError(Exception):
@@ -86,8 +94,18 @@ class CheckedAdapter:
         return bool(getattr(self._target, "has_repro_presets", False))
 
     def attention(self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None) -> Tensor:
-        out = self._target.attention(query, key, value, mask)
-        return _shape("attention", out, (*query.shape[:-1], value.shape[-1]))
+        return _checked_attention("attention", self._target.attention)(query, key, value, mask)
+
+    def attention_paths(self) -> dict[str, Callable[[Tensor, Tensor, Tensor, Tensor | None], Tensor]]:
+        paths = _instance("attention_paths", self._target.attention_paths(), dict)
+        return {name: _checked_attention(f"attention_paths()[{name!r}]", fn) for name, fn in paths.items()}
+
+    def multi_head_cross_attention(self, d_model: int, n_heads: int) -> Callable[[Tensor, Tensor, Tensor], Tensor]:
+        module = self._target.multi_head_cross_attention(d_model, n_heads)
+        if not callable(module):
+            raise AdapterContractError(
+                f"multi_head_cross_attention returned {type(module).__name__}, expected a callable")
+        return _same_shape("the module from multi_head_cross_attention", module)
 
     def multi_head_attention(self, d_model: int, n_heads: int) -> Callable[[Tensor, Tensor, Tensor], Tensor]:
         module = self._target.multi_head_attention(d_model, n_heads)
@@ -98,6 +116,8 @@ class CheckedAdapter:
     def feed_forward(self, d_model: int, d_ff: int) -> FeedForwardParts:
         parts = _instance("feed_forward", self._target.feed_forward(d_model, d_ff), FeedForwardParts)
         for field, shape in (("w_1", (d_model, d_ff)), ("b_1", (d_ff,)), ("w_2", (d_ff, d_model)), ("b_2", (d_model,))):
+            if field.startswith("b_") and getattr(parts, field) is None:
+                continue  # a bias the implementation does not have: absent, reported by Eq. 2's check
             _shape(f"feed_forward's FeedForwardParts.{field}", getattr(parts, field), shape)
         return dataclasses.replace(parts, module=_same_shape("FeedForwardParts.module", parts.module))
 
@@ -186,7 +206,98 @@ def _checked_parts(what: str, parts: Any, vocab_size: int, d_model: int) -> Mode
         def checked_embed(tokens: Tensor) -> Tensor:
             return _shape("ModelParts.embed_source", embed(tokens), (*tokens.shape, d_model))
 
-    return dataclasses.replace(parts, forward=checked_forward, embed_source=checked_embed)
+    positions = {}
+    for field in ("encoder_positions", "decoder_positions"):
+        table = getattr(parts, field)
+        if table is not None:
+            positions[field] = _checked_table(f"ModelParts.{field}", table, d_model)
+    for field in ("encoder_attention_bias", "decoder_attention_bias"):
+        bias = getattr(parts, field)
+        if bias is not None:
+            positions[field] = _checked_bias(f"ModelParts.{field}", bias)
+    return dataclasses.replace(parts, forward=checked_forward, embed_source=checked_embed, **positions)
+
+
+def _checked_table(what: str, table: Callable[[int], Tensor], d_model: int) -> Callable[[int], Tensor]:
+    def call(length: int) -> Tensor:
+        return _shape(what, table(length), (length, d_model))
+
+    return call
+
+
+def _checked_bias(what: str, bias: Callable[[int], Tensor]) -> Callable[[int], Tensor]:
+    def call(n: int) -> Tensor:
+        value = bias(n)
+        if not isinstance(value, Tensor) or value.dim() != 3 or tuple(value.shape[1:]) != (n, n):
+            shape = tuple(value.shape) if isinstance(value, Tensor) else type(value).__name__
+            raise AdapterContractError(f"{what}({n}) returned {shape}, expected a tensor (heads, {n}, {n})")
+        return value
+
+    return call
+
+
+def _checked_attention(what: str, fn: Callable[..., Tensor]) -> Callable[[Tensor, Tensor, Tensor, Tensor | None], Tensor]:
+    """An attention function whose output has the protocol's shape and which honours its mask."""
+
+    def call(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None) -> Tensor:
+        out = _shape(what, fn(query, key, value, mask), (*query.shape[:-1], value.shape[-1]))
+        _check_masking(what, out, query, key, value, mask)
+        return out
+
+    return call
+
+
+def _close(a: Tensor, b: Tensor, rows: Tensor) -> bool:
+    a, b = a.double()[rows], b.double()[rows]
+    return bool(torch.isfinite(b).all()) and (a - b).abs().max().item() <= 1e-4 * max(b.abs().max().item(), 1.0)
+
+
+def _check_masking(what: str, out: Tensor, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None) -> None:
+    """Refuse an attention output that follows another mask convention than the protocol's:
+    the mask added to the scores as numbers (True 1, False 0) or True read as "masked". Tried
+    with the scale of Eq. 1 and with none (T5 does not scale). A call on which the conventions
+    give the same output (one key dominating every row) tells nothing and passes; an output
+    that follows no convention, or ignores the mask, is left to the claims (it may be the
+    implementation's own departure)."""
+    if mask is None or mask.dtype != torch.bool or bool(mask.all()) or mask.dim() != out.dim():
+        return
+    full = mask.expand(*out.shape[:-1], key.shape[-2])
+    rows = (~full).any(-1) & full.any(-1)  # rows with masked and unmasked keys: only there do conventions differ
+    if not rows.any():
+        return
+    d_k = query.shape[-1]
+    with torch.no_grad():
+        for scale in (d_k ** -0.5, 1.0):
+            q = query.double() * (scale * d_k ** 0.5)  # reference_attention divides by sqrt(d_k)
+            masked = reference_attention(q, key, value, mask)
+            if _close(out, masked, rows):
+                return
+            scores = q @ key.double().transpose(-2, -1) / d_k ** 0.5
+            candidates = {
+                "added": torch.softmax(scores + full.double(), -1) @ value.double(),
+                "inverted": reference_attention(q, key, value, ~full),
+                "ignored": torch.softmax(scores, -1) @ value.double(),
+            }
+            matches = [name for name, candidate in candidates.items() if _close(out, candidate, rows)]
+            if len(matches) != 1:
+                continue
+            error = (out.double() - masked)[rows].abs().max().item()
+            if matches == ["added"]:
+                raise AdapterContractError(
+                    f"{what}: the attention you gave adds the mask to the scores instead of masking: {error:.3g} max "
+                    "error at the rows with masked keys. The protocol's mask is boolean, True = may attend; an "
+                    "implementation that adds its mask (Hugging Face's eager attention, which a bare config selects) "
+                    "needs it as floats: torch.zeros_like(mask, dtype=q.dtype).masked_fill(~mask, float('-inf')) "
+                    "(or use the attention function the model itself runs, e.g. sdpa)"
+                )
+            if matches == ["inverted"]:
+                raise AdapterContractError(
+                    f"{what}: the attention you gave reads True in the mask as 'masked': {error:.3g} max error at the "
+                    "rows with masked keys. The protocol's mask is True where attention is allowed (as "
+                    "F.scaled_dot_product_attention's); pass ~mask to an implementation with the other convention "
+                    "(nn.MultiheadAttention's key_padding_mask)"
+                )
+            return  # it ignores the mask: Eq. 1 fails on it, and it may be the implementation's own
 
 
 def _check_summed(adapter: Adapter, value: Tensor, logits: Tensor, target: Tensor, pad_id: int, smoothing: float) -> None:

@@ -5,9 +5,10 @@ given. Then it adds one test per claim that measures an implementation (the clai
 ``repro audit``), whatever test files the project has, or none: they are added after
 collection, so ``pytest --repro-target mymod:factory`` in one's own project runs them beside
 its own tests (select them alone with ``-m repro_claim``). A claim that passes is a passed
-test; one that fails, or whose adapter method raised or returned a wrongly shaped value, a
-failed test that shows measured against expected, or the method at fault; a claim whose part
-the adapter lacks is skipped with the reason; a figure on which the paper contradicts itself
+test; one that fails (an absent part included), whose comparison was inconclusive, or whose
+adapter method raised or returned a wrongly shaped value, a failed test that shows measured
+against expected, the reason, or the method at fault; a claim whose part the adapter does not
+expose is skipped with the reason; a figure on which the paper contradicts itself
 is an expected failure (xfail).
 
 repro is imported only when ``--repro-target`` is given: the plugin is loaded by every pytest
@@ -112,7 +113,7 @@ class ClaimItem(pytest.Item):
 
         record = excinfo.value.record
         c = record.claim
-        verdict = "FAILED" if record.status == Outcome.FAIL else "ERROR"
+        verdict = {Outcome.FAIL: "FAILED", Outcome.INCONCLUSIVE: "INCONCLUSIVE"}.get(record.status, "ERROR")
         lines = [f"claim {c.id} ({c.source}) {verdict} against {record.target}", f"  statement: {c.statement}"]
         if record.status == Outcome.FAIL:
             unit = f" [{record.check.unit or c.unit}]" if (record.check.unit or c.unit) else ""
@@ -121,6 +122,8 @@ class ClaimItem(pytest.Item):
                 f"  measured:  {format_value(record.check.measured, 80)}",
                 f"  detail:    {record.check.detail}",
             ]
+        elif record.status == Outcome.INCONCLUSIVE:
+            lines.append(f"  why:       {record.check.detail} (never a pass)")
         else:
             lines.append(f"  error:     {record.check.detail}")
         return "\n".join(lines)

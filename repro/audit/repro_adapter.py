@@ -116,6 +116,10 @@ class ReproAdapter(Adapter):
         cfg = self._config(d_model=d_model, n_heads=n_heads)
         return MultiHeadAttention(d_model, n_heads, cfg.d_k, cfg.d_v, cfg.attention).eval()
 
+    def multi_head_cross_attention(self, d_model: int, n_heads: int):
+        """repro's MultiHeadAttention takes queries, keys and values apart (``module(q, k, v)``)."""
+        return self.multi_head_attention(d_model, n_heads)
+
     # -- Section 3.3 / 3.5 ------------------------------------------------------------------
     def feed_forward(self, d_model: int, d_ff: int) -> FeedForwardParts:
         ffn = PositionwiseFeedForward(d_model, d_ff).eval()

@@ -2,9 +2,11 @@
 
 Rows are claims, columns implementations (:mod:`repro.audit.zoo`). Each cell has the claim's
 status for that implementation, a one-line reason and a category that keeps apart what a
-reader must not confuse: a *departure* from the paper (the claim measured and failed), a claim
-that does *not apply* (the implementation lacks the part), an *adapter error* (the adapter or
-the implementation broke while being measured), and the paper contradicting itself.
+reader must not confuse: a *departure* from the paper (the claim measured and failed, or the
+implementation has no such part: "absent"), a claim that does *not apply* (the adapter does not
+expose the part), an *inconclusive* comparison (the outputs compared could show nothing), an
+*adapter error* (the adapter or the implementation broke while being measured), and the paper
+contradicting itself.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from repro.audit.audit import AuditRecord, run_audit
 from repro.audit.load import load_adapter
 from repro.audit.zoo import NOT_INSTALLABLE, ZooEntry, missing_entries
 from repro.claims import Claim, Outcome
+from repro.claims.runner import ABSENT
 from repro.claims.table import format_value
 from repro.errors import ReproError
 
@@ -36,6 +39,7 @@ CATEGORY = {
     Outcome.NOT_APPLICABLE: "not applicable",
     Outcome.ERROR: "adapter error",
     Outcome.NOT_RUN: "not run",
+    Outcome.INCONCLUSIVE: "inconclusive",
 }
 
 
@@ -74,7 +78,9 @@ def one_line(record: AuditRecord, limit: int = 160) -> str:
     """The reason in one short line: measured vs paper (and the detail's first clause) for a
     measurement, the reason without the implementation's name otherwise."""
     check = record.check
-    if record.status.measured:
+    if ABSENT in check.extra:
+        text = f"absent: {check.extra[ABSENT]}".replace(f"{record.target} ", "")
+    elif record.status.measured:
         text = f"{format_value(check.measured, 40)} vs paper {format_value(record.claim.expected, 40)}"
         first = check.detail.split(";")[0].strip()
         if first and len(text) + len(first) < limit:

@@ -1,7 +1,7 @@
 """Writing the zoo's side-by-side audit (:mod:`repro.audit.side_by_side`) as Markdown, HTML and JSON.
 
 Rows are claims, columns implementations; a cell shows the category (pass, **departure**,
-not applicable, adapter error, paper inconsistent) and a one-line reason. The three files are
+inconclusive, not applicable, adapter error, paper inconsistent) and a one-line reason. The three files are
 written atomically into one folder (``reports/audit/`` by default).
 """
 
@@ -17,10 +17,11 @@ from repro.audit.side_by_side import CATEGORY, ZooAudit
 from repro.claims.table import format_value
 
 FILES = ("zoo.md", "zoo.html", "zoo.json")
-ORDER = ("pass", "departure", "paper inconsistent", "not applicable", "adapter error", "not run")
+ORDER = ("pass", "departure", "paper inconsistent", "inconclusive", "not applicable", "adapter error", "not run")
 MARK = {"pass": "pass", "departure": "**DEPARTURE**", "paper inconsistent": "paper inconsistent",
-        "not applicable": "n/a", "adapter error": "**ADAPTER ERROR**", "not run": "not run"}
-COLOUR = {"pass": "#d9f2d9", "departure": "#f8c9c4", "paper inconsistent": "#fde9b6",
+        "inconclusive": "*inconclusive*", "not applicable": "n/a", "adapter error": "**ADAPTER ERROR**",
+        "not run": "not run"}
+COLOUR = {"pass": "#d9f2d9", "departure": "#f8c9c4", "paper inconsistent": "#fde9b6", "inconclusive": "#cfe3f5",
           "not applicable": "#eeeeee", "adapter error": "#d9c8f0", "not run": "#ffffff"}
 
 
@@ -63,10 +64,11 @@ def to_markdown(zoo: ZooAudit) -> str:
         f"`repro audit --zoo`, commit {p['commit'] or '-'}, {p['date']}; {p['hardware']}, Python {p['python']}, "
         f"torch {p['torch']}. Scale: {p['scale']}.",
         "",
-        "Each cell: **DEPARTURE** (measured, and the implementation departs from the paper), pass, n/a (the "
-        "implementation or its adapter lacks the part), **ADAPTER ERROR** (the adapter or the library broke while "
-        "measured), paper inconsistent (the paper contradicts itself there), with a one-line reason. "
-        "`zoo.json` has the full reasons.",
+        "Each cell: **DEPARTURE** (measured, and the implementation departs from the paper; \"absent\": the "
+        "implementation has no such part at all), pass, n/a (the adapter does not expose the part), *inconclusive* "
+        "(the outputs compared were empty, constant or end-of-sentence only: they could show nothing), "
+        "**ADAPTER ERROR** (the adapter or the library broke while measured), paper inconsistent (the paper "
+        "contradicts itself there), with a one-line reason. `zoo.json` has the full reasons.",
         "",
         "| implementation | adapter | version | " + " | ".join(ORDER) + " |",
         "| --- | --- | --- | " + " | ".join("---" for _ in ORDER) + " |",

@@ -5,7 +5,8 @@ What is torch's and what is not, claim by claim:
 * ``attention``: ``torch.nn.functional.scaled_dot_product_attention``, the function
   ``nn.MultiheadAttention`` calls when no attention weights are asked for (as the layers of
   ``nn.Transformer`` do). Its boolean ``attn_mask`` has the protocol's convention (True = attend).
-* ``multi_head_attention``: ``nn.MultiheadAttention(batch_first=True)``, called as (q, k, v).
+* ``multi_head_attention`` and ``multi_head_cross_attention``: ``nn.MultiheadAttention(batch_first=True)``,
+  called as (q, k, v) (self-attention, and with keys and values apart).
   Its inference fast path is switched off for the call (``torch.backends.mha``): the standard
   path is the one training takes. (The FLOP counter counts the fast path's fused kernel too,
   analytically: :func:`repro.complexity.flops.flop_counter`.)
@@ -108,6 +109,10 @@ class TorchTransformerAdapter(Adapter):
     def multi_head_attention(self, d_model: int, n_heads: int) -> Callable[[Tensor, Tensor, Tensor], Tensor]:
         mha = nn.MultiheadAttention(d_model, n_heads, dropout=0.0, batch_first=True).eval()
         return _without_fast_path(lambda q, k, v: mha(q, k, v, need_weights=False)[0])
+
+    def multi_head_cross_attention(self, d_model: int, n_heads: int) -> Callable[[Tensor, Tensor, Tensor], Tensor]:
+        """``nn.MultiheadAttention`` takes queries, keys and values apart (``kdim``/``vdim`` default d_model)."""
+        return self.multi_head_attention(d_model, n_heads)
 
     def _layer(self, d_model: int, n_heads: int, d_ff: int) -> nn.TransformerEncoderLayer:
         return nn.TransformerEncoderLayer(

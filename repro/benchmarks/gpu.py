@@ -35,7 +35,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from repro.benchmarks.machine import environment, publish, ratio_spread, spread
+from repro.benchmarks.machine import environment, parse_benchmark_args, publish, ratio_spread, spread
 from repro.benchmarks.train_speed import ReferenceObjective, ReferenceTransformer, make_batch, training_flops
 from repro.cli_flags import device_name
 from repro.data.batching import Batch
@@ -137,12 +137,7 @@ def main(argv: list[str] | None = None) -> dict:
                         help="also time the step under torch.compile (default: on a GPU only)")
     parser.add_argument("--peak-n", type=int, default=None, help="matrix size of the peak (default 8192 GPU, 2048 CPU)")
     parser.add_argument("--peak-seconds", type=float, default=5.0)
-    parser.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: torch's default)")
-    parser.add_argument("--note", default="", help="how the machine was shared")
-    parser.add_argument("--out", type=Path, default=None, help="default reports/benchmarks/gpu-<device>.json")
-    args = parser.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    args = parse_benchmark_args(parser, argv)   # --threads, --note, --out (default reports/benchmarks/gpu-<device>.json)
     runtime = Runtime.resolve(args.device, args.precision, dims=(512, 2048))
     gpu = runtime.on_gpu
     args.compile = gpu if args.compile is None else args.compile

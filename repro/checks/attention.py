@@ -6,8 +6,9 @@ import math
 
 import torch
 
-from repro.claims.outcome import CheckContext, Measurement
+from repro.claims.outcome import CheckContext, Measurement, NotApplicable
 from repro.checks.registry import checker
+from repro.checks.vacuity import require_informative
 from repro.claims.claim import Claim
 from repro.complexity.flops import flop_counter
 
@@ -129,6 +130,7 @@ def causal_mask(claim: Claim, ctx: CheckContext) -> Measurement:
         tgt = torch.randint(4, 40, (2, 9), generator=gen)
         with torch.no_grad():
             base = parts.forward(src, tgt)
+            require_informative(base, f"the logits ({path})")
             for j in range(tgt.size(1)):
                 changed = tgt.clone()
                 changed[:, j] = 4 + (changed[:, j] - 4 + 7) % 36
@@ -163,26 +165,57 @@ def eq1_paths(claim: Claim, ctx: CheckContext) -> Measurement:
     return Measurement(worst, detail="max abs error per path: " + ", ".join(details))
 
 
+def _affinity_in_values(call, q: torch.Tensor, k: torch.Tensor, v1: torch.Tensor, v2: torch.Tensor, a: float,
+                        what: str) -> float:
+    """max |f(q, k, a v1 + (1 - a) v2) - (a f(q, k, v1) + (1 - a) f(q, k, v2))| for one call."""
+    with torch.no_grad():
+        one, two = call(q, k, v1), call(q, k, v2)
+        require_informative(one, what)
+        mixed = call(q, k, a * v1 + (1 - a) * v2)
+    return (mixed - (a * one + (1 - a) * two)).abs().max().item()
+
+
 @checker("attention.weighted_sum")
 def weighted_sum(claim: Claim, ctx: CheckContext) -> Measurement:
     """Section 3.2: "The output is computed as a weighted sum of the values, where the weight
     assigned to each value is computed by a compatibility function of the query with the
-    corresponding key." With the queries and keys fixed, multi-head attention is then affine in
-    the values: MHA(q, k, a v1 + (1 - a) v2) = a MHA(q, k, v1) + (1 - a) MHA(q, k, v2).
-    Measured: the worst departure from that, over random inputs."""
+    corresponding key." With the queries and keys fixed, attention is then affine in the values:
+    f(q, k, a v1 + (1 - a) v2) = a f(q, k, v1) + (1 - a) f(q, k, v2).
+
+    Measured only through calls the protocol defines with values apart from keys: the attention
+    function (Eq. 1's, ``attention``) and, where the adapter offers it, a multi-head module
+    called with keys and values apart (``multi_head_cross_attention``). ``multi_head_attention``
+    is self-attention only (query = key = value) and is never called otherwise. Outputs that do
+    not vary are inconclusive (:mod:`repro.checks.vacuity`). Measured: the worst departure from
+    that, over random inputs and every call offered."""
     d_model, heads = claim.params.get("d_model", 64), claim.params.get("heads", 8)
-    module = ctx.target.multi_head_attention(d_model, heads)
+    d_k = d_model // heads
     gen = torch.Generator().manual_seed(ctx.seed)
-    worst = 0.0
-    for _ in range(5):
-        q, k = torch.randn(2, 7, d_model, generator=gen), torch.randn(2, 9, d_model, generator=gen)
-        v1, v2 = torch.randn(2, 9, d_model, generator=gen), torch.randn(2, 9, d_model, generator=gen)
-        a = float(torch.rand(1, generator=gen)) * 3 - 1
-        with torch.no_grad():
-            mixed = module(q, k, a * v1 + (1 - a) * v2)
-            want = a * module(q, k, v1) + (1 - a) * module(q, k, v2)
-        worst = max(worst, (mixed - want).abs().max().item())
-    return Measurement(worst, detail=f"max |MHA(q, k, a v1 + (1-a) v2) - (a MHA(q, k, v1) + (1-a) MHA(q, k, v2))| = {worst:.1e}")
+    calls = {
+        "attention": (lambda q, k, v: ctx.target.attention(q, k, v, None), (2, heads, 7, d_k), (2, heads, 9, d_k)),
+        "multi_head_cross_attention": (None, (2, 7, d_model), (2, 9, d_model)),
+    }
+    worst, measured, skipped = 0.0, [], []
+    for name, (call, q_shape, kv_shape) in calls.items():
+        try:
+            if call is None:
+                call = ctx.target.multi_head_cross_attention(d_model, heads)
+            path_worst = 0.0
+            for _ in range(5):
+                q, k = torch.randn(*q_shape, generator=gen), torch.randn(*kv_shape, generator=gen)
+                v1, v2 = torch.randn(*kv_shape, generator=gen), torch.randn(*kv_shape, generator=gen)
+                a = float(torch.rand(1, generator=gen)) * 3 - 1
+                path_worst = max(path_worst, _affinity_in_values(call, q, k, v1, v2, a, f"the outputs of {name}"))
+        except NotApplicable as why:
+            skipped.append(str(why))
+            continue
+        worst = max(worst, path_worst)
+        measured.append(f"{name}: {path_worst:.1e}")
+    if not measured:
+        raise NotApplicable(f"{ctx.target.name} exposes no call that takes values apart from keys (attention, "
+                            f"multi_head_cross_attention): {'; '.join(skipped)}")
+    return Measurement(worst, detail="max |f(q, k, a v1 + (1-a) v2) - (a f(q, k, v1) + (1-a) f(q, k, v2))|: "
+                                     + ", ".join(measured))
 
 
 @checker("attention.constant_compute")

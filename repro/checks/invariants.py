@@ -16,6 +16,7 @@ from __future__ import annotations
 import torch
 
 from repro.checks.registry import checker
+from repro.checks.vacuity import require_informative
 from repro.claims.claim import Claim
 from repro.claims.outcome import CheckContext, Measurement, NotApplicable
 
@@ -41,6 +42,7 @@ def padding_invariance(claim: Claim, ctx: CheckContext) -> Measurement:
         src[0, :5], tgt[0, :4], src[1], tgt[1] = short_src[0], short_tgt[0], long_src[0], long_tgt[0]
         with torch.no_grad():
             alone = parts.forward(short_src, short_tgt)[0]
+            require_informative(alone, f"the logits ({path})")
             batched = parts.forward(src, tgt)[0, :4]
         err = (alone - batched).abs().max().item()
         worst = max(worst, err)
@@ -60,6 +62,7 @@ def incremental(claim: Claim, ctx: CheckContext) -> Measurement:
         src, tgt = _tokens(gen, 2, 7), _tokens(gen, 2, 10)
         with torch.no_grad():
             full = parts.forward(src, tgt)
+            require_informative(full, f"the logits ({path})")
             for chunks in ([1] * 10, [3, 1, 4, 2], [2, 5, 3]):
                 err = (parts.incremental(src, tgt, chunks) - full).abs().max().item()
                 worst = max(worst, err)
@@ -80,6 +83,7 @@ def encoder_all_positions(claim: Claim, ctx: CheckContext) -> Measurement:
         path_blind = 0
         with torch.no_grad():
             base = parts.encode(src)
+            require_informative(base, f"the encoder's outputs ({path})")
             for j in range(src.size(1)):
                 changed = src.clone()
                 changed[0, j] = 4 + (changed[0, j] - 4 + 11) % (SIZE["vocab_size"] - 4)

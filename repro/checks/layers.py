@@ -8,6 +8,7 @@ import torch
 
 from repro.checks.census import TRACE_VOCAB, buildable, forward_dimensions
 from repro.checks.registry import checker
+from repro.checks.vacuity import require_informative
 from repro.claims.claim import Claim
 from repro.claims.outcome import CheckContext, Measurement, NotApplicable
 from repro.model import Transformer, get_preset
@@ -15,17 +16,41 @@ from repro.model import Transformer, get_preset
 
 @checker("layers.feed_forward")
 def feed_forward(claim: Claim, ctx: CheckContext) -> Measurement:
-    """Eq. 2 applied at each position: max |FFN(x) - (max(0, x W1 + b1) W2 + b2)|."""
+    """Eq. 2 applied at each position: max |FFN(x) - (max(0, x W1 + b1) W2 + b2)|.
+
+    A bias the adapter declares absent (``None`` in FeedForwardParts, e.g. T5's) is a departure
+    from Eq. 2: the rest of the equation is still measured and reported, and the claim fails.
+    A bias that is all zeros (as many libraries initialise them) is given random values for the
+    measurement (and restored), so that a layer that ignores it cannot pass."""
     d_model, d_ff = claim.params.get("d_model", 64), claim.params.get("d_ff", 256)
     parts = ctx.target.feed_forward(d_model, d_ff)
     gen = torch.Generator().manual_seed(ctx.seed)
     x = torch.randn(3, 11, d_model, generator=gen)
-    with torch.no_grad():
-        got = parts.module(x).double()
-        w_1, b_1, w_2, b_2 = (t.detach().double() for t in (parts.w_1, parts.b_1, parts.w_2, parts.b_2))
-        want = torch.clamp(x.double() @ w_1 + b_1, min=0) @ w_2 + b_2
+    biases = {"b_1": parts.b_1, "b_2": parts.b_2}
+    saved = [(b, b.detach().clone()) for b in biases.values() if b is not None and not b.detach().any()]
+    try:
+        with torch.no_grad():
+            before = parts.module(x).double() if saved else None
+            for b, _ in saved:
+                b.copy_(torch.randn(b.shape, generator=gen, dtype=b.dtype))
+            got = parts.module(x).double()
+            w_1, w_2 = parts.w_1.detach().double(), parts.w_2.detach().double()
+            b_1, b_2 = (b.detach().double() if b is not None else 0.0 for b in biases.values())
+            want = torch.clamp(x.double() @ w_1 + b_1, min=0) @ w_2 + b_2
+    finally:
+        with torch.no_grad():
+            for b, value in saved:
+                b.copy_(value)
     err = (got - want).abs().max().item()
-    return Measurement(err, detail=f"max abs error {err:.2e}")
+    missing = [name for name, b in biases.items() if b is None]
+    perturbed = f"; zero biases given random values for the check ({len(saved)})" if saved else ""
+    if before is not None and torch.equal(before, got):
+        perturbed += ("; the layer's output did not move when they changed: they are not biases the layer adds "
+                      "(give the layer's own bias tensors, or None for a bias it does not have)")
+    if missing:
+        return Measurement(err, False, f"absent: {', '.join(missing)} (no bias in the layer); max abs error of "
+                                       f"Eq. 2 without {'them' if len(missing) > 1 else 'it'} {err:.2e}{perturbed}")
+    return Measurement(err, detail=f"max abs error {err:.2e}{perturbed}")
 
 
 def _perturb_norms(norms: tuple, gen: torch.Generator) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -63,6 +88,7 @@ def post_norm(claim: Claim, ctx: CheckContext) -> Measurement:
             h = norm_1(x + parts.self_attention(x))
             want = norm_2(h + parts.feed_forward(h))
             got = parts.layer(x)
+            require_informative(got, "the layer's outputs")
             same_norms = (norm_1(x) - norm_2(x)).abs().max().item() < 1e-6
     finally:
         with torch.no_grad():
@@ -154,6 +180,7 @@ def position_wise(claim: Claim, ctx: CheckContext) -> Measurement:
     perm = torch.randperm(9, generator=gen)
     with torch.no_grad():
         out = parts.module(x)
+        require_informative(out, "the feed-forward layer's outputs")
         permuted = (parts.module(x[:, perm]) - out[:, perm]).abs().max().item()
         alone = max((parts.module(x[:, i : i + 1])[:, 0] - out[:, i]).abs().max().item() for i in range(9))
     return Measurement(max(permuted, alone), detail=f"permuted {permuted:.1e}, one position at a time {alone:.1e}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from repro.claims.outcome import CheckContext, Measurement, NotApplicable
+from repro.claims.outcome import Absent, CheckContext, Measurement, NotApplicable
 from repro.checks.registry import checker
 from repro.claims.claim import Claim
 from repro.checks.sinusoids import PAPER_LAYOUT, NotSinusoidPairs, SinusoidPairs, find_pairs
@@ -135,28 +135,72 @@ def require_stack_inputs(ctx: CheckContext, parts) -> None:
         raise NotApplicable(f"{ctx.target.name} does not expose {', '.join(missing)} (ModelParts)")
 
 
-def model_table(ctx: CheckContext, length: int, d_model: int) -> torch.Tensor:
-    """The positional table the implementation says it adds, else the paper's sinusoids (float64)."""
-    try:
-        return ctx.target.positional_encoding(length, d_model).detach().double()
-    except NotApplicable:
-        return reference_encoding(length, d_model)
+def stack_table(ctx: CheckContext, parts, stack: str, length: int, d_model: int) -> torch.Tensor:
+    """The positional table the ``stack`` ("encoder" or "decoder") adds, as the implementation
+    declares it (float64): the built model's own table for that stack
+    (``ModelParts.encoder_positions`` / ``decoder_positions``, e.g. BART's two learned tables),
+    else the adapter's ``positional_encoding``. Raises ``Absent`` where the implementation has no
+    positional table and ``NotApplicable`` where it exposes none; it never substitutes one."""
+    own = parts.encoder_positions if stack == "encoder" else parts.decoder_positions
+    table = own(length) if own is not None else ctx.target.positional_encoding(length, d_model)
+    return table.detach().double()
+
+
+def _position_elsewhere(parts, length: int) -> str:
+    """What the model declares instead of an added table: an additive bias on the self-attention
+    scores (T5), and whether it is relative (depends on j - i only), measured."""
+    found = []
+    for stack, bias in (("encoder", parts.encoder_attention_bias), ("decoder", parts.decoder_attention_bias)):
+        if bias is None:
+            continue
+        with torch.no_grad():
+            b = bias(length).detach().double()
+        shift = (b[..., 1:, 1:] - b[..., :-1, :-1]).abs().max().item()
+        kind = "relative (a function of j - i alone)" if shift <= 1e-6 else f"not relative (shifted by one: {shift:.2g})"
+        found.append(f"{stack}: {kind}")
+    if not found:
+        return ""
+    return ("; the additive bias on the self-attention scores it declares instead (ModelParts.encoder_attention_bias, "
+            "decoder_attention_bias), measured: " + ", ".join(found))
 
 
 @checker("positional.both_stacks")
 def both_stacks(claim: Claim, ctx: CheckContext) -> Measurement:
     """Section 3.5: the positional encodings are added to the input embeddings "at the bottoms
     of the encoder and decoder stacks". With dropout off, what each stack's first layer receives
-    minus the scaled embedding must be the positional table (the implementation's own table when
-    it exposes one, else the paper's sinusoids). Measured: the worst difference over both stacks."""
-    d_model = 32
+    minus the scaled embedding must be that stack's positional table: the model's own
+    (``ModelParts.encoder_positions``/``decoder_positions``), else the adapter's
+    ``positional_encoding``, else, where the adapter exposes none, the paper's sinusoids (the
+    encoding the claim is about). A model without positions fails with the reason "absent".
+    Measured: the worst difference over both stacks."""
+    d_model, length = 32, 12
     parts = ctx.target.model(vocab_size=40, d_model=d_model, n_heads=4, d_ff=64, n_layers=1)
     require_stack_inputs(ctx, parts)
     gen = torch.Generator().manual_seed(ctx.seed)
-    tokens = torch.randint(4, 40, (2, 12), generator=gen)
-    table = model_table(ctx, 12, d_model)
+    tokens = torch.randint(4, 40, (2, length), generator=gen)
+    tables, paper = {}, []
+    for stack in ("encoder", "decoder"):
+        try:
+            tables[stack] = stack_table(ctx, parts, stack, length, d_model)
+        except Absent as why:
+            raise Absent(f"{why}{_position_elsewhere(parts, length)}") from None
+        except NotApplicable:
+            tables[stack] = reference_encoding(length, d_model)
+            paper.append(stack)
     with torch.no_grad():
-        enc = (parts.encoder_input(tokens) - parts.embed_source(tokens)).double()
-        dec = (parts.decoder_input(tokens) - parts.embed_target(tokens)).double()
-    errors = {"encoder": (enc - table).abs().max().item(), "decoder": (dec - table).abs().max().item()}
-    return Measurement(max(errors.values()), detail=", ".join(f"{k} {v:.1e}" for k, v in errors.items()))
+        received = {"encoder": parts.encoder_input(tokens).double(), "decoder": parts.decoder_input(tokens).double()}
+        embedded = {"encoder": parts.embed_source(tokens).double(), "decoder": parts.embed_target(tokens).double()}
+    errors = {k: (received[k] - embedded[k] - tables[k]).abs().max().item() for k in received}
+    note = f" (against the paper's sinusoids: the adapter exposes no table for the {' and '.join(paper)})" if paper else ""
+    normed = [k for k in received if errors[k] > 1e-5 and _is_normalised_sum(received[k], embedded[k] + tables[k])]
+    if normed:
+        note += (f"; the {' and '.join(normed)} receive{'s' if len(normed) == 1 else ''} LayerNorm(embedding + positions): "
+                 "a norm on the sum before the first layer (as BART's layernorm_embedding)")
+    return Measurement(max(errors.values()), detail=", ".join(f"{k} {v:.1e}" for k, v in errors.items()) + note)
+
+
+def _is_normalised_sum(received: torch.Tensor, total: torch.Tensor) -> bool:
+    """Whether ``received`` is the sum normalised per position (a LayerNorm at its initial gain 1
+    and bias 0, any epsilon up to 1e-5)."""
+    normalised = torch.nn.functional.layer_norm(total, total.shape[-1:])
+    return (received - normalised).abs().max().item() <= 1e-3

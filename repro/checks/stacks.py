@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 
 from repro.checks.registry import checker
+from repro.checks.vacuity import require_informative
 from repro.claims.claim import Claim
 from repro.claims.outcome import CheckContext, Measurement, NotApplicable
 
@@ -48,6 +49,7 @@ def post_norm_decoder(claim: Claim, ctx: CheckContext) -> Measurement:
         h2 = n2(h1 + parts.cross_attention(h1, z))
         want = n3(h2 + parts.feed_forward(h2))
         got = parts.layer(x, z)
+        require_informative(got, "the decoder layer's outputs")
     err = (got - want).abs().max().item()
     return Measurement(err, detail=f"max |layer(x, z) - the paper's composition of its parts|: {err:.2e}")
 
@@ -105,11 +107,14 @@ def stacks(claim: Claim, ctx: CheckContext) -> Measurement:
     tgt = torch.randint(4, 40, (2, 6), generator=gen)
     with torch.no_grad():
         memory = _compose_encoder(parts, src)
+        require_informative(memory, "the encoder stack's outputs")
         encoder_err = (parts.encode(src) - memory).abs().max().item()
         y = parts.decoder_input(tgt)
         for layer in parts.decoder_layers:
             y = layer.layer(y, memory)
-        logits_err = (parts.forward(src, tgt) - y @ parts.output_projection.T).abs().max().item()
+        logits = parts.forward(src, tgt)
+        require_informative(logits, "the logits")
+        logits_err = (logits - y @ parts.output_projection.T).abs().max().item()
     err = max(encoder_err, logits_err)
     return Measurement(err, detail=f"encoder stack {encoder_err:.1e}, logits {logits_err:.1e} "
                                    f"({len(parts.encoder_layers)} + {len(parts.decoder_layers)} layers)")

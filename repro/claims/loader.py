@@ -1,4 +1,5 @@
-"""Loading ``claims/*.toml``: validate each claim against the schema, name the file and claim on error."""
+"""Loading ``claims/*.toml``: validate each claim against the schema (its ``params`` against its
+checker's, :mod:`repro.claims.params`; no NaN or infinity anywhere), name the file and claim on error."""
 
 from __future__ import annotations
 
@@ -7,12 +8,12 @@ import tomllib
 from collections.abc import Collection
 from pathlib import Path
 
-import jsonschema
-
 from repro.claims.claim import Claim
+from repro.claims.params import params_schema
 from repro.claims.schema import CLAIM_SCHEMA, FILE_SCHEMA
 from repro.errors import ClaimFileError
 from repro.shipped import shipped_dir
+from repro.validation import problem
 
 ENV_CLAIMS_DIR = "REPRO_CLAIMS_DIR"
 
@@ -24,17 +25,12 @@ def default_claims_dir() -> Path:
     return Path(env) if env else shipped_dir("claims", "claims_data")
 
 
-def _describe(error: jsonschema.ValidationError) -> str:
-    where = ".".join(str(p) for p in error.absolute_path)
-    if error.validator == "required":
-        return error.message
-    if error.validator == "minimum" and where.startswith("tolerance."):
-        return f"field '{where}' must not be negative (got {error.instance})"
-    if error.validator == "anyOf" and not where:
-        return "a numeric 'expected' needs a 'tolerance', a 'rounding' or a 'bound'"
-    if error.validator == "type":
-        return f"field '{where}' must be of type {error.validator_value} (got {error.instance!r})"
-    return f"field '{where or '<claim>'}': {error.message}"
+def _claim_schema(checker: object) -> dict:
+    """The claim schema with the ``params`` its checker takes (:mod:`repro.claims.params`)."""
+    schema = dict(CLAIM_SCHEMA)
+    if isinstance(checker, str):
+        schema["properties"] = {**CLAIM_SCHEMA["properties"], "params": params_schema(checker)}
+    return schema
 
 
 def load_file(path: Path, checkers: Collection[str] | None = None) -> list[Claim]:
@@ -45,16 +41,15 @@ def load_file(path: Path, checkers: Collection[str] | None = None) -> list[Claim
         raise ClaimFileError(f"{path}: cannot read claims file ({err})") from None
     except tomllib.TOMLDecodeError as err:
         raise ClaimFileError(f"{path}: not valid TOML ({err})") from None
-    file_error = next(iter(jsonschema.Draft202012Validator(FILE_SCHEMA).iter_errors(data)), None)
+    file_error = problem(data, FILE_SCHEMA, nan_allowed_in=("claim",))  # each claim is checked below
     if file_error is not None:
-        raise ClaimFileError(f"{path}: {_describe(file_error)} (a claims file holds [[claim]] tables)")
-    validator = jsonschema.Draft202012Validator(CLAIM_SCHEMA)
+        raise ClaimFileError(f"{path}: {file_error} (a claims file holds [[claim]] tables)")
     claims = []
     for index, raw in enumerate(data["claim"], start=1):
         name = raw.get("id") if isinstance(raw.get("id"), str) else f"#{index}"
-        errors = sorted(validator.iter_errors(raw), key=lambda e: list(e.absolute_path))
-        if errors:
-            raise ClaimFileError(f"{path}: claim '{name}': {_describe(errors[0])}")
+        error = problem(raw, _claim_schema(raw.get("checker")))
+        if error:
+            raise ClaimFileError(f"{path}: claim '{name}': {error}")
         if checkers is not None and raw["checker"] not in checkers:
             raise ClaimFileError(f"{path}: claim '{name}': field 'checker': no checker named '{raw['checker']}' "
                                  f"(known: {', '.join(sorted(checkers))})")
@@ -81,3 +76,13 @@ def load_claims(directory: str | os.PathLike[str] | None = None,
             seen[claim.id] = str(path)
             claims.append(claim)
     return claims
+
+
+def known_values(claims_dir: str | os.PathLike[str] | None = None) -> dict[str, object]:
+    """Claim id -> the paper's value, for every claim a result record may name: those under
+    ``claims_dir`` and the project's own (:func:`default_claims_dir`), so that a store holding
+    records of the shipped claims is not refused when another claims folder is checked."""
+    values = {c.id: c.expected for c in load_claims(None)}
+    if claims_dir is not None:
+        values.update({c.id: c.expected for c in load_claims(claims_dir)})
+    return values

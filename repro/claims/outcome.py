@@ -1,8 +1,12 @@
 """What a checker can say about a claim: a measurement, or why there is none, and the outcome.
 
 A checker measures and returns a :class:`Measurement`; when it cannot (the implementation
-under audit lacks the part, or the claim needs a run nobody has made) it raises
-:class:`NotApplicable` or :class:`NotRun`. The engine turns that into one :class:`Outcome`.
+under audit does not expose the part, or the claim needs a run nobody has made) it raises
+:class:`NotApplicable` or :class:`NotRun`. Two more reasons are not "cannot": an implementation
+that *has no such part* (no positional encoding at all, a feed-forward layer without biases)
+raises :class:`Absent`, a departure from the paper that fails the claim; and a comparison whose
+outputs carry nothing to compare (empty, constant, end-of-sentence only) raises
+:class:`Inconclusive`, which never passes. The engine turns each into one :class:`Outcome`.
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ class Outcome(TextEnum):
     NOT_RUN = "not run"
     NOT_APPLICABLE = "not applicable"
     ERROR = "error"
+    #: the comparison ran on outputs that cannot show a difference (empty, constant, EOS only)
+    INCONCLUSIVE = "inconclusive"
 
     @property
     def measured(self) -> bool:
@@ -44,12 +50,23 @@ class Outcome(TextEnum):
 
     @property
     def broken(self) -> bool:
-        """The implementation failed the claim or its checker broke."""
-        return self in (Outcome.FAIL, Outcome.ERROR)
+        """The implementation failed the claim, its checker broke, or the check could not tell
+        (inconclusive): the claim ran and is not established."""
+        return self in (Outcome.FAIL, Outcome.ERROR, Outcome.INCONCLUSIVE)
 
 
 class NotApplicable(Exception):
     """The implementation under audit does not expose the part this claim needs."""
+
+
+class Absent(Exception):
+    """The implementation has no such part at all (as opposed to not exposing it): a departure
+    from the paper. The claim fails, its reason starting "absent"."""
+
+
+class Inconclusive(Exception):
+    """The comparison a checker made cannot show what it tests: the outputs compared are empty,
+    constant or end-of-sentence only (:func:`repro.checks.vacuity.require_informative`)."""
 
 
 class NotRun(Exception):
@@ -77,4 +94,4 @@ class CheckContext:
     results: dict[str, "Result"] = field(default_factory=dict)
 
 
-__all__ = ["CheckContext", "Measurement", "NotApplicable", "NotRun", "Outcome"]
+__all__ = ["Absent", "CheckContext", "Inconclusive", "Measurement", "NotApplicable", "NotRun", "Outcome"]

@@ -3,8 +3,10 @@
 A claim's outcome is ``pass`` or ``fail`` when its checker measured something (``paper
 inconsistent`` instead of ``fail`` when the claim records that the paper contradicts itself
 there, so no implementation can match every figure), ``not run`` when it needs a run that has
-not happened, ``not applicable`` when the implementation under audit lacks the part it needs,
-and ``error`` when the checker or the adapter broke (the record names the adapter method that
+not happened, ``not applicable`` when the implementation under audit does not expose the part
+it needs, ``fail`` with the reason "absent" when the implementation has no such part at all (a
+departure), ``inconclusive`` when the outputs compared could not show a difference, and
+``error`` when the checker or the adapter broke (the record names the adapter method that
 raised). One claim's error never stops the others.
 
 The engine is generic: it is handed the checkers (``repro.checks`` binds its registry) and the
@@ -19,13 +21,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from repro.claims.claim import Claim
-from repro.claims.outcome import CheckContext, Measurement, NotApplicable, NotRun, Outcome
+from repro.claims.outcome import Absent, CheckContext, Inconclusive, Measurement, NotApplicable, NotRun, Outcome
 
 if TYPE_CHECKING:
     from repro.results.store import Result
 
 #: Every outcome, in the order summaries print them.
 STATUSES = tuple(o.value for o in Outcome)
+
+#: What an absent part is measured as (:class:`~repro.claims.outcome.Absent`).
+ABSENT = "absent"
 
 CheckerFn = Callable[[Claim, CheckContext], Measurement]
 
@@ -97,6 +102,11 @@ def run_claim(claim: Claim, check: CheckerFn, target: Any, results: Mapping[str,
         return CheckRecord(claim, Outcome.NOT_APPLICABLE, detail=str(why), seconds=time.perf_counter() - start)
     except NotRun as why:
         return CheckRecord(claim, Outcome.NOT_RUN, detail=str(why), seconds=time.perf_counter() - start)
+    except Absent as why:  # the implementation has no such part: a departure, never "not applicable"
+        return CheckRecord(claim, Outcome.FAIL, ABSENT, f"{ABSENT}: {why}", seconds=time.perf_counter() - start,
+                           extra={ABSENT: str(why)})
+    except Inconclusive as why:
+        return CheckRecord(claim, Outcome.INCONCLUSIVE, detail=str(why), seconds=time.perf_counter() - start)
     except Exception as err:  # noqa: BLE001 - a broken adapter must not stop the audit
         where = (f"adapter method '{traced.last_method}' of {target.name}" if traced.last_method
                  else f"checker '{claim.checker}'")

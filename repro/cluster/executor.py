@@ -21,6 +21,7 @@ import submitit
 
 from repro.cluster.experiments import JobSpec
 from repro.cluster.job import JobSequence, TrainingJob
+from repro.cluster.job_state import RecordsState
 from repro.cluster.profiles import ClusterProfile, ClusterProfileError
 from repro.cluster.status import Ledger, SubmissionRecord
 
@@ -106,25 +107,27 @@ def submit_jobs(specs: list[JobSpec], profile: ClusterProfile, *, kind: str, led
     local executor, several specs run in ``parallel`` lanes, each lane's jobs one after another."""
     if not specs:
         raise ClusterProfileError("nothing to submit: the experiment has no jobs")
+    if parallel < 1:
+        raise ClusterProfileError(f"parallel must be positive, got {parallel}")
     stamp = _dt.datetime.now(_dt.timezone.utc)
     submission_id = submission_id or new_submission_id()
     folder = ledger.root / "submitit" / submission_id
     executor = make_executor(profile, folder, kind, job_name, timeout_min)
-    if parallel < 1:
-        raise ClusterProfileError(f"parallel must be positive, got {parallel}")
-    tasks = [TrainingJob(s.to_dict(), str(results_dir) if results_dir else None, profile.max_requeues)
-             for s in specs]
-    lanes = min(parallel, len(tasks)) if kind == "local" and len(tasks) > 1 else 0
+    trainings = [TrainingJob(s.to_dict(), str(results_dir) if results_dir else None, profile.max_requeues)
+                 for s in specs]
+    lanes = min(parallel, len(trainings)) if kind == "local" and len(trainings) > 1 else 0
     try:
+        # each job records how it ended in JSON for `repro status` (repro.cluster.job_state)
         if lanes:   # one process per lane; spec i runs in lane i % lanes
-            sequences = [JobSequence(tasks[lane::lanes], profile.max_requeues) for lane in range(lanes)]
+            sequences = [RecordsState(JobSequence(trainings[lane::lanes], profile.max_requeues))
+                         for lane in range(lanes)]
             lane_jobs = [executor.submit(seq) for seq in sequences]
-            jobs = [lane_jobs[i % lanes] for i in range(len(tasks))]
-        elif len(tasks) == 1:
-            jobs = [executor.submit(tasks[0])]
+            jobs = [lane_jobs[i % lanes] for i in range(len(trainings))]
+        elif len(trainings) == 1:
+            jobs = [executor.submit(RecordsState(trainings[0]))]
         else:
             with executor.batch():
-                jobs = [executor.submit(t) for t in tasks]
+                jobs = [executor.submit(RecordsState(t)) for t in trainings]
     except submitit.core.utils.FailedJobError as err:
         reason = " ".join(str(err).split())[-400:]
         raise ClusterProfileError(f"{profile.path}: {kind} refused the job(s) of profile '{profile.name}': {reason}") from None

@@ -25,6 +25,7 @@ from typing import Any
 import submitit
 import torch
 
+from repro import jsonfile
 from repro.cluster import rendezvous
 from repro.cluster.evaluate import evaluate_claims
 from repro.cluster.experiments import check_parser_data, finished
@@ -252,9 +253,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requeues", type=int, default=0, help="requeues allowed (bookkeeping only here)")
     args = parser.parse_args(argv)
     try:
-        spec = json.loads(open(args.spec, encoding="utf-8").read())
-    except (OSError, json.JSONDecodeError) as err:
-        print(f"repro: error: {args.spec}: cannot read the job spec ({err})", file=sys.stderr)
+        spec = jsonfile.read(args.spec, "job spec", error=ConfigError)  # strict: a key twice, NaN refused
+    except ConfigError as err:
+        print(f"repro: error: {err}", file=sys.stderr)
         return 2
     if "train" not in spec and "config" in spec:   # a job of the dry run's JSON
         spec = {**spec, "train": {k: v for k, v in spec["config"].items() if k != "synthetic"},

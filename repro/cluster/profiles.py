@@ -84,6 +84,9 @@ _FIELDS: dict[str, tuple[type, bool, Any]] = {
     "max_tokens_per_device": (int, True, None),
 }
 
+#: Text fields that reach the sbatch script.
+SCRIPT_FIELDS = ("partition", "gpu_type", "account", "qos", "constraint")
+
 
 def profile_dir() -> Path:
     """``$REPRO_SLURM_PROFILES`` if set, else ``slurm/`` of the checkout, else the profiles the package ships."""
@@ -145,6 +148,11 @@ def parse_profile(data: dict[str, Any], path: Path) -> ClusterProfile:
             raise fail(field, f"must be a string, got {value!r}")
         values[field] = value
 
+    for field in SCRIPT_FIELDS:  # these go into the sbatch script, one #SBATCH line each
+        bad = next((c for c in values[field] if ord(c) < 32 or ord(c) == 127), None)
+        if bad is not None:
+            raise fail(field, f"holds the control character {bad!r} (got {values[field]!r}); it would reach the "
+                              "job script, which takes printable text only")
     for field in ("nodes", "cpus_per_task", "mem_gb", "time_limit_min", "max_tokens_per_device"):
         if values[field] <= 0:
             raise fail(field, f"must be positive, got {values[field]}")

@@ -4,26 +4,55 @@ Layout under the state directory (``--state-dir``, env ``REPRO_CLUSTER_STATE``, 
 ``runs/cluster``): ``submissions/<id>.json`` (the ledger), ``submitit/<id>/`` (submitit's
 pickles and logs) and ``jobs/<id>/<job>/`` (each job's ``out_dir``: checkpoints, metrics).
 SLURM jobs' states come from ``sacct`` (accounting sees cancelled and finished jobs), with
-``squeue`` for jobs accounting has not recorded yet; local jobs' from submitit's result files.
+``squeue`` for jobs accounting has not recorded yet; local jobs' from the JSON state file each job
+writes (:mod:`repro.cluster.job_state`; submitit's own result pickles are never read: unpickling
+runs code, and the ledger names the folder). Every ledger record is validated against
+:data:`SUBMISSION_SCHEMA` (:mod:`repro.validation`) before anything is done with it.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import pickle
 import re
 import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from submitit.core.utils import JobPaths
-
-from repro.errors import ConfigError
+from repro import jsonfile
 from repro.atomic import atomic_write_text
+from repro.cluster.job_state import read_state
+from repro.errors import ConfigError
+from repro.validation import problem
 
 ENV_STATE_DIR = "REPRO_CLUSTER_STATE"
+
+
+#: A SLURM job id (``123``, an array task ``123_4``) or a local job's process id.
+JOB_ID = r"^[0-9]{1,18}(_[0-9]{1,9})?$"
+
+SUBMISSION_SCHEMA: dict = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["id", "experiment", "profile", "executor", "created", "folder", "results_dir", "job_name", "jobs"],
+    "properties": {
+        "id": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$"},
+        "experiment": {"type": "string", "minLength": 1},
+        "profile": {"type": "string", "minLength": 1},
+        "executor": {"enum": ["slurm", "local"]},
+        "created": {"type": "string", "format": "date-time"},
+        "folder": {"type": "string", "minLength": 1},
+        "results_dir": {"type": ["string", "null"]},
+        "job_name": {"type": "string"},
+        "jobs": {"type": "array", "items": {
+            "type": "object", "additionalProperties": False, "required": ["name", "job_id"],
+            "properties": {"name": {"type": "string", "minLength": 1}, "job_id": {"type": "string", "pattern": JOB_ID},
+                           "out_dir": {"type": ["string", "null"]},
+                           # the local executor's lane that runs the job (repro.cluster.executor)
+                           "lane": {"type": "integer", "minimum": 0}}}},
+    },
+}
 
 
 def default_state_dir() -> Path:
@@ -50,20 +79,20 @@ class SubmissionRecord:
     def from_dict(cls, data: Any, source: str) -> "SubmissionRecord":
         if not isinstance(data, dict):
             raise ConfigError(f"{source}: a submission record must be a JSON object")
-        names = list(cls.__dataclass_fields__)
-        for name in names:
-            if name not in data:
-                raise ConfigError(f"{source}: submission record lacks field '{name}'")
-        if not isinstance(data["jobs"], list) or not all(isinstance(j, dict) and "job_id" in j for j in data["jobs"]):
-            raise ConfigError(f"{source}: field 'jobs' must be a list of objects with a 'job_id'")
-        return cls(**{n: data[n] for n in names})
+        why = problem(data, SUBMISSION_SCHEMA)
+        if why is not None:
+            raise ConfigError(f"{source}: submission record {why}")
+        return cls(**{n: data[n] for n in cls.__dataclass_fields__})
 
 
 class Ledger:
-    """Submission records under ``root/submissions``."""
+    """Submission records under ``root/submissions``. With ``skip_invalid``, a malformed record is
+    left out and listed in ``skipped`` (path, why); otherwise it raises ConfigError naming it."""
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    def __init__(self, root: str | os.PathLike[str], *, skip_invalid: bool = False) -> None:
         self.root = Path(root)
+        self.skip_invalid = skip_invalid
+        self.skipped: list[tuple[Path, str]] = []
 
     @property
     def directory(self) -> Path:
@@ -76,13 +105,27 @@ class Ledger:
 
     def read_all(self) -> list[SubmissionRecord]:
         records = []
-        for path in sorted(self.directory.glob("*.json")):
+        self.skipped = []
+        for path in sorted(self.directory.iterdir()) if self.directory.is_dir() else []:
+            if path.name.startswith(".") and path.name.endswith(".tmp"):
+                continue  # a write in progress, or a killed one the next writer removes (repro.atomic)
             try:
-                data = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, json.JSONDecodeError) as err:
-                raise ConfigError(f"{path}: not a readable submission record ({err})") from None
-            records.append(SubmissionRecord.from_dict(data, str(path)))
+                records.append(self._read(path))
+            except ConfigError as err:
+                if not self.skip_invalid:
+                    raise
+                self.skipped.append((path, str(err)))
         return sorted(records, key=lambda r: (r.created, r.id))
+
+    @staticmethod
+    def _read(path: Path) -> SubmissionRecord:
+        if path.suffix != ".json" or not path.is_file():
+            raise ConfigError(f"{path}: not a submission record (the ledger holds <id>.json files only)")
+        record = SubmissionRecord.from_dict(jsonfile.read(path, "submission record", error=ConfigError), str(path))
+        if record.id != path.stem:
+            raise ConfigError(f"{path}: submission record field 'id' is '{record.id}', but the file is named for "
+                              f"'{path.stem}'")
+        return record
 
 
 _ARRAY = re.compile(r"^(\d+)_\[(.+)\]$")
@@ -128,18 +171,15 @@ def slurm_states(job_ids: list[str]) -> dict[str, str]:
 
 
 def local_state(folder: str | Path, job_id: str) -> str:
-    """The state of a job run by submitit's local executor, from its result file and pid."""
-    paths = JobPaths(folder, job_id=job_id, task_id=0)
-    if paths.result_pickle.exists():
-        try:
-            with paths.result_pickle.open("rb") as fh:
-                outcome = pickle.load(fh)[0]  # submitit's own file: ("success" | "error", payload)
-        except (OSError, EOFError, pickle.UnpicklingError, IndexError, TypeError):
-            return "UNKNOWN"
-        return "COMPLETED" if outcome == "success" else "FAILED"
+    """The state of a job run by submitit's local executor, from its JSON state file and pid."""
+    ended = read_state(folder, job_id)
+    if ended is not None:
+        return ended
+    if (Path(folder) / f"{job_id}_0_result.pkl").exists():
+        return "UNKNOWN"  # ended, but submitted before jobs recorded their state (its pickle is not read)
     try:
         os.kill(int(job_id), 0)
-    except (ValueError, ProcessLookupError):
+    except (ValueError, OverflowError, ProcessLookupError):
         return "LOST"
     except PermissionError:
         pass

@@ -18,7 +18,7 @@ import json
 import sys
 from pathlib import Path
 
-from repro.argtypes import existing_dir, non_negative_int
+from repro.argtypes import existing_dir, output_dir, output_file, seed
 from repro.atomic import atomic_write_text
 from repro.audit.audit import AuditRecord, auditable_claims, broken, render_audit, run_audit
 from repro.audit.load import load_adapter
@@ -43,10 +43,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("target", metavar="TARGET", nargs="?",
                         help="module:factory returning an adapter, e.g. repro.audit.torch_adapter:adapter")
-    parser.add_argument("--json", metavar="FILE", help="write the records as a JSON array to FILE")
+    parser.add_argument("--json", metavar="FILE", type=output_file, help="write the records as a JSON array to FILE")
     parser.add_argument("--zoo", action="store_true",
                         help="audit every installed implementation of the zoo side by side (pip install -e .[zoo])")
-    parser.add_argument("--out", metavar="DIR", default=None,
+    parser.add_argument("--out", metavar="DIR", default=None, type=output_dir,
                         help="with --zoo: folder for zoo.md, zoo.html, zoo.json (default: reports/audit)")
     parser.add_argument("--zoo-only", metavar="KEY", action="append", default=[],
                         help=f"with --zoo: only these columns ({', '.join(e.key for e in ZOO)})")
@@ -54,7 +54,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="directory of claims files (default: $REPRO_CLAIMS_DIR, else the checkout's claims/, "
                              "else the claims shipped in the package)")
     parser.add_argument("--only", metavar="PREFIX", action="append", default=[], help="only claims whose id starts so")
-    parser.add_argument("--seed", type=non_negative_int, default=0)
+    parser.add_argument("--seed", type=seed, default=0, help="seed of the random inputs (0 .. 2**31 - 1)")
     parser.set_defaults(func=main)
 
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
-from repro.argtypes import existing_dir, existing_file, positive_int
+from repro import paths
+from repro.argtypes import existing_dir, existing_file, output_file, positive_int
 from repro.cli_flags import add_device_argument, runtime_from_args
 from repro.errors import UsageError
 from repro.train.average import average_last, write_average
@@ -15,7 +17,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("run_dir", nargs="?", type=existing_dir, help="run directory holding checkpoints/")
     parser.add_argument("--last", type=positive_int, default=5, help="how many of the newest checkpoints (default 5)")
     parser.add_argument("--checkpoints", nargs="+", metavar="CKPT", type=existing_file, help="average these files instead")
-    parser.add_argument("-o", "--output", help="output file (default RUN_DIR/average_lastK.pt)")
+    parser.add_argument("-o", "--output", type=output_file, help="output file (default RUN_DIR/average_lastK.pt)")
     add_device_argument(parser, default="cpu", what="where the checkpoints are loaded and averaged (the file "
                                                     "written holds CPU tensors either way)")
     parser.set_defaults(func=main)
@@ -27,6 +29,8 @@ def main(args: argparse.Namespace) -> int:
             raise UsageError("--checkpoints needs --output")
         out = write_average(args.checkpoints, args.output, device=runtime_from_args(args, "average").device)
     elif args.run_dir:
+        if args.output is None:  # the default output lies in the run directory
+            paths.output_file(Path(args.run_dir) / f"average_last{args.last}.pt", "averaged checkpoint")
         out = average_last(args.run_dir, args.last, args.output, device=runtime_from_args(args, "average").device)
     else:
         raise UsageError("give a run directory or --checkpoints")

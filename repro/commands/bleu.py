@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from repro import limits
+from repro.argtypes import existing_file
 from repro.errors import DataError
 from repro.eval.bleu import PROTOCOLS, nltk_bleu, paper_tokens, read_lines, score_files
 from repro.eval.bootstrap import DEFAULT_RESAMPLES, Interval, paper_interval, sacrebleu_interval
@@ -17,8 +19,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "paper: the tokenized, ##AT##-compound-split multi-bleu of tensor2tensor's get_ende_bleu.sh, "
         "the protocol behind the paper's Table 2.",
     )
-    parser.add_argument("hyp", help="hypotheses, one sentence per line (detokenized)")
-    parser.add_argument("ref", help="references, line-aligned with HYP")
+    parser.add_argument("hyp", type=existing_file, help="hypotheses, one sentence per line (detokenized)")
+    parser.add_argument("ref", type=existing_file, help="references, line-aligned with HYP")
     parser.add_argument("--protocol", choices=PROTOCOLS, default="sacrebleu")
     parser.add_argument("--lang", default="de", help="target language for Moses tokenization (paper protocol)")
     parser.add_argument("--ref-tokenized", action="store_true",
@@ -32,11 +34,17 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="add a 95%% bootstrap interval (sacreBLEU's own: seed $SACREBLEU_SEED or 12345; "
                         "--json gains ci95, confidence_mean, resamples, seed)")
     parser.add_argument("--confidence-n", type=int, default=DEFAULT_RESAMPLES, metavar="N",
-                        help="bootstrap resamples for --confidence (default: %(default)s, as sacreBLEU)")
+                        help="bootstrap resamples for --confidence (default: %(default)s, as sacreBLEU; at most "
+                             f"{limits.CONFIDENCE_N.soft}, with --force {limits.CONFIDENCE_N.hard})")
+    parser.add_argument("--force", action="store_true",
+                        help=f"allow more than {limits.CONFIDENCE_N.soft} --confidence-n resamples")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.confidence_n < 2:
+        raise DataError(f"--confidence-n must be at least 2 (got {args.confidence_n})")
+    limits.CONFIDENCE_N.check(args.confidence_n, force=args.force)
     kwargs = {}
     if args.protocol == "paper":
         kwargs = dict(lang=args.lang, refs_tokenized=args.ref_tokenized, hyps_tokenized=args.hyp_tokenized,
@@ -66,8 +74,6 @@ def run(args: argparse.Namespace) -> int:
 
 def confidence(args: argparse.Namespace) -> Interval:
     """sacreBLEU's bootstrap over sentences, on the text the chosen protocol scores."""
-    if args.confidence_n < 2:
-        raise DataError(f"--confidence-n must be at least 2 (got {args.confidence_n})")
     hyps, refs = read_lines(args.hyp), read_lines(args.ref)
     if args.protocol == "paper":
         hyp_tok = paper_tokens(hyps, lang=args.lang, tokenized=args.hyp_tokenized)

@@ -7,10 +7,11 @@ import json
 import sys
 from pathlib import Path
 
-from repro.argtypes import existing_dir, non_negative_int
+from repro.argtypes import existing_dir, output_dir, output_file, seed
 from repro.atomic import atomic_write_text
 from repro.audit.repro_adapter import ReproAdapter
 from repro.checks import run_checks, select_claims
+from repro.claims.loader import known_values
 from repro.claims.runner import CheckRecord
 from repro.claims.table import render
 from repro.results import DEFAULT_RESULTS, ResultStore, store_records
@@ -18,16 +19,20 @@ from repro.results import DEFAULT_RESULTS, ResultStore, store_records
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("check", help="run every local claim; exit non-zero when one fails")
-    parser.add_argument("--json", metavar="FILE", help="write the records as a JSON array to FILE")
+    parser.add_argument("--json", metavar="FILE", type=output_file, help="write the records as a JSON array to FILE")
     parser.add_argument("--claims-dir", default=None, type=existing_dir,
                         help="directory of claims files (default: $REPRO_CLAIMS_DIR, else the claims repro ships)")
     parser.add_argument(
         "--results", metavar="DIR", default=None,
         help=f"results store to read metric results from (default: {DEFAULT_RESULTS} when it exists)",
     )
-    parser.add_argument("--store", metavar="DIR", default=None, help="also write each measurement to this results store")
+    parser.add_argument("--store", metavar="DIR", default=None, type=output_dir,
+                        help="also write each measurement to this results store")
+    parser.add_argument("--skip-invalid", action="store_true",
+                        help="leave out invalid records of --results (listing each on stderr) instead of refusing "
+                             "the store (the default: exit 2 naming the first)")
     parser.add_argument("--only", metavar="PREFIX", action="append", default=[], help="only claims whose id starts so")
-    parser.add_argument("--seed", type=non_negative_int, default=0)
+    parser.add_argument("--seed", type=seed, default=0, help="seed of the random inputs (0 .. 2**31 - 1)")
     parser.set_defaults(func=main)
 
 
@@ -36,10 +41,20 @@ def progress(record: CheckRecord) -> None:
     print(f"  {record.status.value:14s} {record.claim.id} ({record.seconds:.1f} s)", file=sys.stderr)
 
 
+def _stored(results_dir: Path, args: argparse.Namespace) -> dict:
+    """The newest record of each claim in ``results_dir``, every record validated against the claims."""
+    expected = known_values(args.claims_dir)
+    store = ResultStore(results_dir, skip_invalid=args.skip_invalid, expected=expected)
+    latest = store.latest()
+    for _, why in store.skipped:
+        print(f"repro check: WARNING: skipping invalid result record or stray file: {why}", file=sys.stderr)
+    return latest
+
+
 def main(args: argparse.Namespace) -> int:
     claims = select_claims("local", args.only, args.claims_dir)
     results_dir = Path(args.results) if args.results else DEFAULT_RESULTS
-    results = ResultStore(results_dir).latest() if (args.results or results_dir.exists()) else {}
+    results = _stored(results_dir, args) if (args.results or results_dir.exists()) else {}
     records = run_checks(claims, ReproAdapter(), results=results, seed=args.seed, on_record=progress)
     print(render(records))
     if args.json:

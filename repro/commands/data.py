@@ -1,4 +1,5 @@
-"""``repro data list``, ``repro data show NAME``, ``repro data fetch NAME``: the datasets of Section 5.1."""
+"""``repro data list``, ``repro data show NAME``, ``repro data fetch NAME``: the datasets of Section 5.1;
+``repro data prepare-parsing OUT_DIR ...``: Section 6.3's parsing folders (``python -m repro.parsing.prepare``)."""
 
 from __future__ import annotations
 
@@ -6,11 +7,12 @@ import argparse
 import json
 from pathlib import Path
 
-from repro.argtypes import positive_int
+from repro.argtypes import output_dir, positive_int
 from repro.data.corpus import read_parallel
 from repro.data.fetch import fetch
 from repro.data.downloads import RECIPES
 from repro.data.registry import get_dataset, registered_names, resolve_data_dir
+from repro.parsing.prepare import main as prepare_main
 from repro.paths import existing_dir
 
 
@@ -30,8 +32,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     show.set_defaults(func=show_dataset)
     get = actions.add_parser("fetch", help="download a dataset from its official sources (needs a network)")
     get.add_argument("name", choices=sorted(RECIPES))
-    get.add_argument("--cache-dir", default=None, help="where archives are kept (default: DATA_DIR/.downloads)")
+    get.add_argument("--cache-dir", default=None, type=output_dir,
+                     help="where archives are kept (default: DATA_DIR/.downloads)")
     get.set_defaults(func=fetch_dataset)
+    prep = actions.add_parser("prepare-parsing", help="Section 6.3's parsing data: source words, linearised trees, "
+                                                      "gold trees (python -m repro.parsing.prepare)")
+    prep.add_argument("out_dir", metavar="OUT_DIR", help="the folder to write")
+    prep.add_argument("args", nargs=argparse.REMAINDER, metavar="...",
+                      help="repro.parsing.prepare's own flags: --wsj DIR, --semi SRC TGT --wsj-prepared DIR, "
+                           "--targets {symbols,per-word} (python -m repro.parsing.prepare --help)")
+    prep.set_defaults(func=prepare_parsing)
 
 
 def _data_dir(args: argparse.Namespace) -> Path:
@@ -83,3 +93,8 @@ def fetch_dataset(args: argparse.Namespace) -> int:
     root = resolve_data_dir(args.data_dir)
     fetch(args.name, root, cache_dir=None if args.cache_dir is None else resolve_data_dir(args.cache_dir))
     return 0
+
+
+def prepare_parsing(args: argparse.Namespace) -> int:
+    return int(prepare_main([args.out_dir, *args.args, *(["--data-dir", args.data_dir] if args.data_dir else [])])
+               or 0)

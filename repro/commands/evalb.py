@@ -32,8 +32,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="length cut-off of the second summary (overrides CUTOFF_LEN)")
     parser.add_argument("--json", action="store_true", help="print the summaries as JSON")
     parser.add_argument("--allow-mismatch", action="store_true",
-                        help="exit 0 even when GOLD and TEST have different numbers of lines or GOLD has no trees "
-                             "(EVALB's behaviour); by default the report is printed and the exit code is 2")
+                        help="exit 0 even when GOLD and TEST have different numbers of lines, GOLD has no trees, or "
+                             "sentences are left out of the scores (malformed trees, words that differ, empty test "
+                             "lines: EVALB's behaviour); by default the report is printed and the exit code is 2")
     parser.set_defaults(func=run)
 
 
@@ -53,7 +54,7 @@ def _params(args: argparse.Namespace) -> EvalbParams:
 
 def _incomplete(args: argparse.Namespace, result: EvalbResult) -> str | None:
     """Why the scores do not cover every sentence of GOLD and TEST (unequal line counts, no gold
-    trees), or None. EVALB reports this only on stderr and exits 0; a script would take the scores
+    trees, malformed trees, sentences whose words differ, test lines without words), or None. EVALB reports this only on stderr and exits 0; a script would take the scores
     of part of its output for the whole."""
     unmatched = [m for m in result.messages if _LINES_UNMATCH in m]
     if unmatched:
@@ -61,6 +62,15 @@ def _incomplete(args: argparse.Namespace, result: EvalbResult) -> str | None:
                 "the scores above cover only the lines both have (--allow-mismatch accepts this)")
     if not result.rows:
         return f"{args.gold}: no gold trees to score (--allow-mismatch accepts this)"
+    summary = result.all
+    left_out = summary.error_sentences + summary.skipped_sentences
+    if left_out:
+        first = (f"line {result.messages[0]}" if result.messages else
+                 f"line {next(r.line for r in result.rows if r.status == 2)}: a test line without words")
+        return (f"{args.gold}, {args.test}: {left_out} of {summary.sentences} sentences are not scored "
+                f"({summary.error_sentences} malformed or not matching gold/test, {summary.skipped_sentences} "
+                f"skipped; first: {first}); the scores above cover the other {summary.valid_sentences} only "
+                "(--allow-mismatch accepts this)")
     return None
 
 

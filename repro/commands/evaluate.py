@@ -7,9 +7,9 @@ import argparse
 import json
 from pathlib import Path
 
-from repro.argtypes import existing_dir, existing_file
+from repro.argtypes import existing_dir, existing_file, output_file
 from repro.cli_flags import runtime_for_loaded, runtime_from_args
-from repro.commands.translate import add_search_arguments, search_settings
+from repro.commands.translate import add_search_arguments, check_search_flags, search_settings
 from repro.data.registry import get_dataset, resolve_data_dir
 from repro.decode.translate import find_vocab, load_model
 from repro.eval.translation import evaluate_bleu, evaluate_perplexity
@@ -23,16 +23,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--data-dir", type=existing_dir, help="data directory (default: $REPRO_DATA_DIR or ../shared/data)")
     parser.add_argument("--split", default="test", help="split to translate and score (default test)")
     parser.add_argument("--ppl-split", default="dev", help="split for perplexity (default dev; 'none' to skip)")
-    parser.add_argument("--hypotheses", help="also write the translations to this file")
+    parser.add_argument("--hypotheses", type=output_file, help="also write the translations to this file")
     add_search_arguments(parser)
     parser.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
+    check_search_flags(args)
     runtime = runtime_from_args(args, "evaluate", resolve_precision=False)
     model, state = load_model(args.checkpoint, runtime=runtime)
     runtime = runtime_for_loaded(runtime, model, args, "evaluate")
-    vocab = find_vocab(args.checkpoint, args.vocab)
+    settings = search_settings(args, state, "evaluate")
+    vocab = find_vocab(args.checkpoint, args.vocab, model)
     train_cfg = state.get("train_config") or {}
     name = args.dataset or train_cfg.get("dataset") or "wmt14-en-de"
     data_dir = args.data_dir or train_cfg.get("data_dir")
@@ -41,7 +43,7 @@ def main(args: argparse.Namespace) -> int:
     if args.ppl_split != "none":
         ppl = evaluate_perplexity(model, vocab, dataset, args.ppl_split, runtime=runtime)
         report["perplexity"] = {"split": args.ppl_split, "ppl": ppl.ppl, "tokens": ppl.tokens}
-    bleu = evaluate_bleu(model, vocab, dataset, args.split, search_settings(args, state, "evaluate"), greedy=args.greedy,
+    bleu = evaluate_bleu(model, vocab, dataset, args.split, settings, greedy=args.greedy,
                          output=Path(args.hypotheses) if args.hypotheses else None,
                          runtime=runtime)
     report["bleu"] = {"split": args.split, "sacrebleu": bleu.sacrebleu.to_dict(), "paper": bleu.paper.to_dict(),

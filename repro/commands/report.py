@@ -8,9 +8,12 @@ import sys
 from pathlib import Path
 
 from repro.argtypes import existing_dir as existing_dir_arg
-from repro.report import FIGURE3_SENTENCE, generate
+from repro.argtypes import output_dir as output_dir_arg
+from repro.checks import select_claims
+from repro.claims.loader import known_values
+from repro.report import FIGURE3_SENTENCE, OUTPUTS, generate
 from repro.errors import ResultError
-from repro.paths import existing_dir
+from repro.paths import existing_dir, output_dir, output_file
 from repro.results import DEFAULT_RESULTS, ResultStore
 
 DEFAULT_OUT = Path("reports")
@@ -20,7 +23,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("report", help="write the reproduction report (Markdown, HTML, JSON, CSV)")
     parser.add_argument("--results", metavar="DIR", action="append", default=[],
                         help=f"results store to read (repeatable; default {DEFAULT_RESULTS})")
-    parser.add_argument("--out", metavar="DIR", default=str(DEFAULT_OUT), help=f"output folder (default {DEFAULT_OUT}/)")
+    parser.add_argument("--out", metavar="DIR", default=str(DEFAULT_OUT), type=output_dir_arg,
+                        help=f"output folder (default {DEFAULT_OUT}/)")
     parser.add_argument("--claims-dir", default=None, type=existing_dir_arg, help="directory of claims files (default: claims/)")
     parser.add_argument("--runs", metavar="DIR", action="append", default=[],
                         help="training run directory (metrics.csv, checkpoints/) to draw; repeatable")
@@ -33,11 +37,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=main)
 
 
-def skipped_records(result_dirs: list[Path]) -> list[tuple[Path, str]]:
-    """Every malformed record under ``result_dirs`` (path, why), read before any report is written."""
+def skipped_records(result_dirs: list[Path], claims_dir: str | None = None) -> list[tuple[Path, str]]:
+    """Every malformed record and stray file under ``result_dirs`` (path, why), read before any
+    report is written; records are checked against the claims too (:mod:`repro.results.schema`)."""
+    select_claims(claims_dir=claims_dir)  # the claims themselves first: a bad claims file is named before any record
+    expected = known_values(claims_dir)
     skipped: list[tuple[Path, str]] = []
     for directory in result_dirs:
-        store = ResultStore(existing_dir(directory, "results directory (--results)"), skip_invalid=True)
+        store = ResultStore(existing_dir(directory, "results directory (--results)"), skip_invalid=True,
+                            expected=expected)
         store.read_all()
         skipped.extend(store.skipped)
     return skipped
@@ -45,14 +53,16 @@ def skipped_records(result_dirs: list[Path]) -> list[tuple[Path, str]]:
 
 def main(args: argparse.Namespace) -> int:
     result_dirs = [Path(d) for d in args.results] or [DEFAULT_RESULTS]
+    for name in (*OUTPUTS, "figures/"):  # each file the report replaces, before any record is read
+        (output_dir if name.endswith("/") else output_file)(Path(args.out) / name, f"report {name.rstrip('/')}")
     for run_dir in args.runs:
         existing_dir(run_dir, "run directory (--runs)")
-    skipped = skipped_records(result_dirs)
+    skipped = skipped_records(result_dirs, args.claims_dir)
     if skipped and not args.skip_invalid:
         more = f" (and {len(skipped) - 1} more invalid records)" if len(skipped) > 1 else ""
         raise ResultError(f"{skipped[0][1]}{more}; fix or remove it, or pass --skip-invalid to report without it")
     for _, why in skipped:
-        print(f"repro report: WARNING: skipping invalid result record: {why}", file=sys.stderr)
+        print(f"repro report: WARNING: skipping invalid result record or stray file: {why}", file=sys.stderr)
     doc = generate(
         result_dirs, Path(args.out), claims_dir=args.claims_dir, run_dirs=[Path(r) for r in args.runs],
         attention_sentence=None if args.no_attention else args.attention_sentence, skip_invalid=args.skip_invalid,

@@ -1,7 +1,7 @@
-"""``repro reproduce --profile local``: checks, training, averaging, beam search, BLEU and PPL,
+"""``repro reproduce --pipeline local``: checks, training, averaging, beam search, BLEU and PPL,
 with the results written under ``reports/local/`` (the README's first command).
-``--profile local-parsing``: the constituency parser of Section 6.3 on the Penn Treebank sample.
-``--profile table3-small``: Table 3's base, (A) and (D) rows at scale small, 2 seeds each, and the
+``--pipeline local-parsing``: the constituency parser of Section 6.3 on the Penn Treebank sample.
+``--pipeline table3-small``: Table 3's base, (A) and (D) rows at scale small, 2 seeds each, and the
 verdicts on Section 6.2's conclusions (:mod:`repro.pipeline.table3`)."""
 
 from __future__ import annotations
@@ -10,8 +10,9 @@ import argparse
 import json
 import sys
 
-from repro.argtypes import positive_int
-from repro.cli_flags import add_device_argument
+from repro import limits
+from repro.argtypes import output_dir, positive_int
+from repro.cli_flags import add_device_argument, deprecated_alias
 from repro.errors import ConfigError
 from repro.model.precision import PRECISIONS
 from repro.pipeline.local import reproduce_local
@@ -19,31 +20,38 @@ from repro.pipeline.parsing import reproduce_parsing_local
 from repro.pipeline.table3 import SUBSET, SUBSET_SEEDS, reproduce_table3
 from repro.recipes import parse_assignments
 
-#: The profiles this command runs: the main job, the parser, and Table 3's subset at scale small.
-PROFILES = ("local", "local-parsing", "table3-small")
+
+#: The local jobs ``repro reproduce`` runs (the cluster's experiments go through ``repro submit``).
+PIPELINES = ["local", "local-parsing", "table3-small"]
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("reproduce", help="run the whole recipe end to end (--profile local: 2-core CPU)")
-    parser.add_argument("--profile", default="local", choices=list(PROFILES),
+    parser.add_argument("--pipeline", dest="profile", default="local", choices=PIPELINES,
                         help="local: Multi30k on a CPU; local-parsing: the Section 6.3 parser on the PTB sample; "
-                             "table3-small: Table 3's base, (A) and (D) rows at scale small with the verdicts on "
-                             "Section 6.2's conclusions (paper-scale runs go through 'repro submit')")
-    parser.add_argument("--out-dir", help="run artifacts (checkpoints, vocab, metrics; default runs/PROFILE)")
-    parser.add_argument("--reports", default="reports", metavar="DIR",
+                             "table3-small: Table 3's base, (A) and (D) rows at scale small, 2 seeds each, with the "
+                             "verdicts on Section 6.2's conclusions (paper-scale runs go through 'repro submit')")
+    parser.add_argument("--profile", dest="profile", choices=PIPELINES, action=deprecated_alias("--pipeline"),
+                        help="deprecated: --pipeline")
+    parser.add_argument("--out-dir", type=output_dir, help="run artifacts (checkpoints, vocab, metrics; default runs/PROFILE)")
+    parser.add_argument("--reports", default="reports", metavar="DIR", type=output_dir,
                         help="where the report goes (report.md, .html, .json, .csv, figures/); the results it "
                              "reads and the run summary go under DIR/local (default: %(default)s)")
     parser.add_argument("--seeds", type=int, default=None, metavar="N",
                         help="local: train and evaluate N seeds (the recipe's seed, +1, ...), each in OUT_DIR/seed-S, "
-                             "and store the mean with its spread over seeds (default: 1); table3-small: seeds per "
-                             f"row (default: {SUBSET_SEEDS})")
+                             "and store the mean with its spread over seeds (default: 1); table3-small: seeds 1..N of "
+                             f"every row (default: {SUBSET_SEEDS}); at most {limits.SEEDS.soft}, with --force "
+                             f"{limits.SEEDS.hard}")
     parser.add_argument("--rows", default=None, metavar="ROW,ROW",
                         help=f"table3-small: the rows of Table 3 to run (default: {','.join(SUBSET)})")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",
-                        help="table3-small: change a recipe field of every row (VALUE as JSON), e.g. max_steps=50; "
-                             "the runs' scale then names the change")
+                        help="table3-small: change a recipe field of every row, after its change (VALUE as JSON), "
+                             "e.g. max_steps=50; the runs' scale names the change")
+    parser.add_argument("--force", action="store_true", help=f"allow more than {limits.SEEDS.soft} --seeds")
     parser.add_argument("--data-dir", help="data directory (default: $REPRO_DATA_DIR or ../shared/data)")
-    parser.add_argument("--fresh", action="store_true", help="delete OUT_DIR first instead of resuming")
+    parser.add_argument("--fresh", action="store_true",
+                        help="start over instead of resuming: delete what earlier runs of repro wrote in OUT_DIR (as "
+                             "its .repro-manifest.json lists), once every input is checked; nothing else in it")
     parser.add_argument("--skip-checks", action="store_true", help="do not run the local claims first")
     parser.add_argument("--claims-dir", default=None,
                         help="directory of claims files (default: $REPRO_CLAIMS_DIR, else the claims repro ships)")
@@ -68,7 +76,7 @@ def main(args: argparse.Namespace) -> int:
         overrides["device"] = args.device
     out_dir = args.out_dir or f"runs/{args.profile}"
     if args.profile != "table3-small" and (args.rows is not None or args.overrides):
-        raise ConfigError("--rows and --set apply to --profile table3-small only")
+        raise ConfigError("--rows and --set apply to --pipeline table3-small only")
     if args.profile == "table3-small":
         return _table3(args, out_dir, overrides)
     if args.profile == "local-parsing":
@@ -78,6 +86,7 @@ def main(args: argparse.Namespace) -> int:
     seeds = 1 if args.seeds is None else args.seeds
     if seeds < 1:
         raise ConfigError(f"--seeds must be positive, got {seeds}")
+    limits.SEEDS.check(seeds, force=args.force)
     report = reproduce_local(out_dir=out_dir, reports_dir=f"{args.reports}/local", data_dir=args.data_dir,
                              fresh=args.fresh, checks=not args.skip_checks, overrides=overrides,
                              claims_dir=args.claims_dir, report_dir=args.reports, seeds=seeds)
@@ -92,18 +101,20 @@ def main(args: argparse.Namespace) -> int:
 
 def _table3(args: argparse.Namespace, out_dir: str, overrides: dict) -> int:
     if args.test_limit is not None:
-        raise ConfigError("--test-limit applies to --profile local-parsing only")
+        raise ConfigError("--test-limit applies to --pipeline local-parsing only")
     seeds = SUBSET_SEEDS if args.seeds is None else args.seeds
     if seeds < 1:
         raise ConfigError(f"--seeds must be positive, got {seeds}")
+    limits.SEEDS.check(seeds, force=args.force)
     rows = tuple(r.strip() for r in args.rows.split(",") if r.strip()) if args.rows is not None else SUBSET
     precision = overrides.pop("precision", None)
-    changes = {**parse_assignments(args.overrides), **overrides}
-    report = reproduce_table3(scale="small", rows=rows, seeds=seeds, out_dir=out_dir, reports_dir=f"{args.reports}/local",
-                              data_dir=args.data_dir, fresh=args.fresh, overrides=changes, precision=precision,
+    report = reproduce_table3(scale="small", rows=rows, seeds=seeds, out_dir=out_dir,
+                              reports_dir=f"{args.reports}/local", data_dir=args.data_dir, fresh=args.fresh,
+                              overrides={**parse_assignments(args.overrides), **overrides}, precision=precision,
                               claims_dir=args.claims_dir, report_dir=args.reports)
     print(json.dumps({"scale": report["scale"], "signature": report["signature"], "jobs_run": report["jobs_run"],
                       "jobs_left_out": report["jobs_left_out"], "seconds_per_row": report["seconds_per_row"],
+                      "seconds_all_jobs": report["seconds_all_jobs"],
                       "wall_minutes_total": report["wall_minutes_total"],
                       "verdicts": {v["id"]: v["verdict"] for v in report["verdicts"]}}, indent=2))
     return 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from repro.paths import existing_dir
@@ -18,14 +19,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--state-dir", type=Path, default=None, help="ledger directory (default runs/cluster)")
     p.add_argument("--experiment", default=None, help="only this experiment's submissions")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--skip-invalid", action="store_true",
+                   help="leave out ledger records that are not valid (listing each on stderr) instead of refusing "
+                        "the ledger (the default: exit 2 naming the first)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     if args.state_dir is not None:  # a typo is not "no submissions"
         existing_dir(args.state_dir, "state directory (--state-dir)")
-    ledger = Ledger(args.state_dir or default_state_dir())
+    ledger = Ledger(args.state_dir or default_state_dir(), skip_invalid=args.skip_invalid)
     records = ledger.read_all()
+    for _, why in ledger.skipped:
+        print(f"repro status: WARNING: skipping invalid ledger record: {why}", file=sys.stderr)
     if args.submissions:
         known = {r.id for r in records}
         unknown = [s for s in args.submissions if s not in known]

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from repro.argtypes import positive_int
+from repro.argtypes import output_dir, positive_int, script_text
 from repro.cluster.executor import executor_parameters, new_submission_id, resolve_executor, submit_jobs
 from repro.cluster.experiments import EXPERIMENTS, SCALED_SEEDS, Plan, finished, plan_jobs, scale_signature
 from repro.cluster.profiles import load_profile
@@ -34,10 +34,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--executor", choices=("auto", "slurm", "local"), default=None,
                    help="override the profile's executor (local: submitit's LocalExecutor, no SLURM)")
-    p.add_argument("--state-dir", type=Path, default=None, help="ledger and job folders (default runs/cluster)")
-    p.add_argument("--results-dir", type=Path, default=DEFAULT_RESULTS, help="results store the jobs write to")
+    p.add_argument("--state-dir", type=output_dir, default=None, help="ledger and job folders (default runs/cluster)")
+    p.add_argument("--results-dir", type=output_dir, default=str(DEFAULT_RESULTS), help="results store the jobs write to")
     p.add_argument("--data-dir", default=None, help="data directory the jobs read (default: REPRO_DATA_DIR)")
-    p.add_argument("--job-name", default=None, help="SLURM job name (default repro-EXPERIMENT)")
+    p.add_argument("--job-name", default=None, type=script_text, help="SLURM job name (default repro-EXPERIMENT)")
     p.add_argument("--timeout-min", type=positive_int, default=None, help="override the profile's time limit")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",
                    help="override a recipe field for every job (VALUE as JSON), e.g. max_steps=10; "
@@ -59,8 +59,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     profile = load_profile(args.cluster)
-    state_dir = (args.state_dir or default_state_dir()).resolve()
-    results_dir = args.results_dir.resolve()
+    state_dir = Path(args.state_dir or default_state_dir()).resolve()
+    results_dir = Path(args.results_dir).resolve()
     job_name = args.job_name or f"repro-{args.experiment}"
     ledger = Ledger(state_dir)
     submission_id = new_submission_id()

@@ -90,7 +90,8 @@ def main(args: argparse.Namespace) -> int:
             print(f"  {row:<11} {cells}")
         print("Section 6.2's conclusions (paper's figure beside the measured difference):")
         for v in payload["verdicts"]:
-            print(f"  {v['id']:<34} {v['verdict']:<13} paper: {show(v['paper'])}" + (f"  ({v['note']})" if v["note"] else ""))
+            note = f"  ({v['note']})" if v["note"] else ""
+            print(f"  {v['id']:<34} {v['verdict']:<13} paper: {show(v['paper'])}{note}")
             for p in v["parts"]:
                 print(f"      {p['part']}: paper {p['paper']:+.2f}, measured {p['measured']:+.2f} "
                       f"[{p['ci95'][0]:+.2f}, {p['ci95'][1]:+.2f}] {p['verdict']}")

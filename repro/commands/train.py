@@ -6,8 +6,10 @@ import argparse
 import json
 
 from repro.argtypes import existing_file, non_negative_int, positive_int
-from repro.cli_flags import add_device_argument
+from repro.cli_flags import add_device_argument, deprecated_alias
+from repro.errors import ConfigError
 from repro.model.precision import PRECISIONS
+from repro.pipeline.run_dir import check_writable
 from repro.recipes import Recipe, apply_assignments, get_recipe, parse_assignments, recipe_names
 from repro.decode.settings import DecodeSettings
 from repro.train.config import TrainConfig, read_json_config
@@ -15,9 +17,11 @@ from repro.train.loop import train
 
 
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--profile", default="paper", choices=recipe_names(), metavar="RECIPE",
+    parser.add_argument("--recipe", dest="profile", default="paper", choices=recipe_names(), metavar="RECIPE",
                         help="a named recipe (repro.recipes): 'paper' (= base, EN-DE), 'paper-big' (= big), "
                              "'local' (Multi30k on a CPU), a Table 3 row 'table3-<row>', 'smoke', ...")
+    parser.add_argument("--profile", dest="profile", choices=recipe_names(), metavar="RECIPE",
+                        action=deprecated_alias("--recipe"), help="deprecated: --recipe")
     parser.add_argument("--config", metavar="FILE", type=existing_file, help="a JSON TrainConfig (replaces the recipe's training config)")
     parser.add_argument("--out-dir", help="run directory: checkpoints, vocab.json, metrics.csv")
     parser.add_argument("--data-dir", help="data directory (default: $REPRO_DATA_DIR or ../shared/data)")
@@ -53,7 +57,12 @@ def recipe_from_args(args: argparse.Namespace) -> Recipe:
     changes = {name: getattr(args, name) for name in ("out_dir", "data_dir", "dataset", "preset", "max_steps",
                                                      "device", "threads", "precision", "compile")
                if getattr(args, name, None) is not None}
-    changes.update(parse_assignments(args.set))
+    assigned = parse_assignments(args.set)
+    both = sorted(set(changes) & set(assigned))
+    if both:
+        raise ConfigError(f"--set {both[0]}: the field is also given by its own flag (--{both[0].replace('_', '-')}); "
+                          "give it once")
+    changes.update(assigned)
     return apply_assignments(recipe, changes) if changes else recipe
 
 
@@ -75,6 +84,7 @@ def main(args: argparse.Namespace) -> int:
         print(json.dumps({**cfg.to_dict(), "decode": recipe.decode.to_dict(), "targets": recipe.targets,
                           "recipe": recipe.name}, indent=2))
         return 0
+    check_writable(cfg.out_dir, "run directory (out_dir)")
     summary = train(cfg, recipe=recipe.to_dict())
     print(json.dumps({
         "steps": summary.steps, "final_loss": summary.final_loss, "out_dir": str(summary.out_dir),

@@ -6,12 +6,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from repro.argtypes import existing_file, non_negative_float, non_negative_int, positive_int
+from repro import limits
+from repro.argtypes import existing_file, non_negative_float, non_negative_int, output_file_or_stdout, positive_int
 from repro.atomic import atomic_write_text
 from repro.cli_flags import add_device_argument, runtime_for_loaded, runtime_from_args
 from repro.cli_flags import add_precision_argument as _add_precision_argument
 from repro.data.corpus import _lines
 from repro.decode.settings import TRANSLATION, DecodeSettings
+from repro.decode.fit import check_output_lengths
 from repro.decode.translate import decode_settings_of, find_vocab, load_model, translate
 from repro.model import Transformer
 from repro.model.precision import Precision, resolve_precision
@@ -30,6 +32,9 @@ def add_search_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--greedy", action="store_true", help="greedy decoding instead of beam search")
     parser.add_argument("--max-tokens", type=positive_int, default=None,
                         help="source tokens x beam per decoding batch (default: the checkpoint's recipe's)")
+    parser.add_argument("--force", action="store_true",
+                        help=f"allow a --beam above {limits.BEAM.soft} (at most {limits.BEAM.hard}) and a "
+                             f"--max-len-offset above {limits.MAX_LEN_OFFSET.soft}")
     add_device_argument(parser)
     add_precision_argument(parser)
 
@@ -44,6 +49,16 @@ def precision_from_args(args: argparse.Namespace, model: Transformer, verb: str)
     precision = resolve_precision(args.precision, next(model.parameters()).device)
     print(f"repro {verb}: {precision.describe()}", file=sys.stderr)
     return precision
+
+
+def check_search_flags(args: argparse.Namespace) -> None:
+    """The search flags given, within their limits (:mod:`repro.limits`), before anything is loaded."""
+    if args.beam is not None:
+        limits.BEAM.check(args.beam, force=args.force)
+    if args.alpha is not None:
+        limits.ALPHA.check(args.alpha)
+    if args.max_len_offset is not None:
+        limits.MAX_LEN_OFFSET.check(args.max_len_offset, force=args.force)
 
 
 def search_settings(args: argparse.Namespace, state: dict | None = None, verb: str = "translate") -> DecodeSettings:
@@ -67,19 +82,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--checkpoint", required=True, type=existing_file, help="a training or averaged checkpoint")
     parser.add_argument("--vocab", type=existing_file, help="vocab.json (default: the one in the checkpoint's run directory)")
     parser.add_argument("--input", default="-", help="raw source text, one sentence a line (default stdin)")
-    parser.add_argument("--output", default="-", help="where to write translations (default stdout)")
+    parser.add_argument("--output", default="-", type=output_file_or_stdout,
+                        help="where to write translations (default stdout)")
     parser.add_argument("--no-cache", action="store_true", help="recompute the whole prefix each step (slow)")
     add_search_arguments(parser)
     parser.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
+    check_search_flags(args)
     runtime = runtime_from_args(args, "translate", resolve_precision=False)
     model, state = load_model(args.checkpoint, runtime=runtime)
     runtime = runtime_for_loaded(runtime, model, args, "translate")
     settings = search_settings(args, state)
-    vocab = find_vocab(args.checkpoint, args.vocab)
+    vocab = find_vocab(args.checkpoint, args.vocab, model)
     lines = [line.rstrip("\r\n") for line in sys.stdin] if args.input == "-" else list(_lines(Path(args.input)))
+    check_output_lengths(model.cfg, vocab, lines, settings, "<stdin>" if args.input == "-" else args.input)
     hyps = translate(model, vocab, lines, settings, greedy=args.greedy, use_cache=not args.no_cache, runtime=runtime)
     text = "".join(h + "\n" for h in hyps)
     if args.output == "-":

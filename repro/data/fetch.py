@@ -27,6 +27,7 @@ from itertools import zip_longest
 from pathlib import Path
 from typing import IO
 
+from repro import jsonfile
 from repro.data.downloads import RECIPES, Archive, Member, Output, Recipe
 from repro.errors import DataError
 from repro.atomic import atomic_open, atomic_write_text
@@ -166,7 +167,7 @@ def fetch(name: str, data_dir: Path, *, cache_dir: Path | None = None, log: Log 
         report[split] = build_output(out, local, data_dir)
         log(f"{name}: {split}: {report[split]['pairs']} pairs ({report[split]['dropped_empty']} with an empty side dropped)")
     manifest = data_dir / name / "FETCHED.json"
-    previous = json.loads(manifest.read_text()) if manifest.is_file() else {}
+    previous = jsonfile.read(manifest, "fetch manifest", error=DataError) if manifest.is_file() else {}
     previous.update({split: {**counts, "sources": [a.url for a in recipe.archives]} for split, counts in report.items()})
     atomic_write_text(manifest, json.dumps(previous, indent=2) + "\n")
     return report

@@ -27,7 +27,6 @@ token per leaf of the linearised tree.
 
 from __future__ import annotations
 
-import json
 import os
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -35,6 +34,7 @@ from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
+from repro import jsonfile
 from repro.data.signatures import PREFIX, signature
 from repro.data.tree_tokens import LEAF, always_whole, tree_backoffs
 from repro.errors import DataError
@@ -174,7 +174,7 @@ class SharedVocab:
         path = Path(path)
         try:
             text = path.read_text(encoding="utf-8")
-            json.loads(text)
+            jsonfile.loads(text, str(path), error=DataError)  # a key given twice is refused, not overwritten
             tok = Tokenizer.from_str(text)
         except FileNotFoundError:
             raise DataError(f"{path}: vocabulary file not found") from None

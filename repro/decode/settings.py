@@ -9,10 +9,12 @@ a beam size of 21 and α = 0.3 for both WSJ only and the semi-supervised setting
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any
 
 from repro.errors import ConfigError
+from repro.limits import ALPHA, BEAM, MAX_LEN_OFFSET
 
 
 @dataclass(frozen=True)
@@ -37,8 +39,13 @@ class DecodeSettings:
             if not isinstance(value, int) or isinstance(value, bool) or value < (1 if name == "beam_size" else 0):
                 raise ConfigError(f"decoding setting '{name}' must be a {'positive' if name == 'beam_size' else 'non-negative'} "
                                   f"integer, got {value!r}")
-        if not isinstance(self.alpha, (int, float)) or isinstance(self.alpha, bool) or self.alpha < 0:
-            raise ConfigError(f"decoding setting 'alpha' must be a non-negative number, got {self.alpha!r}")
+        if (not isinstance(self.alpha, (int, float)) or isinstance(self.alpha, bool) or not math.isfinite(self.alpha)
+                or self.alpha < 0):
+            raise ConfigError(f"decoding setting 'alpha' must be a finite non-negative number, got {self.alpha!r}")
+        for name, limit in (("beam_size", BEAM), ("max_len_offset", MAX_LEN_OFFSET), ("alpha", ALPHA)):
+            if getattr(self, name) > limit.hard:
+                raise ConfigError(f"decoding setting '{name}' must be at most {limit.hard} ({limit.why}), "
+                                  f"got {getattr(self, name)}")
 
     def replace(self, **changes: Any) -> "DecodeSettings":
         unknown = set(changes) - {f.name for f in dataclasses.fields(self)}

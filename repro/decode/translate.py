@@ -18,6 +18,7 @@ from tqdm import tqdm
 
 from repro.data.vocab import SharedVocab
 from repro.decode.beam import beam_search
+from repro.decode.fit import check_vocab
 from repro.decode.greedy import greedy_decode
 from repro.decode.settings import GPU_DECODE_FACTOR, TRANSLATION, DecodeSettings
 from repro.errors import CheckpointError
@@ -48,15 +49,19 @@ def decode_settings_of(state: dict[str, Any]) -> DecodeSettings | None:
     return DecodeSettings.from_dict(decode, source="the checkpoint's recipe") if decode else None
 
 
-def find_vocab(checkpoint: str | os.PathLike[str], vocab: str | os.PathLike[str] | None = None) -> SharedVocab:
-    """``vocab`` if given, else ``vocab.json`` of the run the checkpoint belongs to."""
-    if vocab is not None:
-        return SharedVocab.load(vocab)
+def find_vocab(checkpoint: str | os.PathLike[str], vocab: str | os.PathLike[str] | None = None,
+               model: Transformer | None = None) -> SharedVocab:
+    """``vocab`` if given, else ``vocab.json`` of the run the checkpoint belongs to; with ``model``
+    (the checkpoint's), one of another size is refused naming both (:mod:`repro.decode.fit`)."""
     path = Path(checkpoint).resolve()
-    for folder in (path.parent, path.parent.parent):
-        if (folder / "vocab.json").is_file():
-            return SharedVocab.load(folder / "vocab.json")
-    raise CheckpointError(f"{checkpoint}: no vocab.json beside it or in its run directory; pass --vocab")
+    found = Path(vocab) if vocab is not None else next(
+        (f / "vocab.json" for f in (path.parent, path.parent.parent) if (f / "vocab.json").is_file()), None)
+    if found is None:
+        raise CheckpointError(f"{checkpoint}: no vocab.json beside it or in its run directory; pass --vocab")
+    loaded = SharedVocab.load(found)
+    if model is not None:
+        check_vocab(loaded, model.cfg, found, checkpoint)
+    return loaded
 
 
 def translate_ids(

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from repro.errors import ConfigError
+from repro.limits import MAX_POSITIONS, MODEL_PARAMETERS
 
 POSITIONAL_KINDS = ("sinusoidal", "learned")
 ATTENTION_IMPLS = ("reference", "fused")
@@ -63,7 +64,20 @@ class TransformerConfig:
             object.__setattr__(self, "d_v", self.d_model // self.n_heads)
         positive("d_k")
         positive("d_v")
-        if not isinstance(self.dropout, (int, float)) or not 0.0 <= self.dropout < 1.0:
+        if self.parameter_estimate() > MODEL_PARAMETERS.hard:  # a typo (d_model=1e9) refused before any allocation
+            raise ConfigError(f"config: about {self.parameter_estimate():.3g} parameters (n_layers={self.n_layers}, "
+                              f"d_model={self.d_model}, d_ff={self.d_ff}, vocabulary {self.src_vocab_size}); at most "
+                              f"{MODEL_PARAMETERS.hard:.0e} ({MODEL_PARAMETERS.why})")
+        if self.max_positions > MAX_POSITIONS.hard:
+            raise ConfigError(f"config field 'max_positions' must be at most {MAX_POSITIONS.hard} ({MAX_POSITIONS.why}), "
+                              f"got {self.max_positions}")
+        for name in ("share_embeddings", "tie_output", "norm_first"):
+            if not isinstance(getattr(self, name), bool):  # "false" is text, and text is true
+                raise ConfigError(f"config field '{name}' must be true or false, got {getattr(self, name)!r}")
+        if not isinstance(self.pad_id, int) or isinstance(self.pad_id, bool):
+            raise ConfigError(f"config field 'pad_id' must be an integer, got {self.pad_id!r}")
+        if (not isinstance(self.dropout, (int, float)) or isinstance(self.dropout, bool)
+                or not 0.0 <= self.dropout < 1.0):
             raise ConfigError(f"config field 'dropout' must lie in [0, 1), got {self.dropout!r}")
         if self.positional not in POSITIONAL_KINDS:
             raise ConfigError(f"config field 'positional' must be one of {POSITIONAL_KINDS}, got {self.positional!r}")
@@ -76,6 +90,19 @@ class TransformerConfig:
             )
         if not 0 <= self.pad_id < min(self.src_vocab_size, self.tgt_vocab_size):
             raise ConfigError(f"config field 'pad_id' ({self.pad_id}) lies outside the vocabulary")
+
+    def parameter_estimate(self) -> int:
+        """The number of weights the model will have (biases and norms left out): embeddings and the
+        projections of Sections 3.2-3.4, counted from the fields before anything is built."""
+        d, h = self.d_model, self.n_heads
+        d_k = self.d_k if self.d_k is not None else d // h
+        d_v = self.d_v if self.d_v is not None else d // h
+        attention = d * h * (2 * d_k + d_v) + h * d_v * d
+        ffn = 2 * d * self.d_ff
+        embeddings = self.src_vocab_size * d + (0 if self.share_embeddings else self.tgt_vocab_size * d) \
+            + (0 if self.tie_output else self.tgt_vocab_size * d)
+        positions = 2 * self.max_positions * d if self.positional == "learned" else 0
+        return self.n_layers * (3 * attention + 2 * ffn) + embeddings + positions
 
     def replace(self, **changes: Any) -> "TransformerConfig":
         """A copy with ``changes`` applied (and validated)."""

@@ -44,6 +44,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from repro import jsonfile
 from repro.data.registry import Dataset, register, resolve_data_dir
 from repro.data.tree_tokens import is_per_word_token
 from repro.errors import ConfigError, DataError, ReproError
@@ -113,10 +114,7 @@ def prepared_targets(out_dir: str | Path) -> str:
     path = Path(out_dir) / "manifest.json"
     if not path.exists():
         return "symbols"
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise DataError(f"{path}:{err.lineno}: not valid JSON ({err.msg})") from None
+    manifest = jsonfile.read(path, "prepared folder's manifest", error=DataError)
     targets = manifest.get("targets", "symbols") if isinstance(manifest, dict) else None
     if targets not in TARGET_UNITS:
         raise DataError(f"{path}: field 'targets' must be one of {', '.join(TARGET_UNITS)}, got {targets!r}")

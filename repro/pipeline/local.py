@@ -12,8 +12,11 @@
    it; run artifacts stay under ``runs/`` (not committed);
 7. the report (``repro report``) from those results.
 
-Every record it writes is named ``RESULTS/<claim>/reproduce-local.json`` and replaced in place
-on the next run; it deletes nothing it did not write. The default layout is
+Every input (the data, the claims, the results store the report will read, the folders it writes)
+is checked before anything is deleted or written. Every record it writes is named
+``RESULTS/<claim>/reproduce-local.json`` and replaced in place on the next run; it deletes nothing
+it did not write: ``--fresh`` deletes only what the run directory's manifest lists
+(:mod:`repro.pipeline.run_dir`). The default layout is
 ``reports/local/results`` with the report in ``reports/``; ``--reports DIR`` puts the report in
 DIR and the results in ``DIR/local/results``.
 """
@@ -21,7 +24,6 @@ DIR and the results in ``DIR/local/results``.
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 import time
 from collections.abc import Callable
@@ -34,11 +36,15 @@ import torch
 from repro.atomic import atomic_write_text
 from repro.audit.repro_adapter import ReproAdapter
 from repro.checks import CHECKERS, run_checks, select_claims
+from repro.claims.loader import known_values
 from repro.claims.runner import count
 from repro.data.registry import Dataset, get_dataset, resolve_data_dir
 from repro.data.vocab import SharedVocab
 from repro.decode.translate import load_model
 from repro.errors import ConfigError
+from repro.manifest import Manifest
+from repro.paths import existing_dir, output_dir
+from repro.pipeline import run_dir
 from repro.eval.bootstrap import Interval, sacrebleu_interval
 from repro.eval.seeds import SeedSummary, over_seeds
 from repro.eval.steptime import spread_of_log
@@ -51,6 +57,7 @@ from repro.report import FIGURE3_SENTENCE, generate
 from repro.results import Result, ResultStore, collect_provenance, store_records
 from repro.train.average import average_last
 from repro.train.checkpoint import list_checkpoints
+from repro.train.data import dataset_for
 from repro.train.loop import TrainSummary, runtime_of, train
 
 BLEU_CLAIM = "local.multi30k.bleu"
@@ -224,6 +231,24 @@ def _train_and_evaluate(recipe: Recipe, out_dir: Path, data_dir: str | None, sta
     return SeedRun(recipe.train.seed, out_dir, summary, averaged, k, bleu, ppl, interval, len(vocab))
 
 
+def check_inputs(recipe: Recipe, out_dir: Path, output_dirs: list[Path], results_dir: Path,
+                 claims_dir: str | None, fresh_resumed: tuple[str, ...] | None) -> Manifest:
+    """What the main job reads and writes, checked before anything is deleted or written: the data
+    set's three splits, the claims, the records the report will read with them, the folders it
+    writes, and (``--fresh``: the patterns a run resumes from) what ``--fresh`` would leave."""
+    existing_dir(resolve_data_dir(recipe.train.data_dir), "data directory (--data-dir)")
+    dataset = dataset_for(recipe.train)
+    for split in ("train", DEV_SPLIT, TEST_SPLIT):
+        dataset.split(split)
+    select_claims(claims_dir=claims_dir)  # the claims the checks and the report read, checkers included
+    run_dir.check_writable(out_dir)
+    for folder in output_dirs:
+        output_dir(folder, "reports directory (--reports)")
+    if results_dir.exists():
+        ResultStore(results_dir, expected=known_values(claims_dir)).read_all()
+    return run_dir.check_fresh(out_dir, fresh_resumed) if fresh_resumed is not None else Manifest.load(out_dir)
+
+
 def reproduce_local(
     *,
     out_dir: str | Path = "runs/local",
@@ -246,9 +271,14 @@ def reproduce_local(
     stages = Stages()
     out_dir, reports_dir = Path(out_dir), Path(reports_dir)
     results_dir = reports_dir / "results"
+    report_dir = Path(report_dir) if report_dir is not None else reports_dir.parent
     recipe = get_recipe("local").replace(out_dir=str(out_dir), data_dir=data_dir, **(overrides or {}))
-    if fresh and out_dir.exists():
-        shutil.rmtree(out_dir)
+    layout = run_dir.LOCAL if seeds == 1 else run_dir.under("seed-*", run_dir.LOCAL)
+    resumed = run_dir.RESUMED_FROM if seeds == 1 else run_dir.under("seed-*", run_dir.RESUMED_FROM)[1:]
+    # every input before anything is deleted or written
+    manifest = check_inputs(recipe, out_dir, [reports_dir, report_dir], results_dir, claims_dir,
+                            resumed if fresh else None)
+    run_dir.start_run(out_dir, layout, manifest, fresh=fresh)
 
     check_summary: dict[str, Any] = {"status": "skipped"}
     if checks:
@@ -293,7 +323,6 @@ def reproduce_local(
     }
     atomic_write_text(reports_dir / "local_run.json", json.dumps(report, indent=2, default=str) + "\n")
     if write_report:
-        report_dir = Path(report_dir) if report_dir is not None else reports_dir.parent
         say(f"report: {report_dir}/report.md, report.html, report.json")
         generate([results_dir], report_dir, claims_dir=claims_dir, run_dirs=[r.out_dir for r in runs],
                  attention_sentence=FIGURE3_SENTENCE)

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -28,6 +27,7 @@ from typing import Any
 
 import torch
 
+from repro import jsonfile
 from repro.atomic import atomic_write_text
 from repro.data.corpus import read_parallel
 from repro.data.registry import resolve_data_dir
@@ -40,7 +40,10 @@ from repro.errors import ConfigError
 from repro.model.precision import Precision
 from repro.runtime import Runtime
 from repro.parsing.evaluate import ParseScore, score_outputs, vocabulary_ceiling
-from repro.parsing.prepare import SplitInfo, gold_trees_file, prepare_ptb_sample, require_targets, split_files
+from repro.parsing.prepare import (SplitInfo, gold_trees_file, prepare_ptb_sample, require_targets, sample_groups,
+                                   split_files)
+from repro.paths import output_dir
+from repro.pipeline import run_dir
 from repro.parsing.alignment import leaf_attention
 from repro.parsing.symbol_accuracy import symbol_accuracy
 from repro.eval.bootstrap import evalb_interval
@@ -130,7 +133,7 @@ class ParserProbe:
 
     @property
     def points(self) -> list[dict[str, Any]]:
-        return json.loads(self.path.read_text(encoding="utf-8")) if self.path.exists() else []
+        return jsonfile.read(self.path, "probe log", error=ConfigError, allow_nan=True) if self.path.exists() else []
 
     def _load(self) -> tuple:
         if self._data is None:
@@ -200,9 +203,15 @@ def reproduce_parsing_local(
     stages = Stages()
     out_dir, reports_dir = Path(out_dir), Path(reports_dir)
     results_dir = reports_dir / "results"
-    if fresh and out_dir.exists():
-        shutil.rmtree(out_dir)
     recipe = get_recipe(RECIPE).replace(out_dir=str(out_dir), **(overrides or {}))
+    # every input before anything is deleted or written (the treebank sample, the folders, --fresh)
+    sample_groups(resolve_data_dir(data_dir))
+    run_dir.check_writable(out_dir)
+    run_dir.check_writable(out_dir / "overfit", "sanity run directory")
+    output_dir(reports_dir, "reports directory (--reports)")
+    resumed = (*run_dir.RESUMED_FROM, *(f"overfit/{p}" for p in run_dir.RESUMED_FROM))
+    manifest = run_dir.check_fresh(out_dir, resumed) if fresh else None
+    run_dir.start_run(out_dir, run_dir.PARSING, manifest, fresh=fresh)
 
     prepared = out_dir / "data"
     say(f"1/4 preparing the PTB sample in {prepared}")

@@ -33,6 +33,7 @@ from typing import Any
 
 import torch
 
+from repro import jsonfile
 from repro.atomic import atomic_write_text
 from repro.data.registry import resolve_data_dir
 from repro.data.vocab import SharedVocab
@@ -92,7 +93,7 @@ def _kept_points(path: Path, recipe: Recipe) -> dict[int, dict[str, Any]]:
     precision this machine resolves it to (the pipeline's full-size point is taken afresh each time)."""
     if not path.exists():
         return {}
-    previous = json.loads(path.read_text(encoding="utf-8"))
+    previous = jsonfile.read(path, "learning curve", error=ConfigError, allow_nan=True)
     if not _same_curve(previous, recipe):
         return {}
     ran_in = runtime_of(recipe.train).precision.name
@@ -161,7 +162,7 @@ def learning_curve(*, sizes: Sequence[int] = SIZES, out_dir: str | Path = "runs/
             raise ConfigError(f"--targets must be one of {', '.join(TARGET_UNITS)}, got {targets!r}")
         recipe = recipe.replace(targets=targets)
     path = reports_dir / CURVE_FILE
-    if path.exists() and not _same_curve(json.loads(path.read_text(encoding="utf-8")), recipe):
+    if path.exists() and not _same_curve(jsonfile.read(path, "learning curve", error=ConfigError, allow_nan=True), recipe):
         raise ConfigError(f"{path} holds the curve of another config; give this one its own --reports folder")
     prepared = out_dir / "data"
     prepared.mkdir(parents=True, exist_ok=True)
@@ -177,7 +178,7 @@ def learning_curve(*, sizes: Sequence[int] = SIZES, out_dir: str | Path = "runs/
     points = {**_kept_points(path, recipe), **trained}
     full = reports_dir / "local_parsing_run.json"
     if full.exists():
-        summary = json.loads(full.read_text(encoding="utf-8"))
+        summary = jsonfile.read(full, "local parser's summary", error=ConfigError, allow_nan=True)
         ran_in = runtime_of(recipe.train).precision.name
         if not (_comparable(summary.get("config", {}), recipe) and summary.get("targets", "symbols") == recipe.targets):
             say(f"{full} ran another recipe: the whole split is not on the curve")

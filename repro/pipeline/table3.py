@@ -1,4 +1,4 @@
-"""``repro reproduce --profile table3-small``: Section 6.2's conclusions at the small scale, on this machine.
+"""``repro reproduce --pipeline table3-small``: Section 6.2's conclusions at the small scale, on this machine.
 
 The subset of Table 3 a 2-core CPU runs in about half an hour (README, "Table 3 at your scale"):
 the base row, rows (A) (the number of heads, h · d_k kept) and rows (D) (dropout, label
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import shutil
 import sys
 import time
 from collections.abc import Callable
@@ -28,12 +27,18 @@ import torch
 
 from repro.atomic import atomic_write_text
 from repro.checks import select_claims
-from repro.cluster.experiments import Plan, finished, plan_jobs, scale_signature
+from repro.claims.loader import known_values
+from repro.cluster.experiments import JobSpec, Plan, finished, plan_jobs, scale_signature
 from repro.cluster.job import TrainingJob
 from repro.cluster.profiles import load_profile
+from repro.data.registry import get_dataset, resolve_data_dir
 from repro.errors import ConfigError
+from repro.manifest import Manifest
+from repro.paths import existing_dir, output_dir
+from repro.pipeline import run_dir
 from repro.recipes import get_scale
 from repro.report import generate
+from repro.results import ResultStore
 from repro.scaled.rows import collect
 from repro.scaled.verdicts import evaluate_all
 
@@ -69,14 +74,16 @@ def reproduce_table3(
     began = time.monotonic()
     out_dir, reports_dir = Path(out_dir), Path(reports_dir)
     results_dir = reports_dir / "results"
+    report_dir = Path(report_dir) if report_dir is not None else reports_dir.parent
     overrides = dict(overrides or {})
     signature = scale_signature(get_scale(scale), overrides)
     runs_dir = out_dir / signature
     profile = dataclasses.replace(load_profile("local"), executor="local")   # one process: this one
     jobs = plan_jobs("table3", Plan(profile, runs_dir, data_dir, overrides, precision, scale=scale, seeds=seeds,
                                     rows=tuple(rows)))
-    if fresh and runs_dir.exists():
-        shutil.rmtree(runs_dir)
+    # every input before anything is deleted or written
+    manifest = check_inputs(jobs, out_dir, [reports_dir, report_dir], results_dir, claims_dir, fresh)
+    run_dir.start_run(out_dir, run_dir.TABLE3, manifest, fresh=fresh)
     todo = [j for j in jobs if fresh or not finished(j, results_dir)]
     say(f"Table 3 at scale {scale} (signature {signature}): {len(jobs)} job(s), {len(jobs) - len(todo)} with stored "
         f"results left out; rows {', '.join(dict.fromkeys(j.scaled['row'] for j in jobs))}; {seeds} seed(s) each")
@@ -120,11 +127,29 @@ def reproduce_table3(
     }
     atomic_write_text(summary_path, json.dumps(report, indent=2, default=str) + "\n")
     if write_report:
-        report_dir = Path(report_dir) if report_dir is not None else reports_dir.parent
         say(f"report: {report_dir}/report.md, report.html, report.json")
         first = Path(jobs[0].train["out_dir"])
         generate([results_dir], report_dir, claims_dir=claims_dir, run_dirs=[first] if first.is_dir() else [])
     return report
+
+
+def check_inputs(jobs: list[JobSpec], out_dir: Path, output_dirs: list[Path], results_dir: Path,
+                 claims_dir: str | None, fresh: bool) -> Manifest:
+    """What the runs read and write, checked before anything is deleted or written: the data set's
+    training and dev splits, the claims, the records the verdicts and the report read, the folders
+    written, and (``fresh``) what ``--fresh`` would leave (:func:`repro.pipeline.run_dir.check_fresh`)."""
+    train = jobs[0].train
+    existing_dir(resolve_data_dir(train.get("data_dir")), "data directory (--data-dir)")
+    dataset = get_dataset(str(train["dataset"]), resolve_data_dir(train.get("data_dir")))
+    for split in ("train", "dev"):
+        dataset.split(split)
+    select_claims(claims_dir=claims_dir)
+    for folder, what in ((out_dir, "run directory (--out-dir)"), *((d, "reports directory (--reports)")
+                                                                   for d in output_dirs)):
+        output_dir(folder, what)
+    if results_dir.exists():
+        ResultStore(results_dir, expected=known_values(claims_dir)).read_all()
+    return run_dir.check_fresh(out_dir, run_dir.TABLE3_RESUMED_FROM) if fresh else Manifest.load(out_dir)
 
 
 def _earlier_timings(path: Path, signature: str) -> dict[str, dict[str, Any]]:

@@ -7,11 +7,12 @@ figure in memory, then write ``report.md``, ``report.html``, ``report.json``, ``
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 
+from repro import jsonfile
 from repro.checks import select_claims
+from repro.claims.loader import known_values
 from repro.errors import ResultError
 from repro.report import render_html, render_json, render_md
 from repro.report.build import ReportData, build_report, load_results
@@ -41,10 +42,7 @@ def _parsing_curve(result_dirs: Sequence[Path]) -> dict | None:
     for d in result_dirs:
         path = d.parent / PARSING_CURVE_FILE
         if path.is_file():
-            try:
-                curve = json.loads(path.read_text(encoding="utf-8"))
-            except json.JSONDecodeError as err:
-                raise ResultError(f"{path}: not JSON ({err.msg}, line {err.lineno})") from None
+            curve = jsonfile.read(path, "learning curve", error=ResultError, allow_nan=True)
             points = curve.get("points") if isinstance(curve, dict) else None
             if not isinstance(points, list):
                 raise ResultError(f"{path}: no list 'points'")
@@ -69,12 +67,12 @@ def generate(
     A malformed record raises ResultError naming it; ``skip_invalid`` leaves such records out
     (the caller, ``repro report --skip-invalid``, lists every one)."""
     claims = select_claims(claims_dir=claims_dir)
-    results = load_results([Path(d) for d in result_dirs], skip_invalid=skip_invalid)
+    results = load_results([Path(d) for d in result_dirs], skip_invalid=skip_invalid, expected=known_values(claims_dir))
     data = build_report(claims, results, result_dirs)
     base = Path(result_dirs[0]).parent if result_dirs else None
     runs = find_runs(results, [Path(r) for r in run_dirs], base)
     curve = _parsing_curve([Path(d) for d in result_dirs])
-    doc = make_document(data, claims, runs, attention_sentence, curve)
+    doc = make_document(data, claims, runs, attention_sentence, curve, skip_invalid=skip_invalid)
     # A figure of a run not on this machine stays, shown with a note; only the previous report's own
     # figures are ever deleted (repro.report.previous).
     owned = prunable(Path(out_dir))

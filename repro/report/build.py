@@ -136,12 +136,14 @@ def check_provenance(result: Any, source: str = "<result>") -> Result:
     return result
 
 
-def load_results(dirs: Sequence[Path], *, skip_invalid: bool = False) -> dict[str, Result]:
-    """The newest result of each claim across ``dirs``; a malformed record raises ResultError naming it
-    (with ``skip_invalid`` it is left out: the caller lists them, see :func:`invalid_records`)."""
+def load_results(dirs: Sequence[Path], *, skip_invalid: bool = False,
+                 expected: dict[str, Any] | None = None) -> dict[str, Result]:
+    """The newest result of each claim across ``dirs``; a malformed record (with ``expected``, claim id
+    -> paper value: also one naming no claim, or measuring another kind of value than its claim's)
+    raises ResultError naming it (with ``skip_invalid`` it is left out: the caller lists them)."""
     newest: dict[str, Result] = {}
     for directory in dirs:
-        for claim_id, res in ResultStore(directory, skip_invalid=skip_invalid).latest().items():
+        for claim_id, res in ResultStore(directory, skip_invalid=skip_invalid, expected=expected).latest().items():
             check_provenance(res, str(directory / claim_id))
             cur = newest.get(claim_id)
             if cur is None or res.provenance.date >= cur.provenance.date:

@@ -100,8 +100,10 @@ TRAIN_PROBE_NOTE = "the first 273 training trees and on the 273 dev trees at the
 
 
 def make_document(data: ReportData, claims: list[Claim], runs: list[Run],
-                  attention_sentence: str | None = None, parsing_curve: dict | None = None) -> Document:
-    """Every table and figure of the report, built in memory."""
+                  attention_sentence: str | None = None, parsing_curve: dict | None = None, *,
+                  skip_invalid: bool = False) -> Document:
+    """Every table and figure of the report, built in memory (``skip_invalid``: as ``repro report
+    --skip-invalid``, a malformed record of Table 3 at a scale is left out and named)."""
     by_id = {c.id: c for c in claims}
     step_times = steptime.collect(data.results, runs)
     step_table = steptime.table(step_times, by_id)
@@ -125,7 +127,7 @@ def make_document(data: ReportData, claims: list[Claim], runs: list[Run],
         Section("Step time and training cost, normalised to 8×P100", step_table,
                 steptime.ASSUMPTION + ("" if step_times else " No step time has been measured yet.")),
     ]
-    scaled_tables = collect(data.result_dirs)
+    scaled_tables = collect(data.result_dirs, skip_invalid=skip_invalid)
     if scaled_tables:
         sections += [
             Section("Table 3 at other scales: the rows", scaled.table(scaled_tables, claims),

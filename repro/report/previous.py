@@ -9,17 +9,19 @@ draws; any other file under ``figures/`` (put there by hand, or by another tool)
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from repro import jsonfile
+from repro.errors import ReproError
 from repro.report.figures import Figure
 
 
 def previous_figures(out_dir: Path) -> list[dict]:
     """The figure entries of ``out_dir/report.json`` (name, title, caption, file); none when unreadable."""
+    path = Path(out_dir) / "report.json"
     try:
-        data = json.loads((Path(out_dir) / "report.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = jsonfile.read(path, "previous report", allow_nan=True) if path.is_file() else None
+    except ReproError:  # unreadable or not strict JSON: no figures are kept from it
         return []
     figures = data.get("figures") if isinstance(data, dict) else None
     if not isinstance(figures, list):

@@ -8,25 +8,23 @@ An error before that point leaves the previous report untouched and no temporary
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
-from repro.atomic import current_umask
+from repro.atomic import temporary_file
 
 
 def _stage(path: Path, content: bytes) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = temporary_file(path)  # a killed earlier report's leftovers of this file are removed first
     try:
-        os.chmod(tmp, 0o666 & ~current_umask())  # mkstemp makes 0600; a report is for reading
         with os.fdopen(fd, "wb") as fh:
             fh.write(content)
             fh.flush()
             os.fsync(fh.fileno())
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
-    return Path(tmp)
+    return tmp
 
 
 def publish(out_dir: Path, files: dict[str, bytes], *, prune: str | None = "figures",

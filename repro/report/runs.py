@@ -8,13 +8,13 @@ drawing an empty picture.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from repro import jsonfile
 from repro.errors import ResultError
 from repro.results.provenance import Provenance
 from repro.results.store import Result
@@ -79,10 +79,7 @@ def load_run(path: Path, provenance: Provenance | None = None, claim_ids: list[s
         run.notes.append(f"{metrics} missing: no training curves for this run")
     config = run.path / "config.json"
     if config.is_file():
-        try:
-            run.train_config = json.loads(config.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as err:
-            raise ResultError(f"{config}: not valid JSON ({err})") from None
+        run.train_config = jsonfile.read(config, "training config", error=ResultError)
     else:
         _config_from_checkpoint(run)
     if not run.train_config:

@@ -13,13 +13,16 @@ import json
 import os
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from repro import jsonfile
 from repro.atomic import atomic_write_text
 from repro.errors import ResultError
 from repro.results.provenance import Provenance
+from repro.results.schema import record_problem
 
 #: Where results go and are read from by default (``repro check``, ``report``, ``submit``, ``reproduce``).
 DEFAULT_RESULTS = Path("reports/local/results")
@@ -99,13 +102,20 @@ def parse_interval(value: Any, where: str) -> tuple[float, float]:
 
 
 class ResultStore:
-    """Result records under one root directory."""
+    """Result records under one root directory.
 
-    def __init__(self, root: str | os.PathLike[str], *, skip_invalid: bool = False) -> None:
+    Every record read is validated (:mod:`repro.results.schema`); with ``expected`` (claim id ->
+    the paper's value, e.g. ``{c.id: c.expected for c in claims}``) also against its claim. A file
+    that is not ``<claim id>/<name>.json`` is a stray and named, never passed over (the hidden
+    temporary files of writes in progress, :mod:`repro.atomic`, excepted)."""
+
+    def __init__(self, root: str | os.PathLike[str], *, skip_invalid: bool = False,
+                 expected: Mapping[str, Any] | None = None) -> None:
         self.root = Path(root)
         #: With ``skip_invalid``, a malformed record is left out and listed in ``skipped`` (path, why)
         #: for the caller to report; without it (the default) it raises ResultError naming its file.
         self.skip_invalid = skip_invalid
+        self.expected = expected
         self.skipped: list[tuple[Path, str]] = []
 
     def write(self, result: Result, name: str | None = None) -> Path:
@@ -128,23 +138,25 @@ class ResultStore:
             raise ResultError(f"{self.root}: results directory is not a directory")
         results = []
         self.skipped = []
-        for path in sorted(self.root.rglob("*.json")):
+        for path in sorted(p for p in self.root.rglob("*") if not p.is_dir()):
             try:
-                results.append(self._read(path))
+                if not _in_progress(path):
+                    results.append(self._read(path))
             except ResultError as err:
                 if not self.skip_invalid:
                     raise
                 self.skipped.append((path, str(err)))
         return results
 
-    @staticmethod
-    def _read(path: Path) -> Result:
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-            raise ResultError(f"{path}: not a readable JSON result record ({err})") from None
-        if not isinstance(data, dict):
-            raise ResultError(f"{path}: a result record must be a JSON object")
+    def _read(self, path: Path) -> Result:
+        relative = path.relative_to(self.root)
+        if len(relative.parts) != 2 or path.suffix != ".json":
+            raise ResultError(f"{path}: not a result record (a results folder holds <claim id>/<name>.json files "
+                              "only)")
+        data = jsonfile.read(path, "result record", error=ResultError, allow_nan=True)
+        why = record_problem(data, relative.parts[0], self.expected)
+        if why is not None:
+            raise ResultError(f"{path}: {why}")
         return Result.from_dict(data, source=str(path))
 
     def latest(self) -> dict[str, Result]:
@@ -155,3 +167,9 @@ class ResultStore:
             if cur is None or res.provenance.date >= cur.provenance.date:
                 newest[res.claim_id] = res
         return newest
+
+
+def _in_progress(path: Path) -> bool:
+    """A hidden temporary file of an atomic write of a record (``.<name>.json.<writer>.tmp``,
+    :mod:`repro.atomic`): a write in progress, or a killed one the next writer removes."""
+    return path.name.startswith(".") and path.name.endswith(".tmp") and ".json." in path.name

@@ -12,26 +12,25 @@ record; records of other signatures are left out and named in ``notes``.
 
 from __future__ import annotations
 
-import json
 import math
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from repro import jsonfile
 from repro.errors import ResultError
 from repro.eval.seeds import SeedSummary, over_seeds
 from repro.model import TABLE3_ROWS
+from repro.results.schema import SCALED_TABLE3, record_problem
 from repro.results.store import Result
 
 #: Table 3's two measured columns, as the result ids name them.
 METRICS = ("ppl", "bleu")
-_ID = re.compile(r"^table3-(?P<scale>[A-Za-z0-9_]+(?:-[A-Za-z0-9_]+)*?)\.(?P<metric>ppl|bleu)\.(?P<row>[A-Za-z0-9_.\-]+)$")
 
 
 def parse_id(claim_id: str) -> tuple[str, str, str] | None:
     """``table3-small.bleu.A-h1`` -> ``("small", "bleu", "A-h1")``; None for any other id."""
-    match = _ID.match(claim_id)
+    match = SCALED_TABLE3.match(claim_id)
     if match is None or match["row"] not in TABLE3_ROWS:
         return None
     return match["scale"], match["metric"], match["row"]
@@ -86,30 +85,39 @@ class ScaledTable:
         return entry.metrics.get(metric) if entry is not None else None
 
 
-def _records(result_dirs: Iterable[Path]) -> list[tuple[Path, Result]]:
-    """Every per-seed record of a scaled row under ``result_dirs``; a malformed one raises naming its file."""
+def _records(result_dirs: Iterable[Path], skipped: list[str], skip_invalid: bool) -> list[tuple[Path, Result]]:
+    """Every per-seed record of a scaled row under ``result_dirs``, validated as the results store validates
+    a record (:mod:`repro.results.schema`) and for its seed, signature and row; a malformed one raises naming
+    its file (with ``skip_invalid`` it is left out and named in ``skipped``)."""
     found = []
     for root in result_dirs:
         root = Path(root)
         if not root.is_dir():
             continue
         for folder in sorted(p for p in root.iterdir() if p.is_dir() and is_scaled_id(p.name)):
-            for path in sorted(folder.glob("*.json")):
+            for path in sorted(p for p in folder.glob("*.json") if not p.name.startswith(".")):
                 try:
-                    data = json.loads(path.read_text(encoding="utf-8"))
-                except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-                    raise ResultError(f"{path}: not a readable JSON result record ({err})") from None
-                if not isinstance(data, dict):
-                    raise ResultError(f"{path}: a result record must be a JSON object")
-                result = Result.from_dict(data, source=str(path))
-                for key in ("seed", "signature", "row"):
-                    if key not in result.extra:
-                        raise ResultError(f"{path}: a record of Table 3 at a scale lacks extra.{key}")
-                if result.extra["row"] != parse_id(result.claim_id)[2] or result.claim_id != folder.name:
-                    raise ResultError(f"{path}: record of {result.claim_id} (row {result.extra['row']}) filed "
-                                      f"under {folder.name}")
-                found.append((path, result))
+                    found.append((path, _read(path, folder.name)))
+                except ResultError as err:
+                    if not skip_invalid:
+                        raise
+                    skipped.append(f"{err} (left out)")
     return found
+
+
+def _read(path: Path, folder: str) -> Result:
+    data = jsonfile.read(path, "result record", error=ResultError, allow_nan=True)
+    why = record_problem(data, folder)
+    if why is not None:
+        raise ResultError(f"{path}: {why}")
+    result = Result.from_dict(data, source=str(path))
+    for key in ("seed", "signature", "row"):
+        if key not in result.extra:
+            raise ResultError(f"{path}: a record of Table 3 at a scale lacks extra.{key}")
+    if result.extra["row"] != parse_id(result.claim_id)[2]:
+        raise ResultError(f"{path}: a record of row {result.extra['row']} filed under {folder}")
+    _value(path, result)
+    return result
 
 
 def _value(path: Path, result: Result) -> float:
@@ -119,10 +127,12 @@ def _value(path: Path, result: Result) -> float:
     return float(value)
 
 
-def collect(result_dirs: Iterable[Path]) -> dict[str, ScaledTable]:
-    """Table 3 at every scale that has records under ``result_dirs``, by scale name."""
+def collect(result_dirs: Iterable[Path], *, skip_invalid: bool = False) -> dict[str, ScaledTable]:
+    """Table 3 at every scale that has records under ``result_dirs``, by scale name (``skip_invalid``:
+    a malformed record is left out and named in its scale's notes instead of refused)."""
     by_scale: dict[str, list[tuple[Path, Result]]] = {}
-    for path, result in _records(result_dirs):
+    skipped: list[str] = []
+    for path, result in _records(result_dirs, skipped, skip_invalid):
         by_scale.setdefault(parse_id(result.claim_id)[0], []).append((path, result))
     tables = {}
     for scale, records in sorted(by_scale.items()):
@@ -132,7 +142,7 @@ def collect(result_dirs: Iterable[Path]) -> dict[str, ScaledTable]:
         others = sorted({str(r.extra["signature"]) for _, r in records} - {signature})
         notes = [f"scale {scale}: {len(records) - len(kept)} record(s) of other signature(s) "
                  f"({', '.join(others)}: another base recipe or other --set changes) left out"] if others else []
-        tables[scale] = _table(scale, signature, kept, notes)
+        tables[scale] = _table(scale, signature, kept, notes + skipped)
     return tables
 
 

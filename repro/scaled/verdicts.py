@@ -73,7 +73,8 @@ class Linear:
         """``BLEU base − BLEU A-h1`` (positive terms first)."""
         pieces = []
         for (metric, row), coef in sorted(self.terms, key=lambda t: -t[1]):
-            name = f"{_METRIC_NAMES[metric]} {row}" if abs(coef) == 1 else f"{abs(coef):g}·{_METRIC_NAMES[metric]} {row}"
+            name = f"{_METRIC_NAMES[metric]} {row}"
+            name = name if abs(coef) == 1 else f"{abs(coef):g}·{name}"
             pieces.append(("−" if coef < 0 else "+", name))
         if self.const:
             pieces.append(("−" if self.const < 0 else "+", f"{abs(self.const):g}"))
@@ -193,7 +194,8 @@ class _Walker:
         raise RelationError(f"no reading as intervals: {ast.unparse(node)} (only comparisons joined by 'and')")
 
     def compare(self, left: Linear | _Abs, op: ast.cmpop, right: Linear | _Abs, node: ast.AST) -> Part:
-        if isinstance(left, _Abs) and isinstance(right, Linear) and right.is_constant and isinstance(op, (ast.Lt, ast.LtE)):
+        bounded = isinstance(right, Linear) and right.is_constant and isinstance(op, (ast.Lt, ast.LtE))
+        if isinstance(left, _Abs) and bounded:
             return Part(left.inner, within=right.const)
         if isinstance(left, Linear) and isinstance(right, Linear):
             if isinstance(op, (ast.Lt, ast.LtE)):

@@ -9,15 +9,16 @@ live in :mod:`repro.recipes`; this class's defaults are the base recipe of Secti
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from repro import jsonfile
 from repro.data.vocab import SPLITS
 from repro.errors import ConfigError
+from repro.limits import SEED, THREADS
 from repro.model import TransformerConfig, get_preset
 from repro.model.precision import PRECISIONS
 from repro.runtime import check_device_name
@@ -98,6 +99,11 @@ class TrainConfig:
         for name in ("seed", "threads"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"training config field '{name}' must be >= 0, got {getattr(self, name)!r}")
+        if self.threads > THREADS.hard:
+            raise ConfigError(f"training config field 'threads' must be at most {THREADS.hard} ({THREADS.why}), "
+                              f"got {self.threads}")
+        if self.seed > SEED.hard:
+            raise ConfigError(f"training config field 'seed' must be at most {SEED.hard} ({SEED.why}), got {self.seed}")
         if not self.out_dir.strip():
             raise ConfigError("training config field 'out_dir' must not be empty")
         if self.compile not in COMPILE_MODES:
@@ -120,6 +126,9 @@ class TrainConfig:
                 object.__setattr__(self, name, os.fspath(value))
             elif not isinstance(value, str) and not (value is None and name in _OPTIONAL_TEXT_FIELDS):
                 raise ConfigError(f"training config field '{name}' must be text, got {value!r}")
+            elif isinstance(value, str) and not value.strip():  # "" would mean the working directory, silently
+                raise ConfigError(f"training config field '{name}' must not be empty"
+                                  + (" (leave it out for the default)" if name in _OPTIONAL_TEXT_FIELDS else ""))
         for name in _INT_FIELDS:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool):
@@ -172,14 +181,10 @@ class TrainConfig:
 
 
 def read_json_config(path: str | Path) -> dict[str, Any]:
-    """A JSON object from ``path``; a missing file or bad JSON is a ConfigError naming file and line."""
+    """A JSON object from ``path``, read strictly (:mod:`repro.jsonfile`: a key given twice, NaN and
+    Infinity are refused); a missing file or bad JSON is a ConfigError naming file and line."""
     path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as err:
-        raise ConfigError(f"{path}: cannot read training config ({err.strerror})") from None
-    except json.JSONDecodeError as err:
-        raise ConfigError(f"{path}:{err.lineno}: not valid JSON ({err.msg})") from None
+    data = jsonfile.read(path, "training config", error=ConfigError)
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a training config must be a JSON object")
     return data

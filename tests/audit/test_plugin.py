@@ -6,9 +6,10 @@ import pytest
 
 from repro.audit.audit import auditable_claims
 
-#: Claims an adapter with only ``attention`` runs: Eq. 1 on it, and on every attention path it has
-#: (by default the same function).
-ATTENTION_ONLY = ("sec3.eq1.scaled-dot-product", "sec3.eq1.every-path")
+#: Claims an adapter with only ``attention`` runs: Eq. 1 on it, on every attention path it has
+#: (by default the same function), and the weighted sum of the values (through ``attention``, the
+#: call of the protocol that takes values apart from keys).
+ATTENTION_ONLY = ("sec3.eq1.scaled-dot-product", "sec3.eq1.every-path", "sec3.attention.weighted-sum")
 
 USER_MODULE = '''
 import math

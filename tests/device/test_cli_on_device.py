@@ -27,7 +27,7 @@ def data(tmp_path_factory, tiny_multi30k) -> Path:
 
 def test_train_evaluate_translate_average_on_the_device(device, data: Path, tmp_path: Path, capsys) -> None:
     run = tmp_path / "run"
-    assert main(["train", "--profile", "local", "--dataset", str(data), "--out-dir", str(run), "--max-steps", "4",
+    assert main(["train", "--recipe", "local", "--dataset", str(data), "--out-dir", str(run), "--max-steps", "4",
                  "--device", device.name, *TINY]) == 0
     trained = json.loads(capsys.readouterr().out)
     assert trained["device"] == ("cpu" if device.name == "cpu" else "cuda:0")
@@ -72,5 +72,5 @@ def test_cuda_without_a_gpu_is_refused_by_name(tmp_path: Path, capsys) -> None:
 
     if torch.cuda.is_available():
         pytest.skip("a GPU is present")
-    assert main(["train", "--profile", "smoke", "--out-dir", str(tmp_path), "--device", "cuda"]) == 2
+    assert main(["train", "--recipe", "smoke", "--out-dir", str(tmp_path), "--device", "cuda"]) == 2
     assert "CUDA is not available" in capsys.readouterr().err

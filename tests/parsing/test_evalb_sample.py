@@ -67,8 +67,12 @@ def test_wrong_settings_do_not_reproduce_the_sample(sample):
 
 
 def test_cli_json_default_is_collins(sample, capsys):
-    assert main(["evalb", str(sample / "sample.gld"), str(sample / "sample.tst"), "--json"]) == 0
+    # EVALB's sample leaves 8 sentences out of the scores on purpose: exit 2 unless accepted
+    assert main(["evalb", str(sample / "sample.gld"), str(sample / "sample.tst"), "--json"]) == 2
+    refused = json.loads(capsys.readouterr().out)
+    assert main(["evalb", str(sample / "sample.gld"), str(sample / "sample.tst"), "--json", "--allow-mismatch"]) == 0
     out = json.loads(capsys.readouterr().out)
+    assert out == refused
     assert round(out["f1"], 2) == 88.65 and round(out["recall"], 2) == 87.23
     assert round(out["precision"], 2) == 90.11 and round(out["complete_match"], 2) == 50.00
     assert round(out["tagging_accuracy"], 2) == 97.12
@@ -78,7 +82,8 @@ def test_cli_json_default_is_collins(sample, capsys):
 def test_cli_with_sample_prm_file(sample, tmp_path, capsys):
     prm = tmp_path / "sample.prm"
     prm.write_text("# EVALB sample.prm equivalent\n" + to_prm_text(SAMPLE))
-    assert main(["evalb", str(sample / "sample.gld"), str(sample / "sample.tst"), "-p", str(prm)]) == 0
+    assert main(["evalb", str(sample / "sample.gld"), str(sample / "sample.tst"), "-p", str(prm),
+                 "--allow-mismatch"]) == 0
     captured = capsys.readouterr()
     assert captured.out == (sample / "sample.rsl.current_evalb").read_text()
     assert "20 : Words unmatch (this|That)" in captured.err

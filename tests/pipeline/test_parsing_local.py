@@ -61,4 +61,4 @@ def test_cli_rejects_bad_test_limit(tmp_path, data_dir):
     with pytest.raises(ConfigError, match="--test-limit must be positive"):
         reproduce_parsing_local(out_dir=tmp_path / "run", reports_dir=tmp_path / "r", data_dir=str(data_dir),
                                 test_limit=0)
-    assert cli_main(["reproduce", "--profile", "local", "--test-limit", "3"]) == 2
+    assert cli_main(["reproduce", "--pipeline", "local", "--test-limit", "3"]) == 2

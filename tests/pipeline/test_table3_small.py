@@ -1,4 +1,4 @@
-"""``repro reproduce --profile table3-small`` end to end at toy size: rows of the CPU subset x 2 seeds trained
+"""``repro reproduce --pipeline table3-small`` end to end at toy size: rows of the CPU subset x 2 seeds trained
 and evaluated by the cluster jobs' own code, the verdicts, the report, and a second run that trains nothing."""
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def test_the_cpu_subset_is_base_rows_a_and_d_with_2_seeds(tmp_path: Path):
 @pytest.mark.slow
 def test_the_cpu_subset_end_to_end_and_resumed(tmp_path: Path, tiny_multi30k, capsys: pytest.CaptureFixture):
     data = tiny_multi30k(tmp_path / "tiny", {"train": 200, "dev": 6, "test": 6})
-    args = ["reproduce", "--profile", "table3-small", "--rows", ",".join(ROWS), "--reports", str(tmp_path / "reports"),
+    args = ["reproduce", "--pipeline", "table3-small", "--rows", ",".join(ROWS), "--reports", str(tmp_path / "reports"),
             "--out-dir", str(tmp_path / "runs"), "--set", f"dataset={data}", *(x for s in TOY for x in ("--set", s))]
     assert repro_main(args) == 0
     printed = json.loads(capsys.readouterr().out)

@@ -94,7 +94,7 @@ def test_malformed_result_names_the_file_and_writes_nothing(claims_dir, results_
     bad.write_text('{"claim_id": "t.deviates", "measured": ')
     out = tmp_path / "out"
     old = _previous_report(out)
-    with pytest.raises(ResultError, match=r"20990101T000000-broken\.json.*not a readable JSON"):
+    with pytest.raises(ResultError, match=r"20990101T000000-broken\.json:1: not valid JSON"):
         generate([results_dir], out, claims_dir=claims_dir)
     assert {p.name: p.read_text() for p in out.iterdir()} == old
 

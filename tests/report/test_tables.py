@@ -121,7 +121,7 @@ def test_report_reads_the_curve_beside_its_results(tmp_path, claims):
     generate([results], tmp_path / "out")
     assert "Local parser: learning curve" in (tmp_path / "out" / "report.md").read_text()
     (tmp_path / "local" / "parsing_curve.json").write_text("{")
-    with pytest.raises(ResultError, match="parsing_curve.json: not JSON"):
+    with pytest.raises(ResultError, match=r"parsing_curve.json:\d+: not valid JSON"):
         generate([results], tmp_path / "out2")
     (tmp_path / "local" / "parsing_curve.json").write_text(json.dumps({"points": [{"trees": 400}]}))
     with pytest.raises(ResultError, match=r"parsing_curve.json: points\[0\] lacks field 'steps'"):

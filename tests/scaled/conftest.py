@@ -21,7 +21,8 @@ def write_row(results: Path, row: str, metric: str, values: Sequence[float], *, 
         prov = Provenance(commit="c0ffee", config_hash="h", hardware="cpu", dataset="multi30k-en-de dev", date=date,
                           scale=f"{scale}: Table 3 row {row}, seed {seed}; not the paper's scale")
         store.write(Result(f"table3-{scale}.{metric}.{row}", value, prov, unit=metric,
-                           ci95=(value - half_width, value + half_width) if half_width and math.isfinite(value) else None,
+                           ci95=(value - half_width, value + half_width)
+                           if half_width and math.isfinite(value) else None,
                            extra={"scale": scale, "signature": signature, "row": row, "seed": seed,
                                   "parameters": parameters}), f"seed-{seed}-{signature}")
 

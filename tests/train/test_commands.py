@@ -25,7 +25,7 @@ def tiny_data(tmp_path):
 
 
 def train_args(data_dir, out_dir, steps=4):
-    return ["train", "--profile", "local", "--data-dir", str(data_dir), "--out-dir", str(out_dir),
+    return ["train", "--recipe", "local", "--data-dir", str(data_dir), "--out-dir", str(out_dir),
             "--max-steps", str(steps), "--set", f"model_overrides={TINY_MODEL}", "--set", "vocab_size=300",
             "--set", "checkpoint_every_steps=1", "--set", "tokens_per_batch=64", "--set", "max_tokens_per_device=64",
             "--set", "warmup_steps=2"]
@@ -94,3 +94,12 @@ def test_bad_checkpoints_and_configs_are_named(tmp_path, capsys):
     cfg.write_text('{"bpe_split": "chars"}')
     assert main(["train", "--config", str(cfg)]) == 2
     assert "field 'bpe_split' must be one of bytes, words, word-level, got 'chars'" in capsys.readouterr().err
+
+
+def test_profile_still_names_a_recipe_and_says_it_is_deprecated(capsys):
+    from repro.cli import main
+
+    assert main(["train", "--profile", "smoke", "--print-config"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["recipe"] == "smoke"
+    assert "--profile is deprecated; use --recipe" in captured.err

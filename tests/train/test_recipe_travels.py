@@ -25,7 +25,7 @@ def run(tmp_path_factory, tiny_multi30k) -> Path:
     root = tmp_path_factory.mktemp("travels")
     data = tiny_multi30k(root / "data", {"train": 60, "dev": 3, "test": 3})
     out = root / "run"
-    assert main(["train", "--profile", "local", "--dataset", str(data), "--out-dir", str(out), "--max-steps", "2",
+    assert main(["train", "--recipe", "local", "--dataset", str(data), "--out-dir", str(out), "--max-steps", "2",
                  "--device", "cpu", *TINY, *PARSER_SEARCH]) == 0
     return out
 
@@ -54,10 +54,10 @@ def test_translate_decodes_with_the_checkpoints_search_unless_a_flag_overrides(r
 
 def test_print_config_shows_the_decoding_and_feeds_config(tmp_path: Path, capsys) -> None:
     capsys.readouterr()
-    assert main(["train", "--profile", "smoke", "--set", "beam_size=8", "--print-config"]) == 0
+    assert main(["train", "--recipe", "smoke", "--set", "beam_size=8", "--print-config"]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed["decode"]["beam_size"] == 8 and printed["recipe"] == "smoke"
     config = tmp_path / "config.json"
     config.write_text(json.dumps(printed))
-    assert main(["train", "--profile", "smoke", "--config", str(config), "--print-config"]) == 0
+    assert main(["train", "--recipe", "smoke", "--config", str(config), "--print-config"]) == 0
     assert json.loads(capsys.readouterr().out)["decode"]["beam_size"] == 8

@@ -45,6 +45,10 @@ ZOO: tuple[ZooEntry, ...] = (
              "FSMT called with use_cache=False, the call that builds its causal mask"),
     ZooEntry("x-transformers", "repro.audit.zoo.xtransformers:adapter", "x_transformers", "x-transformers",
              "XTransformer with post-norm, ReLU, sinusoids and tied token embeddings"),
+    ZooEntry("bart", "repro.audit.zoo.bart:adapter", "transformers", "transformers",
+             "BartForConditionalGeneration with BartConfig's defaults (GELU, learned positions, embedding LayerNorm)"),
+    ZooEntry("t5", "repro.audit.zoo.t5:adapter", "transformers", "transformers",
+             "T5ForConditionalGeneration with T5Config's defaults (pre-norm, relative position bias, no biases)"),
 )
 
 #: Maintained implementations that do not install beside torch==2.13.0 (pip's resolution, this

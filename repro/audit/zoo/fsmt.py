@@ -26,7 +26,9 @@ What the adapter had to do to expose a part:
   its projections, with one head size for queries, keys and values; Eq. 1 alone cannot be
   called (the claim is not applicable).
 * ``multi_head_attention``: ``Attention(d_model, h)`` called as self-attention on time-first
-  (n, batch, d_model) inputs, transposed from and back to the protocol's batch first.
+  (n, batch, d_model) inputs, transposed from and back to the protocol's batch first. It takes
+  one tensor for keys and values, so keys apart from values are refused and
+  ``multi_head_cross_attention`` is left out.
 * ``feed_forward`` and ``encoder_layer``: ``EncoderLayer`` (no padding mask), time-first as
   above; FSMT has no FFN module, so ``fc2(act(fc1(x)))`` is composed from the layer's own
   parts; norms ``self_attn_layer_norm`` and ``final_layer_norm``.
@@ -50,6 +52,7 @@ from transformers.models.fsmt.modeling_fsmt import Attention, EncoderLayer, Sinu
 
 from repro.audit.adapter import Adapter, EncoderLayerParts, FeedForwardParts, ModelParts
 from repro.audit.zoo import hf_trainer
+from repro.audit.zoo.keys_values import memory_of
 
 PAD_ID = FSMTConfig().pad_token_id  # fairseq's 1
 
@@ -67,15 +70,31 @@ def config(vocab_size: int = 37000, d_model: int = 512, n_heads: int = 8, d_ff: 
 
 
 class _TimeFirst(torch.nn.Module):
-    """A batch-first callable over FSMT's time-first (n, batch, d) modules."""
+    """A batch-first callable over FSMT's time-first (n, batch, d) modules of one input."""
 
     def __init__(self, fn: Callable[[Tensor], Tensor], module: torch.nn.Module) -> None:
         super().__init__()
         self.fn = fn
         self.inner = module
 
-    def forward(self, x: Tensor, *_: Tensor) -> Tensor:
+    def forward(self, x: Tensor) -> Tensor:
         return self.fn(x.transpose(0, 1)).transpose(0, 1)
+
+
+class _Attention(torch.nn.Module):
+    """FSMT's ``Attention`` called as the protocol calls it, (x, x, x), batch first; keys and
+    values given as one other tensor are attended over, keys apart from values refused
+    (:mod:`repro.audit.zoo.keys_values`)."""
+
+    def __init__(self, attn: Attention) -> None:
+        super().__init__()
+        self.attn = attn
+
+    def forward(self, query: Tensor, key: Tensor | None = None, value: Tensor | None = None) -> Tensor:
+        memory = memory_of(query, key, value, "FSMT's Attention")
+        q = query.transpose(0, 1)
+        kv = q if memory is None else memory.transpose(0, 1)
+        return self.attn(query=q, key=kv)[0].transpose(0, 1)
 
 
 class FSMTAdapter(hf_trainer.TrainedByHFTrainer, Adapter):
@@ -87,8 +106,7 @@ class FSMTAdapter(hf_trainer.TrainedByHFTrainer, Adapter):
         self.call_kwargs = call_kwargs
 
     def multi_head_attention(self, d_model: int, n_heads: int) -> Callable[[Tensor, Tensor, Tensor], Tensor]:
-        attn = Attention(d_model, n_heads).eval()
-        return _TimeFirst(lambda x: attn(query=x, key=x)[0], attn)
+        return _Attention(Attention(d_model, n_heads).eval())
 
     def _layer(self, d_model: int, n_heads: int, d_ff: int) -> EncoderLayer:
         return EncoderLayer(config(d_model=d_model, n_heads=n_heads, d_ff=d_ff)).eval()

@@ -20,7 +20,9 @@ What the adapter had to do to expose a part:
 * ``attention``: the function ``MarianAttention`` calls (``ALL_ATTENTION_FUNCTIONS["sdpa"]``)
   on a ``MarianAttention`` module, with its scaling d_k^-0.5; it returns (batch, n, heads, d_v),
   transposed back. The boolean mask is passed as is (sdpa's convention is the protocol's).
-* ``multi_head_attention``: ``MarianAttention`` called as self-attention, ``attn(x)[0]``.
+* ``multi_head_attention``: ``MarianAttention`` called as self-attention, ``attn(x)[0]``; it takes
+  one tensor for keys and values (``key_value_states``), so keys apart from values are refused
+  and ``multi_head_cross_attention`` is left out (the weighted-sum claim uses ``attention``).
 * ``feed_forward``: Marian has no FFN module; its encoder layer applies ``fc2(act(fc1(x)))``
   inline between residual and norm, so the adapter composes the layer's own ``fc1``,
   ``activation_fn`` and ``fc2`` in that order.
@@ -51,6 +53,7 @@ from transformers.models.marian.modeling_marian import (
 
 from repro.audit.adapter import Adapter, EncoderLayerParts, FeedForwardParts, ModelParts
 from repro.audit.zoo import hf_trainer
+from repro.audit.zoo.keys_values import OneMemoryAttention
 
 PAD_ID, EOS_ID = 0, 2
 
@@ -89,7 +92,7 @@ class MarianAdapter(hf_trainer.TrainedByHFTrainer, Adapter):
 
     def multi_head_attention(self, d_model: int, n_heads: int) -> Callable[[Tensor, Tensor, Tensor], Tensor]:
         attn = MarianAttention(d_model, n_heads, config=self._config(d_model=d_model, n_heads=n_heads)).eval()
-        return _SelfAttention(attn)
+        return OneMemoryAttention(attn)
 
     def _layer(self, d_model: int, n_heads: int, d_ff: int) -> MarianEncoderLayer:
         return MarianEncoderLayer(self._config(d_model=d_model, n_heads=n_heads, d_ff=d_ff)).eval()
@@ -102,7 +105,7 @@ class MarianAdapter(hf_trainer.TrainedByHFTrainer, Adapter):
         layer = self._layer(d_model, n_heads, d_ff)
         return EncoderLayerParts(
             layer=lambda x: layer(x, attention_mask=None),
-            self_attention=_SelfAttention(layer.self_attn),
+            self_attention=OneMemoryAttention(layer.self_attn),
             feed_forward=_inline_ffn(layer),
             norms=(layer.self_attn_layer_norm, layer.final_layer_norm),
         )
@@ -130,17 +133,6 @@ class MarianAdapter(hf_trainer.TrainedByHFTrainer, Adapter):
             **hf_trainer.hyperparameters(),
             "dropout_base": (MarianConfig().dropout, "MarianConfig.dropout default"),
         }
-
-
-class _SelfAttention(torch.nn.Module):
-    """A transformers attention module called as the protocol calls it, (x, x, x)."""
-
-    def __init__(self, attn: torch.nn.Module) -> None:
-        super().__init__()
-        self.attn = attn
-
-    def forward(self, query: Tensor, key: Tensor | None = None, value: Tensor | None = None) -> Tensor:
-        return self.attn(query)[0]
 
 
 def _inline_ffn(layer: torch.nn.Module) -> Callable[[Tensor], Tensor]:

@@ -24,7 +24,8 @@ What the adapter had to do to expose a part:
   default) on the protocol's (batch, heads, n, d) tensors; its boolean mask has the protocol's
   convention.
 * ``multi_head_attention``: ``Attention(dim, heads, dim_head=dim/heads)`` called on x alone
-  (self-attention).
+  (self-attention); it takes one tensor for keys and values (``context``), so keys apart from
+  values are refused and ``multi_head_cross_attention`` is left out.
 * ``feed_forward``: ``FeedForward`` with the ReLU; its two ``nn.Linear`` are the weights.
 * ``encoder_layer``: an ``Encoder`` of depth 1 (one attention and one feed-forward block), its
   blocks and the two post-branch norms (``post_main_norm``) of its layers.
@@ -51,6 +52,7 @@ from x_transformers.attend import Attend
 from x_transformers.x_transformers import Attention, Encoder, FeedForward, ScaledSinusoidalEmbedding
 
 from repro.audit.adapter import Adapter, EncoderLayerParts, FeedForwardParts, ModelParts
+from repro.audit.zoo.keys_values import memory_of
 
 PAD_ID = 0
 
@@ -122,14 +124,17 @@ class XTransformerAdapter(Adapter):
 
 
 class _SelfAttention(nn.Module):
-    """x-transformers' ``Attention`` (self-attention on x) called as the protocol calls it, (x, x, x)."""
+    """x-transformers' ``Attention`` called as the protocol calls it, (x, x, x); keys and values
+    given as one other tensor are attended over (``context``), keys apart from values refused
+    (:mod:`repro.audit.zoo.keys_values`)."""
 
     def __init__(self, attn: nn.Module) -> None:
         super().__init__()
         self.attn = attn
 
     def forward(self, query: Tensor, key: Tensor | None = None, value: Tensor | None = None) -> Tensor:
-        return self.attn(query)
+        memory = memory_of(query, key, value, "x-transformers' Attention")
+        return self.attn(query) if memory is None else self.attn(query, context=memory)
 
 
 def adapter() -> Adapter:

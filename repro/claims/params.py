@@ -1,0 +1,123 @@
+"""What each checker takes in a claim's ``params``: the keys and their types, as JSON schemas.
+
+A claim's ``params`` are settings of the measurement (sizes, trial counts, the experiment to
+read), read by its checker under ``repro/checks/``. A key no checker reads (``trails = 5``) or
+a value of the wrong type (``trials = "2"``, ``trials = 0``: nothing would run) is refused when
+the claims are loaded, naming the file, the claim and the field. ``tests/claims/test_params.py``
+checks that this table covers every registered checker and every key the checkers read.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+COUNT: dict[str, Any] = {"type": "integer", "minimum": 1}
+OFFSET: dict[str, Any] = {"type": "integer", "minimum": 0}
+COUNTS: dict[str, Any] = {"type": "array", "minItems": 1, "items": COUNT}
+RATE: dict[str, Any] = {"type": "number", "minimum": 0, "exclusiveMaximum": 1}
+POSITIVE: dict[str, Any] = {"type": "number", "exclusiveMinimum": 0}
+NON_NEGATIVE: dict[str, Any] = {"type": "number", "minimum": 0}
+TEXT: dict[str, Any] = {"type": "string", "minLength": 1}
+NUMBERS: dict[str, Any] = {"type": "object", "additionalProperties": {"type": "number"}}
+
+_SEARCH = {"beam_size": COUNT, "alpha": NON_NEGATIVE, "max_len_offset": OFFSET}
+_WIDTHS = {"d_model": COUNT, "d_ff": COUNT}
+_TABLE1_GRID = {"type": "object", "additionalProperties": COUNTS, "minProperties": 1}
+_KERNEL_ROWS = {"type": "array", "minItems": 1,
+                "items": {"type": "object", "additionalProperties": False, "required": ["n"],
+                          "properties": {"k": COUNT, "n": COUNTS}}}
+
+#: checker name -> the params it reads (all optional unless listed in :data:`REQUIRED`).
+PARAMS: dict[str, dict[str, Any]] = {
+    "attention.causal_mask": {},
+    "attention.constant_compute": {"d_model": COUNT, "heads": COUNTS, "length": COUNT},
+    "attention.eq1": {"trials": COUNT},
+    "attention.eq1_paths": {"trials": COUNT},
+    "attention.footnote4": {"samples": {"type": "integer", "minimum": 2}, "d_k": COUNTS},
+    "attention.multihead_cost": {"d_model": COUNT, "heads": COUNT, "length": COUNT},
+    "attention.weighted_sum": {"d_model": COUNT, "heads": COUNT},
+    "bleu.paper_protocol": {},
+    "decode.beam_width": _SEARCH,
+    "decode.dropout_off": _SEARCH,
+    "decode.early_stop": _SEARCH,
+    "decode.max_length": _SEARCH,
+    "decode.ranking": _SEARCH,
+    "dropout.embeddings": {"p": RATE},
+    "dropout.residual": {"p": RATE},
+    "embedding.scale": {"d_model": COUNT},
+    "embedding.shared": {},
+    "layers.distinct_parameters": {},
+    "layers.encoder_decoder_attention": {},
+    "layers.feed_forward": _WIDTHS,
+    "layers.position_wise": _WIDTHS,
+    "layers.post_norm": {"d_model": COUNT, "heads": COUNT},
+    "layers.post_norm_decoder": {},
+    "metric.result": {"preset": TEXT},  # the Table 3 row the metric's run trains (for readers)
+    "model.base_dimensions": {},
+    "model.encoder_all_positions": {},
+    "model.incremental": {},
+    "model.padding_invariance": {},
+    "model.stacks": {},
+    "model.widths": {"d_model": COUNT},
+    "positional.both_stacks": {},
+    "positional.equations": {"d_models": COUNTS, "length": COUNT},
+    "positional.layout": {"d_model": COUNT, "length": COUNT},
+    "positional.relative_linear": {"d_model": COUNT, "length": COUNT, "offsets": COUNTS},
+    "positional.wavelengths": {"d_model": COUNT, "length": COUNT},
+    "recipe.value": {"key": TEXT},
+    "relation.expression": {"expression": TEXT, "constants": NUMBERS},
+    "run.batch_by_length": {"vocab_size": COUNT},
+    "run.job_dropout": {"experiment": TEXT},
+    "run.objective_smoothing": {"experiment": TEXT},
+    "run.perplexity_per_wordpiece": {},
+    "run.shared_vocabulary": {},
+    "run.shifted_right": {},
+    "run.tokens_per_update": {"experiment": TEXT, "devices": COUNT, "updates": COUNT, "vocab_size": COUNT,
+                              "profile": TEXT},
+    "section4.attention_vs_recurrent": {"d": COUNTS},
+    "section4.convolution_factor_k": {"n": COUNT, "d": COUNT, "k": COUNTS},
+    "section4.separable_convolution": {"n": COUNTS, "d": COUNTS},
+    "table1.complexity": {"layer": TEXT, "grid": _TABLE1_GRID, "tolerance": POSITIVE},
+    "table1.path": {"layer": TEXT, "n": COUNTS, "d": COUNT, "tolerance": POSITIVE, "grid": _KERNEL_ROWS, "r": COUNT,
+                    "r_sweep": {"type": "object", "additionalProperties": False, "required": ["n", "r"],
+                                "properties": {"n": COUNT, "r": COUNTS}}},
+    "table1.sequential": {"layer": TEXT, "n": COUNTS, "d": COUNT, "k": COUNT, "r": COUNT},
+    "table2.cost": {"hours": POSITIVE, "gpus": COUNT, "gpu": TEXT, "seconds_per_step": POSITIVE, "steps": COUNT},
+    "table2.cost_from_run": {"step_time_claim": TEXT, "steps": COUNT},
+    "table3.implied_vocabulary": {"grid": {"type": "array", "minItems": 3, "maxItems": 3, "items": POSITIVE},
+                                  "paper_counts": NUMBERS},
+    "table3.params": {"row": TEXT, "vocab_size": COUNT},
+    "table3.params_difference": {"row": TEXT, "minus": TEXT, "vocab_size": COUNT},
+    "training.adam": {},
+    "training.average_last": {"k": COUNT, "checkpoints": COUNT},
+    "training.checkpoint_cadence": {"seconds_per_update": POSITIVE, "paper_seconds_per_update": POSITIVE,
+                                    "updates": COUNT},
+    "training.eq3": {"d_model": COUNT, "warmup": COUNT},
+    "training.label_smoothing": {"smoothing": RATE},
+    "training.loop_rates": {"d_model": COUNT, "warmup": COUNT, "steps": COUNTS},
+    "training.lr_peak": {"d_model": COUNT, "warmup": COUNT, "measure": {"enum": ["value", "step"]}},
+}
+
+#: Params a checker cannot do without.
+REQUIRED: dict[str, list[str]] = {
+    "recipe.value": ["key"],
+    "relation.expression": ["expression"],
+    "run.job_dropout": ["experiment"],
+    "table1.complexity": ["layer", "grid"],
+    "table1.path": ["layer"],
+    "table1.sequential": ["layer", "n"],
+    "table2.cost": ["gpus", "gpu"],
+    "table2.cost_from_run": ["step_time_claim", "steps"],
+    "table3.implied_vocabulary": ["paper_counts"],
+    "table3.params": ["row", "vocab_size"],
+    "table3.params_difference": ["row", "minus"],
+}
+
+
+def params_schema(checker: str) -> dict[str, Any]:
+    """The schema of ``params`` for claims measured by ``checker`` (any object for a checker this
+    table does not know yet: the loader refuses unknown checkers itself)."""
+    if checker not in PARAMS:
+        return {"type": "object"}
+    return {"type": "object", "additionalProperties": False, "properties": PARAMS[checker],
+            "required": REQUIRED.get(checker, [])}

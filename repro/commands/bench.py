@@ -1,0 +1,27 @@
+"""``repro bench NAME [ARGS...]``: the benchmarks of ``repro.benchmarks`` as one verb.
+
+``python -m repro.benchmarks.NAME`` still works; both run the same ``main``. Every benchmark
+alternates its cases round by round and writes its figures as JSON with ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+from repro.cli_flags import add_pass_through
+
+#: name -> what it measures
+BENCHMARKS = {
+    "train_speed": "training step: repro against torch.nn.Transformer (CPU)",
+    "decode_speed": "beam and greedy search with the key/value cache against recomputation",
+    "matmul_peak": "the sustained matrix-product rate: the yardstick of utilisation",
+    "precision_speed": "bf16 against fp32 training steps",
+    "check_time": "how long `repro check` takes",
+    "gpu": "the paper's update on one device, base and big, eager and compiled, MFU and the peer",
+}
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    add_pass_through(sub, "bench", "run a benchmark (python -m repro.benchmarks.NAME)", BENCHMARKS,
+                     lambda name, rest: importlib.import_module(f"repro.benchmarks.{name}").main(rest) and 0)

@@ -1,0 +1,64 @@
+"""How large a size a command takes, refused in one line before any work (exit 2).
+
+A *hard* limit is where the work cannot be done at all (memory, numeric range) and nothing
+lifts it; a *soft* limit is far beyond any setting of the paper or of this project's recipes,
+where a value is far more likely a typo (``--beam 1e9``, ``--seeds 10000``) than a plan, and
+``--force`` lifts it up to the hard one.
+
+=====================  ======  ==========  =====================================================
+size                   soft    hard        why
+=====================  ======  ==========  =====================================================
+``--beam``             64      1024        the paper: 4 (translation), 21 (parsing)
+``--max-len-offset``   1000    the model   the paper: 50, 300; an output cannot outgrow the
+                                           model's positional table (``max_positions``)
+``--confidence-n``     100000  10000000    sacreBLEU's default: 1000 resamples
+``--alpha``            --      10          the paper: 0.6 and 0.3; lp(Y)**10 still fits a float
+``--seeds``            10      1000        each seed is a whole training run
+``max_positions``      --      65536       the positional table is built whole
+model parameters       --      10**10      the paper's big model has 213 million; 10**10 are
+                                           40 GB of weights alone
+seeds (``--seed``)     --      2**31 - 1   the range every random generator here takes
+``threads``            --      1024        torch's thread pool (10**8 threads crash it)
+=====================  ======  ==========  =====================================================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from repro.errors import UsageError
+
+
+@dataclass(frozen=True)
+class Limit:
+    """The largest value a size may take: ``soft`` (lifted by ``--force``) and ``hard``."""
+
+    name: str
+    hard: int | float
+    soft: int | float | None = None
+    why: str = ""
+
+    def check(self, value: int | float, *, force: bool = False) -> int | float:
+        """``value`` if it lies within the limits (``force`` lifts the soft one); else UsageError."""
+        if value > self.hard:
+            raise UsageError(f"{self.name} {value}: at most {self.hard} ({self.why})")
+        if self.soft is not None and value > self.soft and not force:
+            raise UsageError(f"{self.name} {value}: more than {self.soft} ({self.why}); pass --force to run it anyway "
+                             f"(at most {self.hard})")
+        return value
+
+
+BEAM = Limit("--beam", soft=64, hard=1024, why="Section 6.1 uses a beam of 4, Section 6.3 one of 21")
+MAX_LEN_OFFSET = Limit("--max-len-offset", soft=1000, hard=65536,
+                       why="Section 6.1 allows input + 50 tokens, Section 6.3 input + 300")
+CONFIDENCE_N = Limit("--confidence-n", soft=100_000, hard=10_000_000,
+                     why="sacreBLEU's bootstrap takes 1000 resamples")
+SEEDS = Limit("--seeds", soft=10, hard=1000, why="each seed is a whole training run")
+MAX_POSITIONS = Limit("max_positions", hard=65536,
+                      why="the positional table is built whole; the paper's outputs are at most input + 300 tokens")
+SEED = Limit("seed", hard=2**31 - 1, why="the range every random generator here takes")
+MODEL_PARAMETERS = Limit("model parameters", hard=10**10,
+                         why="the paper's big model has 213 million; 10**10 parameters are 40 GB of fp32 weights alone")
+THREADS = Limit("threads", hard=1024, why="torch's intra-op thread pool; far more threads than cores only slow it down")
+ALPHA = Limit("--alpha", hard=10, why="Section 6.1 uses 0.6, Section 6.3 0.3; the length penalty ((5 + |Y|) / 6)^alpha "
+              "overflows a float far above it")

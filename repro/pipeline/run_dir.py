@@ -1,0 +1,90 @@
+"""The files a pipeline writes into its run directory, claimed before they are written, and ``--fresh``.
+
+``--out-dir`` may name a folder that holds other things. The pipelines claim the paths below in
+the folder's manifest (:mod:`repro.manifest`) before they write them, and ``--fresh`` deletes
+only what the manifest says repro wrote. What a run would read back and resume from
+(checkpoints, the vocabulary, the metrics log) but repro did not write (a run of a repro older
+than manifests, or a file of the user's) is never deleted: ``--fresh`` refuses, naming it.
+Every check here is done before anything is deleted.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from repro.errors import UsageError
+from repro.manifest import Manifest
+from repro.paths import output_dir, output_file
+
+#: What a training run (:mod:`repro.train`) writes into its ``out_dir``.
+TRAINING = ("checkpoints/", "checkpoints/step_*.pt", "metrics.csv", "metrics.csv.tmp", "vocab.json",
+            "tensorboard/", "tensorboard/events.out.tfevents.*")
+#: What a training run reads back when it resumes.
+RESUMED_FROM = ("checkpoints/step_*.pt", "vocab.json", "metrics.csv")
+#: A cluster job's ``out_dir`` (:class:`repro.cluster.job.TrainingJob`): training and the corpus it encoded.
+JOB = (*TRAINING, "encoded/", "encoded/*")
+#: Table 3 at a scale run here (:mod:`repro.pipeline.table3`): ``<signature>/<job>/``, each a job's ``out_dir``.
+TABLE3 = ("*/", "*/table3-*/", *(f"*/table3-*/{p}" for p in JOB))
+#: What a job of Table 3 at a scale resumes from.
+TABLE3_RESUMED_FROM = tuple(f"*/table3-*/{p}" for p in RESUMED_FROM)
+#: The local main job (:mod:`repro.pipeline.local`): training, the averaged model, the test hypotheses.
+LOCAL = (*TRAINING, "average_last*.pt", "test_2016_flickr.hyp.de")
+#: The local parser (:mod:`repro.pipeline.parsing`): the prepared PTB sample, the sanity run, the outputs.
+PARSING = (*TRAINING, "data/", "data/*.src", "data/*.tgt", "data/*.trees", "data/manifest.json",
+           "overfit/", *(f"overfit/{p}" for p in TRAINING), "overfit/overfit.*", "probe.json", "test.*")
+
+
+def with_temporaries(patterns: Iterable[str]) -> tuple[str, ...]:
+    """``patterns`` and the hidden temporary files of their atomic writes (:mod:`repro.atomic`)."""
+    out = []
+    for pattern in patterns:
+        out.append(pattern)
+        if not pattern.endswith("/"):
+            folder, _, name = pattern.rpartition("/")
+            out.append(f"{folder + '/' if folder else ''}.{name}.*.tmp")
+    return tuple(out)
+
+
+def under(prefix: str, patterns: Iterable[str]) -> tuple[str, ...]:
+    """``patterns`` inside the sub-directory ``prefix`` (e.g. ``seed-*``), with the directory itself."""
+    return (f"{prefix}/", *(f"{prefix}/{p}" for p in patterns))
+
+
+def check_fresh(out_dir: str | os.PathLike[str], resumed_from: Iterable[str]) -> Manifest:
+    """Before ``--fresh`` deletes anything: the manifest must be readable, and nothing a run would
+    resume from may be left that repro did not write. Returns the manifest; deletes nothing."""
+    out_dir = Path(out_dir)
+    manifest = Manifest.load(out_dir)
+    if not out_dir.is_dir():
+        return manifest
+    owned = set(manifest.owned())
+    foreign = [p for p in manifest.matching(list(resumed_from)) if p not in owned]
+    if foreign:
+        more = f" (and {len(foreign) - 1} more)" if len(foreign) > 1 else ""
+        raise UsageError(f"{out_dir / foreign[0]}{more}: --fresh deletes only what repro's runs wrote "
+                         f"({out_dir / manifest.path.name} does not list it), and a run would resume from it; "
+                         "move it away, or choose another --out-dir")
+    return manifest
+
+
+def start_run(out_dir: str | os.PathLike[str], layout: Iterable[str], manifest: Manifest | None = None,
+              *, fresh: bool = False) -> list[Path]:
+    """Delete what repro wrote (with ``fresh``; :func:`check_fresh` first), then claim ``layout``
+    (and its temporary files) for the run about to write it. Returns what was deleted."""
+    manifest = manifest or Manifest.load(out_dir)
+    removed = manifest.remove() if fresh else []
+    manifest.claim(*with_temporaries(layout))
+    return removed
+
+
+def check_writable(out_dir: str | os.PathLike[str], what: str = "run directory (--out-dir)") -> None:
+    """A training run can write in ``out_dir``: the folder, its ``checkpoints/`` and its metrics log
+    (a file where a folder is wanted, or the reverse, is refused naming it, before any work)."""
+    out_dir = Path(out_dir)
+    output_dir(out_dir, what)
+    output_dir(out_dir / "checkpoints", "checkpoint folder")
+    output_file(out_dir / "metrics.csv", "metrics log")
+    if (out_dir / "vocab.json").is_dir():
+        raise UsageError(f"{out_dir / 'vocab.json'}: vocabulary is a directory, not a file")

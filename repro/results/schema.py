@@ -1,0 +1,92 @@
+"""The JSON schema every result record must satisfy, and what it must say about its claim.
+
+A record (``ROOT/<claim id>/<name>.json``, :mod:`repro.results.store`) is refused, naming its
+file and field, when it breaks the schema (an unknown field, a ``status`` that is not an
+outcome, a ``date`` that is not ISO 8601, a ``claim_id`` that is not text), and, when the reader
+knows the claims, when its ``claim_id`` names no claim (nor one of the measurements the local
+runs store without a claim, nor a cluster run's ``run.<job>`` record, nor a seed's record of Table 3 at a
+named scale, ``table3-<scale>.<ppl|bleu>.<row>``), when it lies in another
+claim's folder, or when its ``measured`` is of another kind than the claim's paper value (text
+for a number). The validator is :mod:`repro.validation`, the same one the claims go through.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from repro.claims.outcome import Outcome
+from repro.validation import problem
+
+_TEXT = {"type": "string", "minLength": 1}
+
+PROVENANCE_SCHEMA: dict = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["commit", "config_hash", "hardware", "dataset", "date", "scale"],
+    "properties": {
+        "commit": _TEXT, "config_hash": _TEXT, "hardware": _TEXT, "dataset": _TEXT, "scale": _TEXT,
+        "date": {"type": "string", "minLength": 1, "format": "date-time"},
+        "bleu_signature": {"type": ["string", "null"]},
+        "extra": {"type": "object"},
+    },
+}
+
+RESULT_SCHEMA: dict = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["claim_id", "measured", "provenance"],
+    "properties": {
+        "claim_id": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$"},
+        "measured": {"type": ["number", "string", "boolean", "array", "object", "null"]},
+        "unit": {"type": ["string", "null"]},
+        "status": {"enum": [o.value for o in Outcome] + [None]},
+        "detail": {"type": ["string", "null"]},
+        "extra": {"type": ["object", "null"]},
+        "ci95": {"type": ["array", "null"], "items": {"type": "number"}, "minItems": 2, "maxItems": 2},
+        "provenance": PROVENANCE_SCHEMA,
+    },
+}
+
+#: Measurements the local runs store under ids no claim has: shown in the report without a status.
+UNCLAIMED = ("local.multi30k.ppl", "local.multi30k.step-time", "local.ptb-sample.f1")
+#: A cluster job's record of its run (``run.<job name>``, :mod:`repro.cluster.job`).
+RUN_RECORD_PREFIX = "run."
+#: Table 3 at a named scale (:mod:`repro.scaled.rows`): one record per seed under ``table3-<scale>.<ppl|bleu>.<row>``.
+SCALED_TABLE3 = re.compile(r"^table3-(?P<scale>[A-Za-z0-9_]+(?:-[A-Za-z0-9_]+)*?)\.(?P<metric>ppl|bleu)"
+                           r"\.(?P<row>[A-Za-z0-9_.\-]+)$")
+
+
+def kind_of(value: Any) -> str:
+    """The JSON kind of ``value``: number, string, boolean, array, object or null."""
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    return {str: "string", list: "array", tuple: "array", dict: "object"}.get(type(value), "null")
+
+
+def record_problem(data: Any, folder: str | None = None, expected: Mapping[str, Any] | None = None) -> str | None:
+    """What is wrong with the record ``data`` (None if nothing): the schema, then, with ``folder``
+    (the claim folder it lies in), where it lies, and with ``expected`` (claim id -> the paper's
+    value), its claim and the kind of its ``measured``."""
+    error = problem(data, RESULT_SCHEMA, nan_allowed_in=("measured", "extra", "provenance"))
+    if error is not None:
+        return error
+    claim_id = data["claim_id"]
+    if folder is not None and folder != claim_id:
+        return f"field 'claim_id': '{claim_id}', but the record lies in the folder of '{folder}'"
+    if expected is None:
+        return None
+    if claim_id not in expected:
+        if claim_id in UNCLAIMED or claim_id.startswith(RUN_RECORD_PREFIX) or SCALED_TABLE3.match(claim_id):
+            return None
+        return (f"field 'claim_id': no claim has the id '{claim_id}' (nor is it a measurement stored without a "
+                f"claim: {', '.join(UNCLAIMED)}, {RUN_RECORD_PREFIX}<job>, table3-<scale>.<ppl|bleu>.<row>)")
+    paper, measured = expected[claim_id], data["measured"]
+    measured_outcome = data.get("status") in (None, *(o.value for o in Outcome if o.measured))
+    if paper is not None and measured_outcome and kind_of(measured) != kind_of(paper):
+        return (f"field 'measured' must be a {kind_of(paper)}, as the paper's value of '{claim_id}' is "
+                f"(got {measured!r})")
+    return None
