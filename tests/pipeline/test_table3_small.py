@@ -72,3 +72,13 @@ def test_the_cpu_subset_end_to_end_and_resumed(tmp_path: Path, tiny_multi30k, ca
     assert again["jobs_run"] == 0 and again["jobs_left_out"] == 8 and again["verdicts"] == verdicts
     assert {p: p.stat().st_mtime_ns for p in results.glob("table3-small.*/*.json")} == before
     assert json.loads((tmp_path / "reports" / "local" / "table3_small_run.json").read_text())["jobs"] == summary["jobs"]
+
+    # --fresh: what these runs wrote in OUT_DIR is deleted (as its manifest lists), the rows asked for train again
+    kept = tmp_path / "runs" / "mine.txt"
+    kept.write_text("the user's own file")
+    record = next(results.glob("table3-small.bleu.base/seed-1-*.json"))
+    assert repro_main([*args[:3], "--rows", "base", "--seeds", "1", *args[5:], "--fresh"]) == 0
+    fresh = json.loads(capsys.readouterr().out)
+    assert fresh["jobs_run"] == 1 and record.stat().st_mtime_ns != before[record]
+    assert kept.read_text() == "the user's own file"
+    assert not list((tmp_path / "runs").glob("*/table3-small-A-h16-seed1/checkpoints/*.pt"))
