@@ -22,18 +22,14 @@ def shared_data_dir() -> Path:
     return Path(env) if env else REPO_ROOT.parent / "shared" / "data"
 
 
-@pytest.fixture(scope="session")
-def probe_cache_dir(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("repro-cache")
-
-
 @pytest.fixture(autouse=True)
-def auto_precision_is_fp32(monkeypatch, probe_cache_dir):
+def auto_precision_is_fp32(monkeypatch, tmp_path_factory):
     """``--precision auto`` resolves to fp32 in the tests on every CPU: many compare the loop, the
     loss or the search with fp32 references, and CI machines differ (some have AMX bf16). The
     precision tests inject their own probe; the bf16 paths are tested with ``bf16`` asked for.
-    The probe's cache is the session's own, never the machine's (``$REPRO_CACHE_DIR``)."""
-    monkeypatch.setenv("REPRO_CACHE_DIR", str(probe_cache_dir))
+    The probe's cache is the test's own, never the machine's nor another test's (``$REPRO_CACHE_DIR``):
+    a subprocess a test starts probes for real, and its rates must not reach the next test."""
+    monkeypatch.setenv("REPRO_CACHE_DIR", str(tmp_path_factory.mktemp("probe-cache")))
     monkeypatch.setattr(precision, "matmul_probe", lambda device="cpu", **_: (1.0, 0.0))
     precision._cached_probe.cache_clear()
     yield
