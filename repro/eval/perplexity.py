@@ -63,11 +63,11 @@ def perplexity(model: Transformer, examples: list[tuple[list[int], list[int]]], 
     finally:
         model.train(was_training)
     total = float(nll)
-    sentences = None
+    result = Perplexity(math.exp(total / max(tokens, 1)), total, tokens)
     if per_sentence:
         pairs = torch.stack(rows).double().cpu().tolist() if rows else []
-        sentences = [(float(n), int(t)) for n, t in pairs]
-    return Perplexity(math.exp(total / max(tokens, 1)), total, tokens, sentences)
+        result.sentences = [(float(n), int(t)) for n, t in pairs]
+    return result
 
 
 def _sentence_nll(model: Transformer, hidden: torch.Tensor, target: torch.Tensor, runtime: Runtime) -> torch.Tensor:
