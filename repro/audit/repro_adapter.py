@@ -187,8 +187,9 @@ class ReproAdapter(Adapter):
                            max_len_offset=max_len_offset, use_cache=False)[0]
 
     def beam_search(self, parts: ModelParts, src: Tensor, *, beam_size: int, alpha: float,
-                    max_len_offset: int) -> list[list[int]]:
-        return beam_search(parts.module, src, beam_size=beam_size, alpha=alpha, max_len_offset=max_len_offset)
+                    max_len_offset: int, use_cache: bool = True) -> list[list[int]]:
+        return beam_search(parts.module, src, beam_size=beam_size, alpha=alpha, max_len_offset=max_len_offset,
+                           use_cache=use_cache)
 
 
 def adapter() -> Adapter:

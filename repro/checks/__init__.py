@@ -11,10 +11,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from repro.checks import (  # noqa: F401  (importing a module registers its checkers)
-    attention, bleu_protocol, decoding, dropout, invariants, layers, metrics, positional, recipe_runs, relations,
-    section4, stacks, table1, table2, table3, training,
+    attention, bleu_protocol, decoding, dropout, evaluation_average, invariants, layers, metrics, positional,
+    recipe_runs, relations, section4, stacks, table1, table2, table3, training,
 )
-from repro.checks.registry import AUDITING, CHECKERS, audits_implementation, checker
+from repro.checks.registry import AUDITING, CHECKERS, EVIDENCE, audits_implementation, basis_allowed, checker
 from repro.checks.relations import relation_result
 from repro.checks.table2 import cost_result
 from repro.claims import Claim, load_claims
@@ -31,6 +31,10 @@ def select_claims(scale: str | None = None, only: Sequence[str] = (), claims_dir
     whose id starts with one of ``only`` (if given); ``auditing``: only those whose checker
     measures the implementation under audit. Selecting nothing with ``only`` is an error."""
     claims = load_claims(claims_dir, checkers=CHECKERS)
+    for claim in claims:
+        overstated = basis_allowed(claim)
+        if overstated:
+            raise ClaimFileError(f"{claim.file}: claim '{claim.id}': field 'basis': {overstated}")
     if scale is not None:
         claims = [c for c in claims if c.scale == scale]
     if auditing:
@@ -65,4 +69,4 @@ def derived_result(claim: Claim, results: Mapping[str, "Result"]) -> "Result | N
     return None
 
 
-__all__ = ["AUDITING", "CHECKERS", "audits_implementation", "checker", "derived_result", "run_checks", "select_claims"]
+__all__ = ["AUDITING", "CHECKERS", "EVIDENCE", "audits_implementation", "checker", "derived_result", "run_checks", "select_claims"]

@@ -20,6 +20,7 @@ from torch import Tensor, nn
 from repro.checks.positional import model_table, require_stack_inputs
 from repro.checks.registry import checker
 from repro.claims.claim import Claim
+from repro.claims.compare import finite
 from repro.claims.outcome import CheckContext, Measurement, NotApplicable
 
 SIZE = dict(vocab_size=40, d_model=32, n_heads=4, d_ff=64, n_layers=2)
@@ -36,6 +37,8 @@ class Site:
 
 
 def observe(name: str, observed: Tensor, clean: Tensor, p: float) -> Site:
+    finite(observed, f"the {name}")
+    finite(clean, f"the {name} without dropout")
     live = clean.abs() > 1e-6
     zeroed = (observed.abs() <= 1e-7) & live
     kept = live & ~zeroed

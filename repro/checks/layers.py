@@ -6,11 +6,12 @@ import math
 
 import torch
 
-from repro.checks.census import TRACE_VOCAB, buildable, forward_dimensions
+from repro.checks.census import TRACE_VOCAB, buildable, forward_dimensions, job_dimensions
+from repro.checks.jobs import job_config, own
 from repro.checks.registry import checker
 from repro.claims.claim import Claim
+from repro.claims.compare import finite, max_abs_diff
 from repro.claims.outcome import CheckContext, Measurement, NotApplicable
-from repro.model import Transformer, get_preset
 
 
 @checker("layers.feed_forward")
@@ -24,7 +25,7 @@ def feed_forward(claim: Claim, ctx: CheckContext) -> Measurement:
         got = parts.module(x).double()
         w_1, b_1, w_2, b_2 = (t.detach().double() for t in (parts.w_1, parts.b_1, parts.w_2, parts.b_2))
         want = torch.clamp(x.double() @ w_1 + b_1, min=0) @ w_2 + b_2
-    err = (got - want).abs().max().item()
+    err = max_abs_diff(got, want, "FFN(x)")
     return Measurement(err, detail=f"max abs error {err:.2e}")
 
 
@@ -63,12 +64,12 @@ def post_norm(claim: Claim, ctx: CheckContext) -> Measurement:
             h = norm_1(x + parts.self_attention(x))
             want = norm_2(h + parts.feed_forward(h))
             got = parts.layer(x)
-            same_norms = (norm_1(x) - norm_2(x)).abs().max().item() < 1e-6
+            same_norms = max_abs_diff(norm_1(x), norm_2(x), "the norms' outputs") < 1e-6
     finally:
         with torch.no_grad():
             for p, value in saved:
                 p.copy_(value)
-    err = (got - want).abs().max().item()
+    err = max_abs_diff(got, want, "the encoder layer's output")
     if same_norms:
         raise NotApplicable(
             f"{ctx.target.name}: the two norms of EncoderLayerParts compute the same function and are no torch "
@@ -87,10 +88,10 @@ def embedding_scale(claim: Claim, ctx: CheckContext) -> Measurement:
         raise NotApplicable(f"{ctx.target.name} exposes no source embedding (ModelParts.embed_source)")
     tokens = torch.arange(1, 50)
     with torch.no_grad():
-        emb = parts.embed_source(tokens[None])[0].double()
-        raw = parts.source_embedding[tokens].double()
-    factor = ((emb * raw).sum() / (raw * raw).sum()).item()
-    residual = (emb - factor * raw).abs().max().item()
+        emb = finite(parts.embed_source(tokens[None])[0].double(), "the embedding")
+        raw = finite(parts.source_embedding[tokens].double(), "the embedding matrix")
+    factor = finite(((emb * raw).sum() / (raw * raw).sum()).item(), "embedding / weight")
+    residual = max_abs_diff(emb, factor * raw, "the embedding")
     detail = f"embedding = {factor:.4f} x weight (residual {residual:.1e}); sqrt(d_model) = {math.sqrt(d_model):.4f}"
     # Not a multiple of the weight at all: fail whatever the factor.
     return Measurement(factor, False if residual >= 1e-5 else None, detail)
@@ -119,27 +120,31 @@ def embedding_shared(claim: Claim, ctx: CheckContext) -> Measurement:
 
 @checker("model.base_dimensions")
 def base_dimensions(claim: Claim, ctx: CheckContext) -> Measurement:
-    """Section 3: the base model's dimensions, read off the parameter shapes of repro's base
-    preset; for another implementation, off the matrix products of one forward pass of the
-    model its adapter builds at the base sizes (:func:`repro.checks.census.forward_dimensions`)."""
-    if not ctx.target.has_repro_presets:
-        base = buildable("base")
-        parts = ctx.target.model(TRACE_VOCAB, base.d_model, base.n_heads, base.d_ff, base.n_layers)
-        measured, seen = forward_dimensions(parts)
-        return Measurement(measured, detail=", ".join(f"{k}={v}" for k, v in measured.items()) + f"; {seen}")
-    model = Transformer(get_preset("base").model)
-    layer = model.encoder_layers[0]
-    attn = layer.self_attn
-    measured = {
-        "N_encoder": len(model.encoder_layers),
-        "N_decoder": len(model.decoder_layers),
-        "d_model": model.src_embed.weight.shape[1],
-        "d_ff": layer.feed_forward.w_1.weight.shape[0],
-        "h": attn.n_heads,
-        "d_k": attn.w_q.weight.shape[0] // attn.n_heads,
-        "d_v": attn.w_v.weight.shape[0] // attn.n_heads,
-    }
-    return Measurement(measured, detail=", ".join(f"{k}={v}" for k, v in measured.items()))
+    """Section 3: the base model's dimensions, read off the matrix products of one forward pass
+    (:mod:`repro.checks.census`): for repro, of the model the base job's training loop builds
+    (params.experiment, :func:`repro.checks.census.job_dimensions`); for another implementation,
+    of the model its adapter builds at the base sizes."""
+    if ctx.target.has_repro_presets:
+        experiment = claim.params.get("experiment", "table2-base-ende")
+        measured, seen = job_dimensions(job_config(experiment, claim.params.get("job")))
+        return Measurement(measured, detail=f"job {claim.params.get('job') or experiment}: "
+                                            + ", ".join(f"{k}={v}" for k, v in measured.items()) + f"; {seen}")
+    base = buildable("base")
+    parts = ctx.target.model(TRACE_VOCAB, base.d_model, base.n_heads, base.d_ff, base.n_layers)
+    measured, seen = forward_dimensions(parts)
+    return Measurement(measured, detail=", ".join(f"{k}={v}" for k, v in measured.items()) + f"; {seen}")
+
+
+@checker("run.job_dimensions")
+def job_model_dimensions(claim: Claim, ctx: CheckContext) -> Measurement:
+    """The dimensions of the model a paper job's training loop builds (params.experiment, .job),
+    read off one forward pass of it (:func:`repro.checks.census.job_dimensions`): N, d_model,
+    d_ff, h, d_k, d_v as the model runs them, whatever its configuration says."""
+    own(ctx)
+    experiment, job = claim.params["experiment"], claim.params.get("job")
+    measured, seen = job_dimensions(job_config(experiment, job))
+    return Measurement(measured, detail=f"job {job or experiment}: " + ", ".join(f"{k}={v}" for k, v in measured.items())
+                                        + f"; {seen}")
 
 
 @checker("layers.position_wise")
@@ -154,6 +159,7 @@ def position_wise(claim: Claim, ctx: CheckContext) -> Measurement:
     perm = torch.randperm(9, generator=gen)
     with torch.no_grad():
         out = parts.module(x)
-        permuted = (parts.module(x[:, perm]) - out[:, perm]).abs().max().item()
-        alone = max((parts.module(x[:, i : i + 1])[:, 0] - out[:, i]).abs().max().item() for i in range(9))
+        permuted = max_abs_diff(parts.module(x[:, perm]), out[:, perm], "FFN of the permuted positions")
+        alone = max(max_abs_diff(parts.module(x[:, i : i + 1])[:, 0], out[:, i], f"FFN of position {i} alone")
+                    for i in range(9))
     return Measurement(max(permuted, alone), detail=f"permuted {permuted:.1e}, one position at a time {alone:.1e}")

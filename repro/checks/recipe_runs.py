@@ -20,11 +20,13 @@ import numpy as np
 import torch
 
 import repro.train.loss as loss_module
-from repro.cluster.paper_jobs import job_config, job_spec
-from repro.checks.dropout import SIZE, observe
+from repro.checks.dropout import observe
+from repro.checks.positional import reference_encoding
+from repro.checks.jobs import SIZE, job_config, job_spec, own, shrunk
 from repro.checks.registry import checker
 from repro.claims.claim import Claim
-from repro.claims.outcome import CheckContext, Measurement, NotApplicable, NotRun
+from repro.claims.compare import finite
+from repro.claims.outcome import CheckContext, Measurement, NotRun
 from repro.data.batching import TokenBatcher, collate
 from repro.data.corpus import read_parallel
 from repro.data.registry import get_dataset, resolve_data_dir
@@ -34,15 +36,11 @@ from repro.eval.perplexity import perplexity
 from repro.train.config import TrainConfig
 from repro.train.data import encode_pairs, prepare_training_data
 from repro.train.loop import build
+from repro.train.probes import last_update
 from repro.train.update import plan_update
 
 #: Real WMT 2014 EN-DE sentence pairs (10000; tensor2tensor-style tokenized) from the data directory.
 SAMPLE = "opennmt-wmt-ende-sample"
-
-
-def _own(ctx: CheckContext) -> None:
-    if not ctx.target.has_repro_presets:
-        raise NotApplicable(f"{ctx.target.name}: this claim is measured on repro's own experiments and data path")
 
 
 @lru_cache(maxsize=2)
@@ -62,7 +60,7 @@ def tokens_per_update(claim: Claim, ctx: CheckContext) -> Measurement:
     """The job's update on the paper's hardware: every device's batcher (its shard of the data,
     batches of max_tokens_per_device) and accumulation as the loop plans it, on real WMT text.
     Measured: mean [source, target] tokens per update over the updates of one pass."""
-    _own(ctx)
+    own(ctx)
     cfg = job_config(claim.params.get("experiment", "table2-base-ende"))
     world = claim.params.get("devices", 8)
     plan = plan_update(cfg.tokens_per_batch, world, cfg.max_tokens_per_device)
@@ -86,7 +84,7 @@ def batch_by_length(claim: Claim, ctx: CheckContext) -> Measurement:
     """"Sentence pairs were batched together by approximate sequence length": the padding the
     job's batcher leaves, as a fraction of the padding of batches drawn at random (same token
     budget), over one epoch of real WMT text."""
-    _own(ctx)
+    own(ctx)
     cfg = job_config("table2-base-ende")
     examples = _sample_examples(claim.params.get("vocab_size", 8000))
     batcher = TokenBatcher(examples, cfg.max_tokens_per_device, shuffle=True, seed=cfg.seed)
@@ -114,7 +112,7 @@ def shared_vocabulary(claim: Claim, ctx: CheckContext) -> Measurement:
     """Section 5.1: "a shared source-target vocabulary": the training data path learns one BPE on
     both sides. On a corpus whose two sides share no word, the vocabulary it builds must hold
     merged word-pieces of each side. Measured: True when both sides' frequent words are whole."""
-    _own(ctx)
+    own(ctx)
     src_words, tgt_words = ["alpha", "bravo", "charlie"], ["xylo", "quartz", "zephyr"]
     with tempfile.TemporaryDirectory(prefix="repro-vocab-") as tmp:
         folder = Path(tmp) / "disjoint"
@@ -137,7 +135,7 @@ def shifted_right(claim: Claim, ctx: CheckContext) -> Measurement:
     """Section 3.1: "the output embeddings are offset by one position": in the batches the loop
     trains on, the decoder's input at position t is the target at t - 1 (BOS first), so that the
     prediction at t sees only earlier targets. Measured: True when every batch is so."""
-    _own(ctx)
+    own(ctx)
     examples = [([5, 6, 7], [8, 9, 10, 11]), ([5], [12, 13])]
     batch = collate(examples)
     ok = True
@@ -153,8 +151,9 @@ def shifted_right(claim: Claim, ctx: CheckContext) -> Measurement:
 def objective_smoothing(claim: Claim, ctx: CheckContext) -> Measurement:
     """The label smoothing the training objective of the job hands to its loss kernel when the
     loop calls it (the kernel itself is checked by sec5.label-smoothing.loss)."""
-    _own(ctx)
-    cfg = _shrunk(job_config(claim.params.get("experiment", "table2-base-ende")))
+    own(ctx)
+    experiment = claim.params.get("experiment", "table2-base-ende")
+    cfg = shrunk(job_config(experiment, claim.params.get("job")))
     trainer = build(cfg, [([5, 6], [7, 8])], 40)
     seen: list[float] = []
     kernel = loss_module.projection_loss
@@ -168,25 +167,18 @@ def objective_smoothing(claim: Claim, ctx: CheckContext) -> Measurement:
         trainer.objective(batch.src, batch.tgt_in, batch.tgt_out, 1.0)
     if not seen:
         return Measurement(None, False, "the objective never called the loss kernel")
-    return Measurement(seen[0], detail=f"epsilon passed to the loss by the objective the loop builds: {seen}")
-
-
-def _shrunk(cfg: TrainConfig) -> TrainConfig:
-    """The job's config on a small model: its training settings (and P_drop) kept, on the CPU in
-    fp32 (the paper's arithmetic, whatever ``auto`` would pick on this machine)."""
-    keep = cfg.model_config().dropout
-    return cfg.replace(model_overrides={"n_layers": SIZE["n_layers"], "d_model": SIZE["d_model"],
-                                        "d_ff": SIZE["d_ff"], "n_heads": SIZE["n_heads"], "dropout": keep},
-                       device="cpu", threads=0, precision="fp32")
+    job = claim.params.get("job") or experiment
+    return Measurement(finite(seen[0], "the smoothing"), detail=(
+        f"job {job}: epsilon passed to the loss by the objective the loop builds: {seen}"))
 
 
 @checker("run.job_dropout")
 def job_dropout(claim: Claim, ctx: CheckContext) -> Measurement:
     """P_drop of a job, observed: the model the loop builds for the job (shrunk in size only), in
     train mode, at every sub-layer output. Measured: the mean fraction zeroed."""
-    _own(ctx)
-    spec = job_spec(claim.params["experiment"])
-    cfg = _shrunk(TrainConfig.from_dict(spec.train))
+    own(ctx)
+    spec = job_spec(claim.params["experiment"], claim.params.get("job"))
+    cfg = shrunk(TrainConfig.from_dict(spec.train))
     trainer = build(cfg, [([5, 6], [7, 8])], SIZE["vocab_size"])
     model = trainer.model.train()
     gen = torch.Generator().manual_seed(ctx.seed)
@@ -209,9 +201,9 @@ def perplexity_per_wordpiece(claim: Claim, ctx: CheckContext) -> Measurement:
     evaluation's perplexity (the one cluster jobs report for table3.ppl.*) against exp of the mean
     negative log-likelihood of every target wordpiece and EOS, computed here from the model's
     logits. Measured: |relative difference|."""
-    _own(ctx)
+    own(ctx)
     gen = torch.Generator().manual_seed(ctx.seed)
-    model = build(_shrunk(job_config("table3", "table3-base")), [([5, 6], [7, 8])], SIZE["vocab_size"]).model.eval()
+    model = build(shrunk(job_config("table3", "table3-base")), [([5, 6], [7, 8])], SIZE["vocab_size"]).model.eval()
     examples = [(torch.randint(4, SIZE["vocab_size"], (int(n),), generator=gen).tolist(),
                  torch.randint(4, SIZE["vocab_size"], (int(m),), generator=gen).tolist())
                 for n, m in torch.randint(2, 12, (9, 2), generator=gen)]
@@ -225,3 +217,43 @@ def perplexity_per_wordpiece(claim: Claim, ctx: CheckContext) -> Measurement:
             tokens += len(tgt) + 1
     want = math.exp(nll / tokens)
     return Measurement(abs(measured / want - 1), detail=f"evaluation {measured:.4f}, exp(NLL / {tokens} wordpieces) {want:.4f}")
+
+
+@checker("run.job_positions")
+def job_positions(claim: Claim, ctx: CheckContext) -> Measurement:
+    """Section 3.5 and Table 3 row (E): what a job's model adds to the embeddings, observed on the
+    model its training loop builds (shrunk in size only, dropout off): the first encoder layer's
+    input minus the scaled embedding. It is ``learned`` when a parameter other than the embedding
+    receives a gradient through it, ``sinusoidal`` when it is Section 3.5's table (to 1e-5) and
+    no parameter does, else ``other``. Measured: that word."""
+    own(ctx)
+    experiment, job = claim.params["experiment"], claim.params.get("job")
+    model = build(shrunk(job_config(experiment, job)), [([5, 6], [7, 8])], SIZE["vocab_size"]).model.eval()
+    tokens = torch.randint(4, SIZE["vocab_size"], (2, 12), generator=torch.Generator().manual_seed(ctx.seed))
+    embedding = model.src_embed(tokens)
+    added = model._embed(tokens, model.src_embed, model.src_pos) - embedding
+    finite(added, "what the model adds to the embeddings")
+    others = [(name, p) for name, p in model.named_parameters() if p is not model.src_embed.weight]
+    grads = torch.autograd.grad(added.sum(), [p for _, p in others], allow_unused=True)
+    learned = sorted({name.rsplit(".", 1)[0] for (name, _), g in zip(others, grads) if g is not None and g.abs().sum() > 0})
+    table = reference_encoding(12, SIZE["d_model"])
+    sinusoid = (added[0].detach().double() - table).abs().max().item() <= 1e-5
+    kind = "learned" if learned else "sinusoidal" if sinusoid else "other"
+    return Measurement(kind, detail=f"job {job or experiment}: the encoder's input minus the scaled embedding "
+                                    + (f"moves parameters {', '.join(learned)}" if learned else
+                                       "depends on no parameter") + ("; it is Section 3.5's sinusoid table"
+                                                                     if sinusoid else ""))
+
+
+@checker("run.job_steps")
+def job_steps(claim: Claim, ctx: CheckContext) -> Measurement:
+    """Section 5.2's training steps, observed: the last update the training loop makes when it
+    runs the job's settings (params.experiment, .job), found by resuming it from relabelled
+    checkpoints (:func:`repro.train.probes.last_update`, at most one update per probe). The paper's
+    figure only says where to look first (after update S - 1 an update, after S none); where the
+    loop does otherwise, a bisection finds where it stops."""
+    own(ctx)
+    experiment, job = claim.params["experiment"], claim.params.get("job")
+    last = last_update(job_config(experiment, job), guess=int(claim.expected))
+    return Measurement(last, detail=f"job {job or experiment}: resumed after update {last - 1} the loop makes one "
+                                    f"more update; resumed after update {last} it stops")
