@@ -89,7 +89,7 @@ def dot_products(ctx: CheckContext, d_model: int, heads: int, gen: torch.Generat
     torch.backends.mha.set_fastpath_enabled(False)  # torch's fused inference kernel hides q and k
     try:
         with _ScoreOperands(d_k) as seen, torch.no_grad():
-            attend(x)
+            finite(attend(x), "the self-attention's output")
     finally:
         torch.backends.mha.set_fastpath_enabled(fast_path)
     if not seen.pairs:

@@ -220,6 +220,8 @@ def dropout_off(claim: Claim, ctx: CheckContext) -> Measurement:
     def search() -> list[list[int]]:
         return ctx.target.beam_search(parts, src, beam_size=beam, alpha=alpha, max_len_offset=offset)
 
+    with torch.no_grad():  # a model whose logits are NaN decodes the same garbage every time: no pass
+        finite(parts.forward(src, src), "the model's logits")
     parts.module.train()
     first, second = search(), search()
     parts.module.eval()

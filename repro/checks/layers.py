@@ -163,3 +163,66 @@ def position_wise(claim: Claim, ctx: CheckContext) -> Measurement:
         alone = max(max_abs_diff(parts.module(x[:, i : i + 1])[:, 0], out[:, i], f"FFN of position {i} alone")
                     for i in range(9))
     return Measurement(max(permuted, alone), detail=f"permuted {permuted:.1e}, one position at a time {alone:.1e}")
+
+
+def _layer_norm_fit(norm: torch.nn.Module, d_model: int, gen: torch.Generator) -> tuple[float, str | None]:
+    """(worst residual of out = a z + c per feature, what departs from LayerNorm's parameters)
+    for one norm whose parameters have been set to random values."""
+    params = [p for p in norm.parameters() if p.requires_grad]
+    if not params:
+        return 0.0, "it has no learned gain and bias"
+    x = torch.randn(256, d_model, generator=gen) * (torch.rand(256, 1, generator=gen) * 3 + 0.2) \
+        + torch.randn(256, 1, generator=gen) * 2
+    with torch.no_grad():
+        out = finite(norm(x[None])[0], "the norm's output").double()
+    x = x.double()
+    best: tuple[float, torch.Tensor] | None = None
+    for eps in (1e-5, 1e-6, 1e-12):
+        z = (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, unbiased=False, keepdim=True) + eps)
+        design = torch.stack([z, torch.ones_like(z)], dim=-1).transpose(0, 1)  # (d, rows, 2)
+        coef = torch.linalg.lstsq(design, out.T[..., None]).solution[..., 0]  # (d, 2)
+        residual = float((design @ coef[..., None])[..., 0].sub(out.T).abs().max())
+        if best is None or residual < best[0]:
+            best = (residual, coef)
+    assert best is not None
+    residual, coef = best
+    gain, bias = coef[:, 0], coef[:, 1]
+    flat = [p.detach().double().flatten() for p in params]
+    match = lambda v: [i for i, p in enumerate(flat) if p.numel() == d_model and float((p - v).abs().max()) < 1e-4]
+    gains, biases = match(gain), match(bias)
+    if not gains or not biases or (gains == biases and len(gains) == 1):
+        return residual, (f"its {len(params)} parameter tensor(s) are not a gain and a bias per feature "
+                          f"({'a gain' if gains else 'no gain'}, {'a bias' if biases else 'no bias'} found)")
+    return residual, None
+
+
+@checker("layers.layer_norm")
+def layer_norm(claim: Claim, ctx: CheckContext) -> Measurement:
+    """Section 3.1, "followed by layer normalization [1]": every norm of an encoder and a decoder
+    layer is Ba et al.'s LayerNorm: each position's d_model features standardised, (x - mean) /
+    sqrt(var + eps), then scaled and shifted by a learned gain and bias per feature. The norms'
+    parameters are set to random values (restored afterwards); per feature, the output is fitted
+    as a z + c on the standardised input z; a and c must be the norm's own gain and bias.
+    Measured: the worst residual of the fit; a norm without a learned gain and bias fails."""
+    d_model = claim.params.get("d_model", 64)
+    enc = ctx.target.encoder_layer(d_model, claim.params.get("heads", 4), 128)
+    dec = ctx.target.decoder_layer(d_model, claim.params.get("heads", 4), 128)
+    norms = [*enc.norms, *dec.norms]
+    if not all(isinstance(n, torch.nn.Module) for n in norms):
+        raise NotApplicable(f"{ctx.target.name}: the layer norms are not torch modules whose parameters can be set")
+    gen = torch.Generator().manual_seed(ctx.seed)
+    saved = _perturb_norms(tuple(norms), gen)
+    worst, problems = 0.0, []
+    try:
+        for i, norm in enumerate(norms):
+            residual, problem = _layer_norm_fit(norm, d_model, gen)
+            worst = max(worst, residual)
+            if problem:
+                problems.append(f"norm {i + 1} of {len(norms)}: {problem}")
+    finally:
+        with torch.no_grad():
+            for p, value in saved:
+                p.copy_(value)
+    detail = (f"{len(norms)} norms (2 encoder, 3 decoder): worst residual of a z + c per feature {worst:.1e}"
+              + ("; " + "; ".join(problems) if problems else "; a and c are each norm's own gain and bias"))
+    return Measurement(worst, False if problems else None, detail)

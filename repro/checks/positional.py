@@ -160,6 +160,6 @@ def both_stacks(claim: Claim, ctx: CheckContext) -> Measurement:
     with torch.no_grad():
         enc = (parts.encoder_input(tokens) - parts.embed_source(tokens)).double()
         dec = (parts.decoder_input(tokens) - parts.embed_target(tokens)).double()
-    errors = {"encoder": max_abs_diff(enc, table, "the encoder's input - embedding"),
-              "decoder": max_abs_diff(dec, table, "the decoder's input - embedding")}
+    errors = {"encoder": max_abs_diff(enc, table.expand_as(enc), "the encoder's input - embedding"),
+              "decoder": max_abs_diff(dec, table.expand_as(dec), "the decoder's input - embedding")}
     return Measurement(max(errors.values()), detail=", ".join(f"{k} {v:.1e}" for k, v in errors.items()))

@@ -22,6 +22,7 @@ import torch
 import repro.train.loss as loss_module
 from repro.checks.dropout import observe
 from repro.checks.positional import reference_encoding
+from repro.checks.sinusoids import NotSinusoidPairs, find_pairs
 from repro.checks.jobs import SIZE, job_config, job_spec, own, shrunk
 from repro.checks.registry import checker
 from repro.claims.claim import Claim
@@ -147,14 +148,10 @@ def shifted_right(claim: Claim, ctx: CheckContext) -> Measurement:
     return Measurement(bool(ok), detail=f"decoder input {batch.tgt_in.tolist()}, targets {batch.tgt_out.tolist()}")
 
 
-@checker("run.objective_smoothing")
-def objective_smoothing(claim: Claim, ctx: CheckContext) -> Measurement:
-    """The label smoothing the training objective of the job hands to its loss kernel when the
-    loop calls it (the kernel itself is checked by sec5.label-smoothing.loss)."""
-    own(ctx)
-    experiment = claim.params.get("experiment", "table2-base-ende")
-    cfg = shrunk(job_config(experiment, claim.params.get("job")))
-    trainer = build(cfg, [([5, 6], [7, 8])], 40)
+def objective_epsilon(cfg: TrainConfig) -> list[float]:
+    """The smoothing the training objective the loop builds for ``cfg`` (shrunk in size only)
+    hands to its loss kernel, at each call of one training step."""
+    trainer = build(shrunk(cfg), [([5, 6], [7, 8])], 40)
     seen: list[float] = []
     kernel = loss_module.projection_loss
 
@@ -165,6 +162,16 @@ def objective_smoothing(claim: Claim, ctx: CheckContext) -> Measurement:
     batch = collate([([5, 6, 7], [8, 9]), ([10], [11, 12, 13])])
     with mock.patch.object(loss_module, "projection_loss", spy):
         trainer.objective(batch.src, batch.tgt_in, batch.tgt_out, 1.0)
+    return seen
+
+
+@checker("run.objective_smoothing")
+def objective_smoothing(claim: Claim, ctx: CheckContext) -> Measurement:
+    """The label smoothing the training objective of the job hands to its loss kernel when the
+    loop calls it (the kernel itself is checked by sec5.label-smoothing.loss)."""
+    own(ctx)
+    experiment = claim.params.get("experiment", "table2-base-ende")
+    seen = objective_epsilon(job_config(experiment, claim.params.get("job")))
     if not seen:
         return Measurement(None, False, "the objective never called the loss kernel")
     job = claim.params.get("job") or experiment
@@ -228,8 +235,15 @@ def job_positions(claim: Claim, ctx: CheckContext) -> Measurement:
     no parameter does, else ``other``. Measured: that word."""
     own(ctx)
     experiment, job = claim.params["experiment"], claim.params.get("job")
-    model = build(shrunk(job_config(experiment, job)), [([5, 6], [7, 8])], SIZE["vocab_size"]).model.eval()
-    tokens = torch.randint(4, SIZE["vocab_size"], (2, 12), generator=torch.Generator().manual_seed(ctx.seed))
+    kind, how = added_positions(job_config(experiment, job), ctx.seed)
+    return Measurement(kind, detail=f"job {job or experiment}: the encoder's input minus the scaled embedding {how}")
+
+
+def added_positions(cfg: TrainConfig, seed: int = 0) -> tuple[str, str]:
+    """(``learned``, ``sinusoidal`` or ``other``, what was seen) for what the model the loop
+    builds for ``cfg`` adds to the embeddings (:func:`job_positions`)."""
+    model = build(shrunk(cfg), [([5, 6], [7, 8])], SIZE["vocab_size"]).model.eval()
+    tokens = torch.randint(4, SIZE["vocab_size"], (2, 12), generator=torch.Generator().manual_seed(seed))
     embedding = model.src_embed(tokens)
     added = model._embed(tokens, model.src_embed, model.src_pos) - embedding
     finite(added, "what the model adds to the embeddings")
@@ -239,10 +253,9 @@ def job_positions(claim: Claim, ctx: CheckContext) -> Measurement:
     table = reference_encoding(12, SIZE["d_model"])
     sinusoid = (added[0].detach().double() - table).abs().max().item() <= 1e-5
     kind = "learned" if learned else "sinusoidal" if sinusoid else "other"
-    return Measurement(kind, detail=f"job {job or experiment}: the encoder's input minus the scaled embedding "
-                                    + (f"moves parameters {', '.join(learned)}" if learned else
-                                       "depends on no parameter") + ("; it is Section 3.5's sinusoid table"
-                                                                     if sinusoid else ""))
+    how = (f"moves parameters {', '.join(learned)}" if learned else "depends on no parameter") + (
+        "; it is Section 3.5's sinusoid table" if sinusoid else "")
+    return kind, how
 
 
 @checker("run.job_steps")
@@ -257,3 +270,85 @@ def job_steps(claim: Claim, ctx: CheckContext) -> Measurement:
     last = last_update(job_config(experiment, job), guess=int(claim.expected))
     return Measurement(last, detail=f"job {job or experiment}: resumed after update {last - 1} the loop makes one "
                                     f"more update; resumed after update {last} it stops")
+
+
+@checker("run.lengths_below_width")
+def lengths_below_width(claim: Claim, ctx: CheckContext) -> Measurement:
+    """Section 4: self-attention is faster than recurrence "when the sequence length n is smaller
+    than the representation dimensionality d, which is most often the case with sentence
+    representations used by state-of-the-art models in machine translations, such as word-piece
+    and byte-pair representations". On real WMT 2014 EN-DE text encoded with a joint BPE by the
+    training data path, against d_model of the base job's model: the fraction of sentence pairs
+    whose longer side has n < d. Measured: that fraction."""
+    own(ctx)
+    d = job_config(claim.params.get("experiment", "table2-base-ende")).model_config().d_model
+    examples = _sample_examples(claim.params.get("vocab_size", 8000))
+    lengths = [max(len(s), len(t)) for s, t in examples]
+    below = sum(n < d for n in lengths) / len(lengths)
+    return Measurement(round(below, 4), detail=(
+        f"{len(lengths)} pairs of {SAMPLE}: {below:.2%} have n < d = {d} wordpieces (median n "
+        f"{statistics.median(lengths):.0f}, longest {max(lengths)})"))
+
+
+@checker("run.parser_training_size")
+def parser_training_size(claim: Claim, ctx: CheckContext) -> Measurement:
+    """Section 6.3's training sets ("the Wall Street Journal (WSJ) portion of the Penn Treebank,
+    about 40K training sentences"; semi-supervised "approximately 17M sentences"): the sentences
+    of the training split the parser job (params.experiment) trains on, counted where its
+    prepared folder is on this machine; "not run" where it is not (the corpora are the user's)."""
+    own(ctx)
+    cfg = job_config(claim.params["experiment"])
+    try:
+        dataset = get_dataset(cfg.dataset, resolve_data_dir(cfg.data_dir))
+        source, _ = dataset.split("train")
+    except DataError as err:
+        raise NotRun(f"needs the job's training data on this machine ({err})") from None
+    with open(source, encoding="utf-8") as fh:
+        count = sum(1 for _ in fh)
+    return Measurement(count, detail=f"job {claim.params['experiment']}: {count} sentences in {source}")
+
+
+def _one_step_error(table: torch.Tensor, seen: int) -> float:
+    """max |PE(p + 1) - M PE(p)| over the positions p >= ``seen``, with M fitted on the positions
+    below ``seen`` only: the table's columns are grouped into (sine, cosine) pairs on those
+    positions (:func:`repro.checks.sinusoids.find_pairs`) and a 2 x 2 map fitted per pair; a table
+    that is no set of such pairs on the seen positions cannot be continued (infinite error)."""
+    try:
+        pairs = find_pairs(table[:seen])
+    except NotSinusoidPairs:
+        return float("inf")
+    worst = 0.0
+    for columns in zip(pairs.sine, pairs.cosine):
+        cols = list(columns)
+        m = torch.linalg.lstsq(table[: seen - 1, cols], table[1:seen, cols]).solution
+        worst = max(worst, float((table[seen:-1, cols] @ m - table[seen + 1:, cols]).abs().max()))
+    return worst
+
+
+@checker("run.position_extrapolation")
+def position_extrapolation(claim: Claim, ctx: CheckContext) -> Measurement:
+    """Section 3.5: "We chose the sinusoidal version because it may allow the model to extrapolate
+    to sequence lengths longer than the ones encountered during training." Observed on what the
+    base job's model adds to its embeddings (the model its loop builds, shrunk in width): the
+    linear map from one position's encoding to the next, fitted on the positions a training
+    sequence can reach (the job's max_len), must still hold on positions up to four times
+    further. Measured: its worst error there. The detail gives the same for the learned positions
+    of Table 3's row (E), which carry no such structure beyond what training touches."""
+    own(ctx)
+    cfg = job_config(claim.params.get("experiment", "table2-base-ende"))
+    seen = min(cfg.max_len, 256)
+    errors = {}
+    for name, job_cfg in (("sinusoids", cfg), ("learned (row E)", job_config("table3", "table3-E-learned"))):
+        model = build(shrunk(job_cfg), [([5, 6], [7, 8])], SIZE["vocab_size"]).model.eval()
+        length = min(4 * seen, model.cfg.max_positions)
+        tokens = torch.full((1, length), 5, dtype=torch.long)
+        with torch.no_grad():
+            table = finite((model._embed(tokens, model.src_embed, model.src_pos) - model.src_embed(tokens))[0],
+                           "what the model adds to its embeddings").double()
+        errors[name] = _one_step_error(table, seen)
+    learned = errors["learned (row E)"]
+    return Measurement(finite(errors["sinusoids"], "the extrapolation error"), detail=(
+        f"PE(p + 1) = M PE(p), M fitted on positions < {seen} (the job's max_len caps training sequences), "
+        f"applied up to {length}: worst error {errors['sinusoids']:.1e} with the base job's sinusoids, "
+        + (f"{learned:.2g}" if learned != float("inf") else "no continuation (no sine/cosine pairs)")
+        + " with row (E)'s learned positions at initialisation"))

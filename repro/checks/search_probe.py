@@ -38,6 +38,9 @@ VOCAB = 160
 FILLER = 5  # the token scripted paths repeat
 #: Source token that names sentence i: TAG + i at the first position (the others are FILLER).
 TAG = 200
+#: A search that runs this far past its own limit is stopped (it would never end otherwise); a
+#: shorter overrun is left to the claims to measure.
+HANG_GUARD = 200
 #: The evaluation's batch size (source tokens x beam), as the cluster jobs' evaluation sets it.
 EVALUATION_MAX_TOKENS = 8000
 
@@ -144,7 +147,7 @@ def evaluation_searcher(experiment: str) -> Searcher:
     settings = DecodeSettings(**spec.decode)
 
     def run(rules: Sequence[Rule], lengths: Sequence[int]) -> tuple[list[list[int]], list[Watch]]:
-        model = ScriptedBatchModel(rules, [n + settings.max_len_offset + 1 for n in lengths])
+        model = ScriptedBatchModel(rules, [n + settings.max_len_offset + HANG_GUARD for n in lengths])
         outputs = translate_ids(model, _sources(lengths), settings, max_tokens=EVALUATION_MAX_TOKENS)
         return outputs, model.watch
 
@@ -190,7 +193,7 @@ def adapter_searcher(claim: Claim, ctx: CheckContext) -> Searcher:
 
     def run(rules: Sequence[Rule], lengths: Sequence[int]) -> tuple[list[list[int]], list[Watch]]:
         watches = [Watch() for _ in rules]
-        outputs = [ctx.target.search(_Script(rule, n + settings.max_len_offset + 1, watch), n, VOCAB,
+        outputs = [ctx.target.search(_Script(rule, n + settings.max_len_offset + HANG_GUARD, watch), n, VOCAB,
                                      beam_size=settings.beam_size, alpha=settings.alpha,
                                      max_len_offset=settings.max_len_offset)
                    for rule, n, watch in zip(rules, lengths, watches)]

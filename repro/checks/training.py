@@ -66,12 +66,14 @@ def recover_adam(seen: ObservedSteps) -> tuple[list[float], list[str]]:
 @checker("training.adam")
 def adam(claim: Claim, ctx: CheckContext) -> Measurement:
     """Section 5.3: Adam with beta1 = 0.9, beta2 = 0.98 and epsilon = 1e-9, recovered from two
-    observed steps (:func:`recover_adam`). repro: updates 1 and 2 of the training loop's own
+    observed steps (:func:`recover_adam`). repro: two updates of the training loop's own
     ``update()`` with the optimizer the loop builds for the job (params.experiment), at the rate
-    Eq. 3 gives them; another implementation: two steps of the optimizer its adapter builds."""
+    Eq. 3 gives updates warmup and warmup + 1 (the largest, so that weight decay would show);
+    another implementation: two steps of the optimizer its adapter builds."""
     if ctx.target.has_repro_presets:
         cfg = shrunk(job_config(claim.params.get("experiment", "table2-base-ende")))
-        seen = loop_adam_updates(cfg, adam_gradients())
+        # At the peak of Eq. 3 (the rate is largest there, so that weight decay would show).
+        seen = loop_adam_updates(cfg, adam_gradients(), (cfg.warmup_steps, cfg.warmup_steps + 1))
         where = f"the loop's update() of job {claim.params.get('experiment', 'table2-base-ende')}"
     else:
         seen = optimizer_updates(ctx.target.optimizer, adam_gradients())

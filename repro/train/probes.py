@@ -200,11 +200,12 @@ class _ChosenGradients(nn.Module):
         return loss, torch.zeros(()), None
 
 
-def loop_adam_updates(cfg: TrainConfig, gradients: Sequence[Tensor]) -> ObservedSteps:
-    """Updates 1 and 2 as the loop makes them (:func:`repro.train.step.update` with the optimizer
-    :func:`repro.train.loop.build` builds for ``cfg``, at Eq. 3's rate of those updates), with the
-    gradient of the model's first feed-forward bias (zero at initialisation) set to
-    ``gradients[0]`` and ``gradients[1]`` and every other gradient zero."""
+def loop_adam_updates(cfg: TrainConfig, gradients: Sequence[Tensor], steps: tuple[int, int] = (1, 2)) -> ObservedSteps:
+    """Two updates as the loop makes them (:func:`repro.train.step.update` with the optimizer
+    :func:`repro.train.loop.build` builds for ``cfg``, at Eq. 3's rate of the loop's updates
+    ``steps``; they are the optimizer's first two steps), with the gradient of the model's first
+    feed-forward bias (zero at initialisation) set to ``gradients[0]`` and ``gradients[1]`` and
+    every other gradient zero."""
     trainer = build(cfg, [([5, 6], [7, 8])], 40)
     layer = trainer.model.encoder_layers[0].feed_forward
     probe, still = layer.w_1.bias, layer.w_1.weight
@@ -215,7 +216,7 @@ def loop_adam_updates(cfg: TrainConfig, gradients: Sequence[Tensor]) -> Observed
     micro = [collate([([5, 6], [7, 8])])]
     before, still_before = probe.detach().double().clone(), still.detach().double().clone()
     after, rates = [], []
-    for step in (1, 2):
+    for step in steps:
         update(objective, trainer.optimizer, micro, trainer.device, step=step, d_model=trainer.model_cfg.d_model,
                warmup_steps=cfg.warmup_steps, lr_scale=cfg.lr_scale, precision=trainer.precision)
         after.append(probe.detach().double().clone()[: len(gradients[0])])
