@@ -26,7 +26,7 @@ from repro.checks.sinusoids import NotSinusoidPairs, find_pairs
 from repro.checks.jobs import SIZE, job_config, job_spec, own, shrunk
 from repro.checks.registry import checker
 from repro.claims.claim import Claim
-from repro.claims.compare import finite
+from repro.claims.compare import finite, max_abs, max_abs_diff
 from repro.claims.outcome import CheckContext, Measurement, NotRun
 from repro.data.batching import TokenBatcher, collate
 from repro.data.corpus import read_parallel
@@ -38,6 +38,7 @@ from repro.train.config import TrainConfig
 from repro.train.data import encode_pairs, prepare_training_data
 from repro.train.loop import build
 from repro.train.probes import last_update
+from repro.train.step import accumulate
 from repro.train.update import plan_update
 
 #: Real WMT 2014 EN-DE sentence pairs (10000; tensor2tensor-style tokenized) from the data directory.
@@ -69,15 +70,18 @@ def tokens_per_update(claim: Claim, ctx: CheckContext) -> Measurement:
     shards = [iter(TokenBatcher(examples, cfg.max_tokens_per_device, shuffle=True, seed=cfg.seed, num_shards=world,
                                 shard=r)) for r in range(world)]
     updates = min(len(examples) // 64, claim.params.get("updates", 20))
-    src, tgt = [], []
+    src, tgt, padded = [], [], 0
     for _ in range(updates):
         batches = [next(it) for it in shards for _ in range(plan.accumulation)]
         src.append(sum(b.src_tokens for b in batches))
         tgt.append(sum(b.tgt_tokens for b in batches))
+        padded = max(padded, *(max(b.src.numel(), b.tgt_out.numel()) for b in batches))
     measured = [round(statistics.mean(src)), round(statistics.mean(tgt))]
-    return Measurement(measured, detail=(
+    over = padded > cfg.max_tokens_per_device  # a device's pass may hold no more than its cap, padding included
+    return Measurement(measured, False if over else None, (
         f"{world} devices x {plan.accumulation} pass(es) of <= {cfg.max_tokens_per_device} tokens, "
-        f"{updates} updates of {SAMPLE}: source {min(src)}-{max(src)}, target {min(tgt)}-{max(tgt)} per update"))
+        f"{updates} updates of {SAMPLE}: source {min(src)}-{max(src)}, target {min(tgt)}-{max(tgt)} per update; "
+        f"the largest pass holds {padded} padded tokens" + (" (over the device's cap)" if over else "")))
 
 
 @checker("run.batch_by_length")
@@ -352,3 +356,36 @@ def position_extrapolation(claim: Claim, ctx: CheckContext) -> Measurement:
         f"applied up to {length}: worst error {errors['sinusoids']:.1e} with the base job's sinusoids, "
         + (f"{learned:.2g}" if learned != float("inf") else "no continuation (no sine/cosine pairs)")
         + " with row (E)'s learned positions at initialisation"))
+
+
+@checker("run.update_gradient")
+def update_gradient(claim: Claim, ctx: CheckContext) -> Measurement:
+    """Section 5.1: "each training batch contained a set of sentence pairs containing approximately
+    25000 source tokens and 25000 target tokens": one update is one batch, however the loop splits
+    it into passes to fit a device. The gradient the loop's ``accumulate`` forms for the job's
+    objective (a small model of its settings, dropout off) over nine pairs taken in one pass, and
+    over the same pairs split into passes of unequal token counts. Measured: the largest difference
+    relative to the largest gradient (0: the gradient of the mean loss over all of the update's
+    target tokens)."""
+    own(ctx)
+    cfg = shrunk(job_config(claim.params.get("experiment", "table2-base-ende")))
+    gen = torch.Generator().manual_seed(ctx.seed)
+    examples = [(torch.randint(4, SIZE["vocab_size"], (int(n),), generator=gen).tolist(),
+                 torch.randint(4, SIZE["vocab_size"], (int(m),), generator=gen).tolist())
+                for n, m in torch.randint(2, 14, (9, 2), generator=gen)]
+    gradients = {}
+    for split in ((9,), (3, 3, 3), (1, 2, 6)):
+        trainer = build(cfg, [([5, 6], [7, 8])], SIZE["vocab_size"])  # seeded: the same initial model each time
+        trainer.model.eval()
+        bounds = [sum(split[:i]) for i in range(len(split) + 1)]
+        micro = [collate(examples[a:b]) for a, b in zip(bounds, bounds[1:])]
+        trainer.optimizer.zero_grad(set_to_none=True)
+        accumulate(trainer.objective, micro, trainer.device, step=1, precision=trainer.precision)
+        gradients[split] = torch.cat([p.grad.flatten().double() for p in trainer.model.parameters() if p.grad is not None])
+    whole = gradients[(9,)]
+    scale = max_abs(whole, "the update's gradient")
+    if scale == 0:
+        return Measurement(None, False, "the update's gradient is zero: nothing was compared")
+    worst = max(max_abs_diff(g, whole, f"the gradient over passes {split}") for split, g in gradients.items()) / scale
+    return Measurement(worst, detail=f"9 pairs ({sum(len(t) + 1 for _, t in examples)} target tokens) in one pass, in "
+                                     f"3 + 3 + 3 and in 1 + 2 + 6: largest difference {worst:.1e} of the largest gradient")

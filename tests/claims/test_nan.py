@@ -250,6 +250,19 @@ def _nan_objective(bad):
     return mock.patch.object(recipe_runs, "objective_epsilon", lambda cfg: [bad])
 
 
+def _nan_gradient(bad):
+    original = recipe_runs.accumulate
+
+    def broken(objective, micro, *args, **kwargs):
+        out = original(objective, micro, *args, **kwargs)
+        for p in objective.parameters():
+            if p.grad is not None:
+                p.grad.fill_(bad)
+        return out
+
+    return mock.patch.object(recipe_runs, "accumulate", broken)
+
+
 #: The checkers of repro's own runs (not applicable to another implementation), each with the piece
 #: of its code path that is made to produce NaN or inf.
 OWN_PATHS: dict[str, Callable] = {
@@ -259,7 +272,7 @@ OWN_PATHS: dict[str, Callable] = {
     "run.perplexity_per_wordpiece": _nan_perplexity, "run.evaluation_average": _nan_average,
     "run.job_positions": _nan_positions, "run.position_extrapolation": _nan_positions,
     "run.parser_unchanged": lambda bad: mock.patch.object(parser_recipe, "objective_epsilon", lambda cfg: [bad]),
-    "model.base_dimensions": None,
+    "run.update_gradient": _nan_gradient, "model.base_dimensions": None,
 }
 
 
@@ -377,8 +390,18 @@ def test_a_stored_nan_fails(checker, bad):
     assert run_claim(claim, CHECKERS[checker], ReproAdapter(), results).status == Outcome.FAIL
 
 
+@pytest.mark.parametrize("bad", BAD.values(), ids=BAD)
+def test_attention_maps_of_nan_fail(tmp_path, bad, tiny_run):
+    import repro.checks.attention_maps as attention_maps
+
+    original = attention_maps.encoder_attention
+    claim = BY_CHECKER["run.attention_maps"]
+    with mock.patch.object(attention_maps, "encoder_attention", lambda *a, **k: torch.full_like(original(*a, **k), bad)):
+        assert run_claim(claim, CHECKERS[claim.checker], ReproAdapter(), tiny_run(tmp_path)).status == Outcome.FAIL
+
+
 def test_every_checker_is_fed_nan_somewhere():
     covered = set(AUDITED) | set(INTEGER_VALUED) | set(OWN_PATHS) | set(REFERENCE_PATCHES) | set(STORED) \
-        | {"table2.cost", "recipe.value"}
+        | {"table2.cost", "recipe.value", "run.attention_maps"}
     used = {c.checker for c in CLAIMS}
     assert sorted(used - covered) == []

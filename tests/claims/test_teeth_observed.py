@@ -169,6 +169,19 @@ def average_first_k():
     return patched(average, "list_checkpoints", lambda d: list(reversed(original(d))))
 
 
+def loss_per_pass():
+    """Each pass's loss normalised by its own target tokens, not by the update's."""
+    original = recipe_runs.accumulate
+
+    def per_pass(objective, micro, *args, **kwargs):
+        out = None
+        for batch in micro:
+            out = original(objective, [batch], *args, **kwargs)
+        return out
+
+    return patched(recipe_runs, "accumulate", per_pass)
+
+
 class Unscaled(ReproAdapter):
     """Attention without the 1/sqrt(d_k) scale."""
 
@@ -213,6 +226,7 @@ WRONG = [
     ("table2.bleu.protocol", no_brevity_penalty),
     ("table2.bleu.protocol", no_escaping),
     ("sec3.pe.extrapolation", lambda: job_changed("table2-base-ende", model={"positional": "learned"})),
+    ("sec5.batch.update-gradient", loss_per_pass),
 ]
 
 ADAPTERS = [
@@ -270,3 +284,13 @@ def test_a_step_time_is_compared_only_normalised_to_8_p100():
     for results in (stored(0.4, "1 x CPU", devices=1), stored(0.4, "8 x NVIDIA Tesla P100", "reduced: 100 steps", devices=8)):
         none = record(results)
         assert none.status == Outcome.NOT_RUN and "not comparable" in none.detail
+
+
+def test_figures_3_5_are_measured_on_the_run_s_checkpoint(tmp_path, tiny_run):
+    claim = CLAIMS["fig3-5.attention-from-run"]
+    record = run_claim(claim, CHECKERS[claim.checker], ReproAdapter(), tiny_run(tmp_path))
+    assert record.status == Outcome.PASS and "Figure 3" in record.detail
+    same = tmp_path / "same"
+    same.mkdir()
+    assert run_claim(claim, CHECKERS[claim.checker], ReproAdapter(), tiny_run(same, True)).status == Outcome.FAIL
+    assert run_claim(claim, CHECKERS[claim.checker], ReproAdapter(), {}).status == Outcome.NOT_RUN
