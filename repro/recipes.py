@@ -114,18 +114,36 @@ class Recipe:
 
 # -- the paper ------------------------------------------------------------------------------------
 
-def _paper(name: str, source: str, preset: str, **train: Any) -> Recipe:
-    """A paper recipe: the preset's own vocabulary size is the BPE size to learn (Section 5.1)."""
+#: Section 5.2: "each training step took about 0.4 seconds" (base models), "1.0 seconds" (big
+#: models), on 8 P100s. Section 6.1: "checkpoints, which were written at 10-minute intervals".
+PAPER_STEP_SECONDS = {"base": 0.4, "big": 1.0}
+CHECKPOINT_MINUTES = 10
+
+
+def paper_checkpoint_spacing(size: str) -> int:
+    """Updates between two checkpoints: the paper's 10 minutes at its step time (1500 base, 600 big).
+
+    Counted in updates, not wall time, so that "the last 5 (20) checkpoints" span the same share of
+    training on any hardware: on an H100, 10 wall-clock minutes hold many more updates than on a P100.
+    """
+    return round(CHECKPOINT_MINUTES * 60 / PAPER_STEP_SECONDS[size])
+
+
+def _paper(name: str, source: str, preset: str, size: str = "base", **train: Any) -> Recipe:
+    """A paper recipe: the preset's own vocabulary size is the BPE size to learn (Section 5.1);
+    checkpoints every :func:`paper_checkpoint_spacing` updates of the model's ``size``."""
     vocab = get_preset(preset).model.src_vocab_size
-    return Recipe(name, source, TrainConfig(preset=preset, vocab_size=vocab, **train))
+    spacing = {"checkpoint_every_steps": paper_checkpoint_spacing(size), "checkpoint_every_minutes": 0.0}
+    return Recipe(name, source, TrainConfig(preset=preset, vocab_size=vocab, **{**spacing, **train}))
 
 
 BASE = _paper("base", "Sections 5 and 6.1: base model, WMT 2014 EN-DE, 100k steps, average of the last 5 "
-              "checkpoints", "base")
-BIG = _paper("big", "Section 5.2, Table 3 (big): 300k steps, P_drop 0.3; Section 6.1: average of the last 20",
-             "big", max_steps=300_000, average_last=20)
+              "checkpoints (one every 1500 updates: 10 minutes at 0.4 s per step)", "base")
+BIG = _paper("big", "Section 5.2, Table 3 (big): 300k steps, P_drop 0.3; Section 6.1: average of the last 20 "
+             "(one every 600 updates: 10 minutes at 1.0 s per step)",
+             "big", "big", max_steps=300_000, average_last=20)
 BIG_ENFR = _paper("big-enfr", "Section 6.1: big model on WMT 2014 EN-FR, P_drop 0.1, 32000 word-pieces", "big-enfr",
-                  dataset="wmt14-en-fr", max_steps=300_000, average_last=20)
+                  "big", dataset="wmt14-en-fr", max_steps=300_000, average_last=20)
 BASE_ENFR = _paper("base-enfr", "Table 2: base model on WMT 2014 EN-FR, 32000 word-pieces (Section 5.1)",
                    "base-enfr", dataset="wmt14-en-fr")
 

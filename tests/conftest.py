@@ -6,8 +6,10 @@ import os
 from pathlib import Path
 
 import pytest
+import torch
 
 from repro.model import precision
+from tests.fake_accelerator import FakeAccelerator
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -20,15 +22,55 @@ def shared_data_dir() -> Path:
     return Path(env) if env else REPO_ROOT.parent / "shared" / "data"
 
 
+@pytest.fixture(scope="session")
+def probe_cache_dir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("repro-cache")
+
+
 @pytest.fixture(autouse=True)
-def auto_precision_is_fp32(monkeypatch):
+def auto_precision_is_fp32(monkeypatch, probe_cache_dir):
     """``--precision auto`` resolves to fp32 in the tests on every CPU: many compare the loop, the
     loss or the search with fp32 references, and CI machines differ (some have AMX bf16). The
-    precision tests inject their own probe; the bf16 paths are tested with ``bf16`` asked for."""
+    precision tests inject their own probe; the bf16 paths are tested with ``bf16`` asked for.
+    The probe's cache is the session's own, never the machine's (``$REPRO_CACHE_DIR``)."""
+    monkeypatch.setenv("REPRO_CACHE_DIR", str(probe_cache_dir))
     monkeypatch.setattr(precision, "matmul_probe", lambda device="cpu", **_: (1.0, 0.0))
     precision._cached_probe.cache_clear()
     yield
     precision._cached_probe.cache_clear()
+
+
+class ComputeDevice:
+    """What a device-parametrised test runs on: ``name`` for the project (``cpu`` or ``cuda``) and,
+    on the fake accelerator, the :class:`~tests.fake_accelerator.FakeAccelerator` counting syncs."""
+
+    def __init__(self, case: str, name: str, fake: FakeAccelerator | None = None) -> None:
+        self.case, self.name, self.fake = case, name, fake
+
+    def __repr__(self) -> str:
+        return self.case
+
+
+@pytest.fixture(params=["cpu", "fake-cuda", pytest.param("cuda", marks=pytest.mark.cuda)])
+def device(request) -> ComputeDevice:
+    """The CPU; the fake accelerator (always: CUDA's device rules on a CPU build of torch); a real
+    GPU (only where one is present, marked ``cuda``)."""
+    if request.param == "cpu":
+        yield ComputeDevice("cpu", "cpu")
+    elif request.param == "fake-cuda":
+        with FakeAccelerator() as fake:
+            yield ComputeDevice("fake-cuda", "cuda", fake)
+    else:
+        if not torch.cuda.is_available():
+            pytest.skip("no CUDA device here")
+        yield ComputeDevice("cuda", "cuda")
+
+
+@pytest.fixture
+def fake_gpu() -> FakeAccelerator:
+    """The fake accelerator alone (tests that count host syncs or check device rules)."""
+    with FakeAccelerator() as fake:
+        yield fake
 
 
 @pytest.fixture(scope="session")

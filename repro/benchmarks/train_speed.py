@@ -59,7 +59,7 @@ class ReferenceTransformer(nn.Module):
         return self.dropout(self.embed(tokens) * self.scale + self.pe[: tokens.size(1)])
 
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
-        causal = nn.Transformer.generate_square_subsequent_mask(tgt_in.size(1))
+        causal = nn.Transformer.generate_square_subsequent_mask(tgt_in.size(1), device=tgt_in.device)
         hidden = self.core(self._embed(src), self._embed(tgt_in), tgt_mask=causal, tgt_is_causal=True,
                            src_key_padding_mask=src == PAD, tgt_key_padding_mask=tgt_in == PAD,
                            memory_key_padding_mask=src == PAD)

@@ -5,9 +5,9 @@ evaluation of the job itself.
 were written at 10-minute intervals. For the big models, we averaged the last 20 checkpoints."
 Section 6.2 (Table 3): "... but no checkpoint averaging".
 
-The job's training settings run the training loop (a tiny model, a fake clock: the job's own
-checkpoint cadence and the number of checkpoints it keeps) until it has written more checkpoints
-than the job averages; then the job's own evaluation (:func:`repro.cluster.evaluate.evaluate_claims`,
+The job's training settings run the training loop (a tiny model writing a checkpoint after every
+update, keeping as many as the job keeps) until it has written more checkpoints than the job
+averages; then the job's own evaluation (:func:`repro.cluster.evaluate.evaluate_claims`,
 for the job's first metric claim, on a three-sentence split) runs on that run directory, as it runs
 after a cluster job, while a forward hook watches the model it decodes with. Its embedding table
 is set against the mean of the newest j checkpoints for every j: the j that matches is how many
@@ -29,6 +29,7 @@ from repro.claims.compare import finite, max_abs_diff
 from repro.claims.outcome import CheckContext, Measurement
 from repro.cluster.evaluate import evaluate_claims
 from repro.data.vocab import WORD_LEVEL, SharedVocab
+from repro.errors import ConfigError
 from repro.train.checkpoint import load_checkpoint
 from repro.train.config import TrainConfig
 from repro.train.probes import run_for_evaluation
@@ -79,16 +80,20 @@ def _evaluated_average(spec, cfg: TrainConfig, claims: list[str], keep: int) -> 
         vocab = SharedVocab.train(SENTENCES * 2, 64, split=WORD_LEVEL)
         vocab.save(out_dir / "vocab.json")
         examples = [(vocab.encode(s), vocab.encode(s)) for s in SENTENCES]
-        # At the job's cadence, a clock of one interval per update: a checkpoint after every update.
-        minutes, every = cfg.checkpoint_every_minutes, max(cfg.checkpoint_every_steps, 1)
-        updates = keep + 2 if minutes else every * (keep + 2)
-        run_cfg = cfg.replace(keep_checkpoints=keep)
-        written = run_for_evaluation(run_cfg, out_dir, examples, len(vocab), updates, 60.0 * (minutes or 10.0))
+        # A checkpoint after every update (when they are written is sec6.checkpoint-interval.observed's
+        # claim); how many the loop keeps and how many the evaluation averages are the job's.
+        updates = keep + 2
+        run_cfg = cfg.replace(keep_checkpoints=keep, checkpoint_every_steps=1, checkpoint_every_minutes=0.0)
+        written = run_for_evaluation(run_cfg, out_dir, examples, len(vocab), updates, 1.0)
         states = [load_checkpoint(p)["model"] for p in written]
-        train = {**spec.train, "dataset": str(data), "data_dir": None, "precision": "fp32", "max_steps": updates}
+        train = {**spec.train, "dataset": str(data), "data_dir": None, "precision": "fp32", "device": "cpu",
+                 "max_steps": updates}
         job = {**spec.to_dict(), "train": train, "claims": claims, "overrides": {}}
-        seen = _embedding_seen(lambda: evaluate_claims(job, {"out_dir": str(out_dir), "steps": updates}, 1,
-                                                       Path(tmp) / "results"))
+        try:
+            seen = _embedding_seen(lambda: evaluate_claims(job, {"out_dir": str(out_dir), "steps": updates}, 1,
+                                                           Path(tmp) / "results"))
+        except ConfigError as refused:  # the evaluation will not average what the loop left
+            raise EvaluationRefused(str(refused)) from None
     if not seen:
         return 0, {}, len(states)
     weight = finite(seen[0], "the embedding the evaluation decodes with").double()
@@ -100,6 +105,10 @@ def _evaluated_average(spec, cfg: TrainConfig, claims: list[str], keep: int) -> 
         errors[j] = min((max_abs_diff(weight, m, "the evaluated embedding") for m in means), default=float("inf"))
     best = min(errors, key=errors.__getitem__)
     return (best if errors[best] <= 1e-6 else 0), errors, len(states)
+
+
+class EvaluationRefused(Exception):
+    """The job's evaluation refused the run the job's loop left (too few checkpoints, say)."""
 
 
 @checker("run.evaluation_average")
@@ -115,12 +124,18 @@ def evaluation_average(claim: Claim, ctx: CheckContext) -> Measurement:
     if not claims:
         raise ValueError(f"job {spec.name} serves no metric claim whose evaluation loads a model")
     cfg = TrainConfig.from_dict(spec.train)
-    best, errors, left = _evaluated_average(spec, cfg, claims, cfg.keep_checkpoints)
+    try:
+        best, errors, left = _evaluated_average(spec, cfg, claims, cfg.keep_checkpoints)
+    except EvaluationRefused as why:
+        return Measurement(None, False, f"job {spec.name}: the job's evaluation refused the run its loop left: {why}")
     detail = (f"job {spec.name}: the loop left {left} checkpoints at the job's cadence (it keeps "
               f"{cfg.keep_checkpoints}); the evaluation of {claims[0]}")
     if best and best == left:
         more = cfg.keep_checkpoints + int(claim.params.get("extra_checkpoints", 3))
-        best, errors, wider = _evaluated_average(spec, cfg, claims, more)
+        try:
+            best, errors, wider = _evaluated_average(spec, cfg, claims, more)
+        except EvaluationRefused as why:
+            return Measurement(None, False, f"{detail}: the evaluation refused a run keeping {more}: {why}")
         detail += (f" averaged all of them; with {wider} checkpoints left (keeping {more}) it")
         if best > left:
             return Measurement(best, False, detail + f" averaged the newest {best}: more than the job's loop keeps")

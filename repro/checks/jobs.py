@@ -5,7 +5,7 @@ model, so that the code they run can be run here."""
 from __future__ import annotations
 
 from repro.claims.outcome import CheckContext, NotApplicable
-from repro.cluster.paper_jobs import job_config, job_spec
+from repro.cluster.paper_jobs import PAPER_PROFILE, job_config, job_spec
 from repro.train.config import TrainConfig
 
 #: The size of the small model a job's settings are run on (its training settings and P_drop kept).
@@ -33,4 +33,4 @@ def job_name(experiment: str, row: str | None) -> str | None:
     return f"table3-{row}" if experiment == "table3" and row else None
 
 
-__all__ = ["SIZE", "job_config", "job_name", "job_spec", "own", "shrunk"]
+__all__ = ["PAPER_PROFILE", "SIZE", "job_config", "job_name", "job_spec", "own", "shrunk"]

@@ -21,9 +21,10 @@ import torch
 
 import repro.train.loss as loss_module
 from repro.checks.dropout import observe
+from repro.checks.jobs import PAPER_PROFILE, SIZE, job_config, job_spec, own, shrunk
 from repro.checks.positional import reference_encoding
 from repro.checks.sinusoids import NotSinusoidPairs, find_pairs
-from repro.checks.jobs import SIZE, job_config, job_spec, own, shrunk
+from repro.cluster.profiles import load_profile
 from repro.checks.registry import checker
 from repro.claims.claim import Claim
 from repro.claims.compare import finite, max_abs, max_abs_diff
@@ -36,7 +37,7 @@ from repro.errors import DataError
 from repro.eval.perplexity import perplexity
 from repro.train.config import TrainConfig
 from repro.train.data import encode_pairs, prepare_training_data
-from repro.train.loop import build
+from repro.train.loop import batcher_for, build
 from repro.train.probes import last_update
 from repro.train.step import accumulate
 from repro.train.update import plan_update
@@ -59,29 +60,33 @@ def _sample_examples(vocab_size: int) -> list[tuple[list[int], list[int]]]:
 
 @checker("run.tokens_per_update")
 def tokens_per_update(claim: Claim, ctx: CheckContext) -> Measurement:
-    """The job's update on the paper's hardware: every device's batcher (its shard of the data,
-    batches of max_tokens_per_device) and accumulation as the loop plans it, on real WMT text.
-    Measured: mean [source, target] tokens per update over the updates of one pass."""
+    """The job's update on a cluster profile (``profile``, default the paper's 8 P100): the batcher
+    the training loop builds for every rank (:func:`repro.train.loop.batcher_for`, ranks simulated by
+    shards) and the accumulation it plans, on real WMT text. Measured: mean [source, target] real
+    tokens per update over ``updates`` updates (the padded sizes are given in the detail); a pass
+    that holds more padded tokens than the device's cap fails the claim."""
     own(ctx)
-    cfg = job_config(claim.params.get("experiment", "table2-base-ende"))
-    world = claim.params.get("devices", 8)
+    profile = load_profile(claim.params.get("profile", PAPER_PROFILE))
+    cfg = job_config(claim.params.get("experiment", "table2-base-ende"), profile=profile.name)
+    world = profile.world_size
     plan = plan_update(cfg.tokens_per_batch, world, cfg.max_tokens_per_device)
     examples = _sample_examples(claim.params.get("vocab_size", 8000))
-    shards = [iter(TokenBatcher(examples, cfg.max_tokens_per_device, shuffle=True, seed=cfg.seed, num_shards=world,
-                                shard=r)) for r in range(world)]
+    shards = [iter(batcher_for(cfg, examples, world, rank)) for rank in range(world)]
     updates = min(len(examples) // 64, claim.params.get("updates", 20))
-    src, tgt, padded = [], [], 0
+    src, tgt, padded, largest = [], [], [], 0
     for _ in range(updates):
         batches = [next(it) for it in shards for _ in range(plan.accumulation)]
         src.append(sum(b.src_tokens for b in batches))
         tgt.append(sum(b.tgt_tokens for b in batches))
-        padded = max(padded, *(max(b.src.numel(), b.tgt_out.numel()) for b in batches))
+        padded.append((sum(b.src.numel() for b in batches), sum(b.tgt_out.numel() for b in batches)))
+        largest = max(largest, *(max(b.src.numel(), b.tgt_out.numel()) for b in batches))
     measured = [round(statistics.mean(src)), round(statistics.mean(tgt))]
-    over = padded > cfg.max_tokens_per_device  # a device's pass may hold no more than its cap, padding included
+    over = largest > cfg.max_tokens_per_device  # a device's pass may hold no more than its cap, padding included
     return Measurement(measured, False if over else None, (
-        f"{world} devices x {plan.accumulation} pass(es) of <= {cfg.max_tokens_per_device} tokens, "
-        f"{updates} updates of {SAMPLE}: source {min(src)}-{max(src)}, target {min(tgt)}-{max(tgt)} per update; "
-        f"the largest pass holds {padded} padded tokens" + (" (over the device's cap)" if over else "")))
+        f"{plan.describe()}; {updates} updates of {SAMPLE}: real source {min(src)}-{max(src)}, target "
+        f"{min(tgt)}-{max(tgt)} per update; padded {round(statistics.mean(p for p, _ in padded))} + "
+        f"{round(statistics.mean(t for _, t in padded))}; the largest pass holds {largest} padded tokens"
+        + (f" (over the device's cap of {cfg.max_tokens_per_device})" if over else "")))
 
 
 @checker("run.batch_by_length")

@@ -86,11 +86,13 @@ class ScriptedBatchModel(nn.Module):
         self.watch = [Watch() for _ in rules]
         self.cfg = SimpleNamespace(pad_id=PAD)
         self._rows: list[tuple[int, tuple[int, ...]]] = []
+        # Where the model lives, for a search that asks its parameters (the script itself has none).
+        self.anchor = nn.Parameter(torch.zeros(1), requires_grad=False)
 
     def encode(self, src: Tensor) -> tuple[Tensor, Tensor]:
         return src[:, :1].float()[..., None].expand(-1, src.size(1), 1).contiguous(), (src != PAD)[:, None, None, :]
 
-    def new_cache(self) -> _PrefixCache:
+    def new_cache(self, capacity: int = 0) -> _PrefixCache:
         return _PrefixCache()
 
     def decode(self, tgt_in: Tensor, memory: Tensor, src_mask: Tensor, cache: _PrefixCache | None = None) -> Tensor:

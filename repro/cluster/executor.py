@@ -50,8 +50,13 @@ def resolve_executor(kind: str | None, profile: ClusterProfile) -> str:
     return kind
 
 
-def executor_parameters(profile: ClusterProfile, job_name: str, timeout_min: int | None = None) -> dict[str, Any]:
-    """submitit's AutoExecutor parameters for ``profile`` (SLURM-only ones prefixed ``slurm_``)."""
+def executor_parameters(profile: ClusterProfile, job_name: str, timeout_min: int | None = None,
+                        kind: str = "slurm") -> dict[str, Any]:
+    """submitit's AutoExecutor parameters for ``profile`` (SLURM-only ones prefixed ``slurm_``).
+
+    On SLURM the GPUs are a generic resource of the node (``--gres=gpu:TYPE:N``) when the profile
+    names a type; the local executor takes ``gpus_per_node`` and hands its tasks GPUs 0..N-1
+    (``CUDA_VISIBLE_DEVICES``), each task computing on the one of its local rank."""
     params: dict[str, Any] = {
         "name": job_name,
         "timeout_min": timeout_min or profile.time_limit_min,
@@ -61,7 +66,9 @@ def executor_parameters(profile: ClusterProfile, job_name: str, timeout_min: int
         "mem_gb": profile.mem_gb,
     }
     if profile.gpus_per_node:
-        if profile.gpu_type:
+        if kind == "local":
+            params["gpus_per_node"] = profile.gpus_per_node
+        elif profile.gpu_type:
             params["slurm_gres"] = f"gpu:{profile.gpu_type}:{profile.gpus_per_node}"
         else:
             params["gpus_per_node"] = profile.gpus_per_node
@@ -75,7 +82,7 @@ def executor_parameters(profile: ClusterProfile, job_name: str, timeout_min: int
 def make_executor(profile: ClusterProfile, folder: Path, kind: str, job_name: str,
                   timeout_min: int | None = None) -> submitit.AutoExecutor:
     executor = submitit.AutoExecutor(folder=folder, cluster=kind)
-    executor.update_parameters(**executor_parameters(profile, job_name, timeout_min))
+    executor.update_parameters(**executor_parameters(profile, job_name, timeout_min, kind))
     return executor
 
 

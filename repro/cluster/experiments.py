@@ -69,8 +69,10 @@ class Experiment:
 #: The prepared parsing folders (:mod:`repro.parsing.prepare`) whose jobs carry their target units.
 PARSING_DATASETS = (WSJ_PARSING, SEMI_PARSING)
 
-#: The synthetic corpus of the smoke job and how long each of its steps is made to last
-#: (``step_sleep_s``: the cluster tests slow a job down to preempt it mid-run).
+#: The synthetic corpus of the smoke job and the cluster tests' hooks: how long each of its steps
+#: is made to last (``step_sleep_s``: a job slowed down to be preempted mid-run) and, with
+#: ``nan_at = {"rank": R, "step": S}``, a loss made non-finite on rank R at update S (one rank's
+#: divergence must stop every rank).
 SMOKE_SYNTHETIC = {"sentences": SyntheticCorpus.sentences, "length": SyntheticCorpus.length, "step_sleep_s": 0.0}
 
 

@@ -1,9 +1,11 @@
 """The SLURM job that trains one configuration: checkpointable, requeued a bounded number of times.
 
-submitit runs :class:`TrainingJob` on every task of the allocation. Each task joins
-``torch.distributed`` (NCCL on GPUs, gloo on CPUs) through submitit's
-``TorchDistributedEnvironment``, checks and logs the update-size invariant of Section 5.1
-(:mod:`repro.train.update`) and trains with repro.train's loop. On preemption or at the time limit SLURM sends
+submitit runs :class:`TrainingJob` on every task of the allocation (a torchrun-style launcher
+may run it too). Each task finds its place in the job (:mod:`repro.cluster.rendezvous`),
+resolves its :class:`~repro.runtime.Runtime` (the GPU of its local rank, or the one SLURM bound
+to it), joins ``torch.distributed`` (NCCL on GPUs, gloo on CPUs), checks and logs the
+update-size invariant of Section 5.1 (:mod:`repro.train.update`) and trains with repro.train's
+loop; rank 0 prepares the data while the others wait (:mod:`repro.train.data`). On preemption or at the time limit SLURM sends
 USR2; submitit calls :meth:`TrainingJob.checkpoint`, which hands back a copy of the job with
 its requeue count raised, and the job is requeued; the copy resumes from the newest checkpoint
 in its ``out_dir``. After ``max_requeues`` requeues it refuses, and the job ends as failed.
@@ -17,18 +19,18 @@ import json
 import logging
 import os
 import time
-from datetime import timedelta
 from typing import Any
 
 import submitit
 import torch
-import torch.distributed as dist
 
+from repro.cluster import rendezvous
 from repro.cluster.evaluate import evaluate_claims
 from repro.cluster.experiments import check_parser_data
 from repro.data.synthetic import SYNTHETIC, SyntheticCorpus
 from repro.errors import ConfigError
 from repro.results import Result, ResultStore, collect_provenance
+from repro.runtime import Runtime
 from repro.train.config import TrainConfig
 from repro.train.data import prepare_training_data
 from repro.train.loop import first_update_gradients, train
@@ -37,18 +39,30 @@ from repro.train.update import plan_update
 log = logging.getLogger("repro.cluster.job")
 
 
+def start_task(train_config: dict[str, Any]) -> Runtime:
+    """This task's runtime for the job's config, after joining the job's process group (if several tasks)."""
+    place = rendezvous.find_place()
+    model = TrainConfig.from_dict(train_config).model_config()
+    runtime = Runtime.resolve(str(train_config.get("device", "auto")), str(train_config.get("precision", "auto")),
+                              world_size=place.world_size, rank=place.rank, local_rank=place.local_rank,
+                              dims=(model.d_model, model.d_ff))
+    rendezvous.join(place, runtime.device)
+    log.info("task: %s (%s)", runtime.describe(), place.source)
+    return runtime
+
+
 def init_distributed() -> tuple[int, int]:
-    """Join the job's process group when submitit started more than one task; (rank, world)."""
-    env = submitit.JobEnvironment()
-    if env.num_tasks <= 1:
-        return 0, 1
-    if not dist.is_initialized():
-        dist_env = submitit.helpers.TorchDistributedEnvironment().export(set_cuda_visible_devices=True)
-        backend = "nccl" if torch.cuda.is_available() else "gloo"
-        dist.init_process_group(backend=backend, timeout=timedelta(minutes=10))
-        log.info("torch.distributed: rank %d of %d, backend %s, master %s:%d",
-                 dist_env.rank, dist_env.world_size, backend, dist_env.master_addr, dist_env.master_port)
-    return dist.get_rank(), dist.get_world_size()
+    """Join the job's process group; (rank, world). Kept for callers of older repro: use :func:`start_task`."""
+    place = rendezvous.find_place()
+    rendezvous.join(place, torch.device("cpu") if not torch.cuda.is_available() else torch.device("cuda"))
+    return place.rank, place.world_size
+
+
+def _job_id() -> str:
+    try:
+        return str(submitit.JobEnvironment().job_id)
+    except RuntimeError:
+        return os.environ.get("SLURM_JOB_ID", "local")
 
 
 def synthetic_corpus(synthetic: dict[str, Any] | None) -> SyntheticCorpus | None:
@@ -59,14 +73,40 @@ def synthetic_corpus(synthetic: dict[str, Any] | None) -> SyntheticCorpus | None
                            int(synthetic.get("length", SyntheticCorpus.length)))
 
 
-def _train(spec: dict[str, Any]) -> dict[str, Any]:
+def _train(spec: dict[str, Any], runtime: Runtime | None = None) -> dict[str, Any]:
     """Run the training the spec describes with repro.train's loop; returns the summary as a dict."""
     config = TrainConfig.from_dict(spec["train"], source=f"job {spec['name']}")
     check_parser_data(spec)
-    pause = float((spec.get("synthetic") or {}).get("step_sleep_s", 0.0))
-    summary = train(config, synthetic=synthetic_corpus(spec.get("synthetic")),
-                    on_step=(lambda _step: time.sleep(pause)) if pause else None)
+    hooks = _SmokeHooks(spec.get("synthetic") or {}, runtime.rank if runtime is not None else 0)
+    summary = train(config, synthetic=synthetic_corpus(spec.get("synthetic")), runtime=runtime,
+                    on_step=hooks.on_step, on_built=hooks.on_built)
     return json.loads(json.dumps(summary.to_dict(), default=str))  # paths as strings: JSON for the results store
+
+
+class _SmokeHooks:
+    """The smoke job's test hooks (:data:`repro.cluster.experiments.SMOKE_SYNTHETIC`): a pause after
+    every update, and a non-finite loss on one rank at one update (its weights made NaN the update before)."""
+
+    def __init__(self, synthetic: dict[str, Any], rank: int) -> None:
+        self.pause = float(synthetic.get("step_sleep_s", 0.0))
+        nan_at = synthetic.get("nan_at") or {}
+        self.nan_step = int(nan_at["step"]) if nan_at and int(nan_at.get("rank", 0)) == rank else None
+        self.trainer = None
+
+    def on_built(self, trainer) -> None:
+        self.trainer = trainer
+        if self.nan_step == 1:
+            self._poison()
+
+    def on_step(self, step: int) -> None:
+        if self.pause:
+            time.sleep(self.pause)
+        if self.nan_step is not None and step == self.nan_step - 1:
+            self._poison()
+
+    def _poison(self) -> None:
+        with torch.no_grad():
+            next(self.trainer.model.parameters()).fill_(float("nan"))
 
 
 def gradient_probe(train_config: dict[str, Any], synthetic: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -76,14 +116,13 @@ def gradient_probe(train_config: dict[str, Any], synthetic: dict[str, Any] | Non
     process group gives the gradients of one process on the same update.
     """
     torch.set_num_threads(int(os.environ.get("SLURM_CPUS_PER_TASK", "1")))
-    init_distributed()
+    runtime = start_task(train_config)
     try:
         cfg = TrainConfig.from_dict(train_config)
-        data = prepare_training_data(cfg, synthetic_corpus(synthetic))
+        data = prepare_training_data(cfg, synthetic_corpus(synthetic), rank=runtime.rank, world_size=runtime.world_size)
         return first_update_gradients(cfg, data.examples, data.vocab_size)
     finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
+        rendezvous.leave()
 
 
 class TrainingJob(submitit.helpers.Checkpointable):
@@ -100,13 +139,14 @@ class TrainingJob(submitit.helpers.Checkpointable):
         threads = os.environ.get("SLURM_CPUS_PER_TASK")
         if threads:
             torch.set_num_threads(int(threads))
-        rank, world = init_distributed()
+        runtime = start_task(self.spec["train"])
+        rank, world = runtime.rank, runtime.world_size
         try:
             train = self.spec["train"]
             plan = plan_update(int(train["tokens_per_batch"]), world, int(train["max_tokens_per_device"]))
             log.info("job %s (requeue %d of at most %d): %s", self.spec["name"], self.requeues,
                      self.max_requeues, plan.describe())
-            summary = _train(self.spec)
+            summary = _train(self.spec, runtime)
             if (summary.get("world_size"), summary.get("accumulation")) != (world, plan.accumulation):
                 raise ConfigError(
                     f"job {self.spec['name']}: training ran {summary.get('world_size')} process(es) x "
@@ -117,21 +157,19 @@ class TrainingJob(submitit.helpers.Checkpointable):
             if rank == 0 and self.results_dir:
                 summary["result_path"] = str(self._write_result(summary, world))
                 if self.spec["train"].get("dataset") != SYNTHETIC:
-                    paths = evaluate_claims(self.spec, summary, world, self.results_dir)
+                    paths = evaluate_claims(self.spec, summary, world, self.results_dir, runtime=runtime)
                     summary["claim_results"] = [str(p) for p in paths]
             return summary
         finally:
-            if dist.is_initialized():
-                dist.destroy_process_group()
+            rendezvous.leave()
 
     def _write_result(self, summary: dict[str, Any], world: int) -> object:
         """The run's record: claim id ``run.<job name>``, measured = final training loss."""
         train = self.spec["train"]
-        env = submitit.JobEnvironment()
         scale = (f"{self.spec.get('profile', '?')}: {world} process(es), {summary.get('steps')} steps, "
                  f"{summary['update_plan']['tokens_per_update']} tokens per update")
         provenance = collect_provenance(config=train, dataset=str(train.get("dataset")), scale=scale,
-                                        job_id=env.job_id, requeues=self.requeues,
+                                        job_id=_job_id(), requeues=self.requeues, device=summary.get("device"),
                                         precision=summary.get("precision"),
                                         precision_reason=summary.get("precision_reason"))
         result = Result(
@@ -152,3 +190,34 @@ class TrainingJob(submitit.helpers.Checkpointable):
                  self.spec["name"], self.requeues + 1, self.max_requeues)
         return submitit.helpers.DelayedSubmission(
             TrainingJob(self.spec, self.results_dir, self.max_requeues, self.requeues + 1), *args, **kwargs)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m repro.cluster.job SPEC.json [--results DIR]``: run one job spec (as ``repro submit
+    --dry-run --json`` plans it) in this process, e.g. under ``torchrun --nproc_per_node N`` or an
+    ``srun`` of the user's own; every process trains, rank 0 evaluates and stores the results."""
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(prog="python -m repro.cluster.job", description=main.__doc__.split("\n")[0])
+    parser.add_argument("spec", help="a job spec JSON file: one job of `repro submit ... --dry-run --json`, or "
+                                     "JobSpec.to_dict()")
+    parser.add_argument("--results", help="results store the job writes its records to (rank 0)")
+    parser.add_argument("--requeues", type=int, default=0, help="requeues allowed (bookkeeping only here)")
+    args = parser.parse_args(argv)
+    try:
+        spec = json.loads(open(args.spec, encoding="utf-8").read())
+    except (OSError, json.JSONDecodeError) as err:
+        print(f"repro: error: {args.spec}: cannot read the job spec ({err})", file=sys.stderr)
+        return 2
+    if "train" not in spec and "config" in spec:   # a job of the dry run's JSON
+        spec = {**spec, "train": {k: v for k, v in spec["config"].items() if k != "synthetic"},
+                "synthetic": spec["config"].get("synthetic"), "preset": spec["config"]["preset"],
+                "experiment": spec.get("experiment", spec["name"]), "profile": spec.get("profile", "launcher")}
+    summary = TrainingJob(spec, args.results, args.requeues)()
+    print(json.dumps({k: summary[k] for k in ("rank", "steps", "world_size", "accumulation", "final_loss")}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -17,6 +17,7 @@ from typing import Any
 from repro.cluster.experiments import JobSpec, Plan, plan_jobs
 from repro.cluster.profiles import load_profile
 from repro.model import TABLE3_ROWS
+from repro.recipes import PAPER_STEP_SECONDS
 from repro.train.config import TrainConfig
 
 #: The profile of Section 5.2's hardware.
@@ -24,15 +25,24 @@ PAPER_PROFILE = "paper-p100"
 
 
 @lru_cache(maxsize=None)
-def job_spec(experiment: str, name: str | None = None) -> JobSpec:
-    """The job (``name``, default the experiment's only one) ``repro submit EXPERIMENT --cluster paper-p100`` submits."""
+def job_spec(experiment: str, name: str | None = None, profile: str | None = None) -> JobSpec:
+    """The job (``name``, default the experiment's only one) ``repro submit EXPERIMENT --cluster PROFILE``
+    submits (default: the paper's hardware, ``paper-p100``)."""
     with tempfile.TemporaryDirectory(prefix="repro-plan-") as tmp:
-        jobs = plan_jobs(experiment, Plan(load_profile(PAPER_PROFILE), Path(tmp)))
+        jobs = plan_jobs(experiment, Plan(load_profile(profile or PAPER_PROFILE), Path(tmp)))
     return next(j for j in jobs if name is None or j.name == name)
 
 
-def job_config(experiment: str, name: str | None = None) -> TrainConfig:
-    return TrainConfig.from_dict(job_spec(experiment, name).train)
+def job_config(experiment: str, name: str | None = None, profile: str | None = None) -> TrainConfig:
+    return TrainConfig.from_dict(job_spec(experiment, name, profile).train)
+
+
+def _checkpoint_minutes(cfg: TrainConfig) -> float:
+    """Minutes between checkpoints on the paper's hardware: the recipe's spacing in updates at the base
+    model's step time (Section 5.2), or its wall-clock interval when it checkpoints by time."""
+    if cfg.checkpoint_every_steps:
+        return round(cfg.checkpoint_every_steps * PAPER_STEP_SECONDS["base"] / 60, 6)
+    return cfg.checkpoint_every_minutes
 
 
 def paper_settings() -> dict[str, Any]:
@@ -54,7 +64,8 @@ def paper_settings() -> dict[str, Any]:
         "train_steps_big": (g.max_steps, where(big, "train.max_steps")),
         "average_last_base": (b.average_last, where(base, "train.average_last")),
         "average_last_big": (g.average_last, where(big, "train.average_last")),
-        "checkpoint_every_minutes": (b.checkpoint_every_minutes, where(base, "train.checkpoint_every_minutes")),
+        "checkpoint_every_minutes": (_checkpoint_minutes(b), where(base, "train.checkpoint_every_steps x the paper's "
+                                                                    f"{PAPER_STEP_SECONDS['base']} s per base step")),
         "dropout_base": (b.model_config().dropout, where(base, "the model config")),
         "dropout_big_ende": (g.model_config().dropout, where(big, "the model config")),
         "dropout_big_enfr": (f.model_config().dropout, where(enfr, "the model config")),

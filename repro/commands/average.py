@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from repro.argtypes import existing_dir, existing_file, positive_int
+from repro.cli_flags import add_device_argument, runtime_from_args
 from repro.errors import UsageError
 from repro.train.average import average_last, write_average
 
@@ -15,6 +16,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--last", type=positive_int, default=5, help="how many of the newest checkpoints (default 5)")
     parser.add_argument("--checkpoints", nargs="+", metavar="CKPT", type=existing_file, help="average these files instead")
     parser.add_argument("-o", "--output", help="output file (default RUN_DIR/average_lastK.pt)")
+    add_device_argument(parser, default="cpu", what="where the checkpoints are loaded and averaged (the file "
+                                                    "written holds CPU tensors either way)")
     parser.set_defaults(func=main)
 
 
@@ -22,9 +25,9 @@ def main(args: argparse.Namespace) -> int:
     if args.checkpoints:
         if not args.output:
             raise UsageError("--checkpoints needs --output")
-        out = write_average(args.checkpoints, args.output)
+        out = write_average(args.checkpoints, args.output, device=runtime_from_args(args, "average").device)
     elif args.run_dir:
-        out = average_last(args.run_dir, args.last, args.output)
+        out = average_last(args.run_dir, args.last, args.output, device=runtime_from_args(args, "average").device)
     else:
         raise UsageError("give a run directory or --checkpoints")
     print(out)

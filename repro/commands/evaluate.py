@@ -8,7 +8,8 @@ import json
 from pathlib import Path
 
 from repro.argtypes import existing_dir, existing_file
-from repro.commands.translate import add_search_arguments, precision_from_args, search_settings
+from repro.cli_flags import runtime_for_loaded, runtime_from_args
+from repro.commands.translate import add_search_arguments, search_settings
 from repro.data.registry import get_dataset, resolve_data_dir
 from repro.decode.translate import find_vocab, load_model
 from repro.eval.translation import evaluate_bleu, evaluate_perplexity
@@ -28,20 +29,21 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    model, state = load_model(args.checkpoint)
+    runtime = runtime_from_args(args, "evaluate", resolve_precision=False)
+    model, state = load_model(args.checkpoint, runtime=runtime)
+    runtime = runtime_for_loaded(runtime, model, args, "evaluate")
     vocab = find_vocab(args.checkpoint, args.vocab)
     train_cfg = state.get("train_config") or {}
     name = args.dataset or train_cfg.get("dataset") or "wmt14-en-de"
     data_dir = args.data_dir or train_cfg.get("data_dir")
     dataset = get_dataset(name, resolve_data_dir(data_dir))
-    precision = precision_from_args(args, model, "evaluate")
-    report = {"checkpoint": str(args.checkpoint), "dataset": name, **precision.provenance()}
+    report = {"checkpoint": str(args.checkpoint), "dataset": name, **runtime.provenance()}
     if args.ppl_split != "none":
-        ppl = evaluate_perplexity(model, vocab, dataset, args.ppl_split, precision)
+        ppl = evaluate_perplexity(model, vocab, dataset, args.ppl_split, runtime=runtime)
         report["perplexity"] = {"split": args.ppl_split, "ppl": ppl.ppl, "tokens": ppl.tokens}
     bleu = evaluate_bleu(model, vocab, dataset, args.split, search_settings(args), greedy=args.greedy,
                          max_tokens=args.max_tokens, output=Path(args.hypotheses) if args.hypotheses else None,
-                         precision=precision)
+                         runtime=runtime)
     report["bleu"] = {"split": args.split, "sacrebleu": bleu.sacrebleu.to_dict(), "paper": bleu.paper.to_dict(),
                       "decode_seconds": round(bleu.seconds, 1), **bleu.settings}
     print(json.dumps(report, indent=2))

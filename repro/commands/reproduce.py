@@ -9,6 +9,7 @@ import json
 import sys
 
 from repro.argtypes import positive_int
+from repro.cli_flags import add_device_argument
 from repro.errors import ConfigError
 from repro.model.precision import PRECISIONS
 from repro.pipeline.local import reproduce_local
@@ -35,6 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--max-steps", type=positive_int, help="override the profile's training steps")
     parser.add_argument("--precision", choices=PRECISIONS,
                         help="fp32, bf16 or auto (the recipe's default: bf16 where the CPU computes it natively)")
+    add_device_argument(parser, default=None, what="the recipe's own (cpu for the local recipes) when not given")
     parser.add_argument("--test-limit", type=positive_int, metavar="N",
                         help="local-parsing: decode only the first N test sentences (recorded in the result)")
     parser.set_defaults(func=main)
@@ -48,6 +50,8 @@ def main(args: argparse.Namespace) -> int:
         overrides["max_steps"] = args.max_steps
     if args.precision is not None:
         overrides["precision"] = args.precision
+    if args.device is not None:
+        overrides["device"] = args.device
     out_dir = args.out_dir or f"runs/{args.profile}"
     if args.profile == "local-parsing":
         return _parsing(args, out_dir, overrides)

@@ -54,7 +54,8 @@ def run(args: argparse.Namespace) -> int:
     specs = plan_jobs(args.experiment, Plan(profile, runs_dir, args.data_dir, parse_assignments(args.overrides),
                                                    args.precision))
     if args.dry_run:
-        sbatch = executor_parameters(profile, job_name, args.timeout_min)
+        sbatch = executor_parameters(profile, job_name, args.timeout_min,
+                                     "local" if (args.executor or profile.executor) == "local" else "slurm")
         jobs = []
         for spec in specs:
             update = plan_update(int(spec.train["tokens_per_batch"]), profile.world_size,
@@ -94,5 +95,8 @@ def _print_plan(plan: dict[str, Any]) -> None:
         r, c = job["resources"], job["config"]
         print(f"  {job['name']:<22} preset={c['preset']:<10} steps={c['max_steps']:<7} "
               f"{r['nodes']}x{r['tasks_per_node']} task(s), gpus/node={r['gpus_per_node']}, "
-              f"{r['time_limit_min']} min; {r['update']['accumulation']} accumulated pass(es), "
-              f"{r['update']['tokens_per_update']} tokens/update")
+              f"{r['time_limit_min']} min")
+        u = r["update"]
+        print(f"  {'':<22} update: {u['world_size']} device(s) x {u['accumulation']} pass(es) x ~"
+              f"{u['tokens_per_micro_batch']} real tokens per side (a pass padded to <= {u['max_tokens_per_device']}) "
+              f"= ~{u['tokens_per_batch']} source + ~{u['tokens_per_batch']} target tokens")

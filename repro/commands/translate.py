@@ -8,11 +8,13 @@ from pathlib import Path
 
 from repro.argtypes import existing_file, non_negative_float, non_negative_int, positive_int
 from repro.atomic import atomic_write_text
+from repro.cli_flags import add_device_argument, runtime_for_loaded, runtime_from_args
+from repro.cli_flags import add_precision_argument as _add_precision_argument
 from repro.data.corpus import _lines
 from repro.decode.settings import TRANSLATION, DecodeSettings
 from repro.decode.translate import find_vocab, load_model, translate
 from repro.model import Transformer
-from repro.model.precision import PRECISIONS, Precision, resolve_precision
+from repro.model.precision import Precision, resolve_precision
 
 
 def add_search_arguments(parser: argparse.ArgumentParser) -> None:
@@ -24,17 +26,17 @@ def add_search_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"max output length = input + this (Section 6.1: {TRANSLATION.max_len_offset})")
     parser.add_argument("--greedy", action="store_true", help="greedy decoding instead of beam search")
     parser.add_argument("--max-tokens", type=positive_int, default=2000, help="source tokens x beam per decoding batch")
+    add_device_argument(parser)
     add_precision_argument(parser)
 
 
 def add_precision_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--precision", choices=PRECISIONS, default="auto",
-                        help="fp32, bf16 (autocast; scores in fp32) or auto: bf16 where the device computes it "
-                             "natively (default auto; the choice and its reason go to stderr)")
+    _add_precision_argument(parser)
 
 
 def precision_from_args(args: argparse.Namespace, model: Transformer, verb: str) -> Precision:
-    """The precision ``--precision`` resolves to on the model's device, said on stderr."""
+    """The precision ``--precision`` resolves to on the model's device, said on stderr
+    (older callers; the verbs resolve a whole runtime with :func:`repro.cli_flags.runtime_from_args`)."""
     precision = resolve_precision(args.precision, next(model.parameters()).device)
     print(f"repro {verb}: {precision.describe()}", file=sys.stderr)
     return precision
@@ -57,11 +59,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    model, _ = load_model(args.checkpoint)
+    runtime = runtime_from_args(args, "translate", resolve_precision=False)
+    model, _ = load_model(args.checkpoint, runtime=runtime)
+    runtime = runtime_for_loaded(runtime, model, args, "translate")
     vocab = find_vocab(args.checkpoint, args.vocab)
     lines = [line.rstrip("\r\n") for line in sys.stdin] if args.input == "-" else list(_lines(Path(args.input)))
     hyps = translate(model, vocab, lines, search_settings(args), greedy=args.greedy, max_tokens=args.max_tokens,
-                     use_cache=not args.no_cache, precision=precision_from_args(args, model, "translate"))
+                     use_cache=not args.no_cache, runtime=runtime)
     text = "".join(h + "\n" for h in hyps)
     if args.output == "-":
         sys.stdout.write(text)

@@ -3,8 +3,12 @@
 "Sentence pairs were batched together by approximate sequence length. Each training batch
 contained a set of sentence pairs containing approximately 25000 source tokens and 25000
 target tokens." A batch here is bounded by its *padded* size on each side,
-``len(batch) * longest <= max_tokens``, so it never exceeds the budget in memory; sorting by
-length keeps padding small, so the real token counts come close to the budget.
+``len(batch) * longest <= max_tokens``, so it never exceeds the device's memory; sorting by
+length keeps padding small. With a ``budget`` it is also bounded by the *real* tokens it holds
+(what the paper counts), the two sides taken together: ``(source + target) / 2 <= budget``. The
+training loop gives each pass its share of the update's ~25000 (:mod:`repro.train.update`), so that
+one update holds the paper's ~25000 source and ~25000 target tokens whatever the device's memory
+allows per pass (a bound per side would stop at the longer side and leave the shorter one short).
 
 One optimizer update should see the paper's ~25000 tokens per side whatever the hardware:
 ``accumulation_steps`` gives how many device batches of ``max_tokens`` each worker
@@ -91,9 +95,12 @@ class TokenBatcher:
         num_shards: int = 1,
         shard: int = 0,
         max_sentences: int | None = None,
+        budget: int | None = None,
     ) -> None:
         if max_tokens < 1:
             raise ConfigError(f"max_tokens must be positive, got {max_tokens}")
+        if budget is not None and budget < 1:
+            raise ConfigError(f"budget must be positive, got {budget}")
         if not 0 <= shard < num_shards:
             raise ConfigError(f"shard {shard} is not in [0, {num_shards})")
         if not examples:
@@ -105,8 +112,14 @@ class TokenBatcher:
         self.num_shards = num_shards
         self.shard = shard
         self.max_sentences = max_sentences
-        self._src_cost = np.array([max(len(s), 1) for s, _ in examples], dtype=np.int64)
-        self._tgt_cost = np.array([len(t) + 1 for _, t in examples], dtype=np.int64)  # + EOS / BOS
+        self.budget = budget
+        if hasattr(examples, "lengths"):   # repro.data.encoded.EncodedPairs: no pass over the ids
+            src_len, tgt_len = examples.lengths()
+            self._src_cost = np.maximum(np.asarray(src_len, dtype=np.int64), 1)
+            self._tgt_cost = np.asarray(tgt_len, dtype=np.int64) + 1
+        else:
+            self._src_cost = np.array([max(len(s), 1) for s, _ in examples], dtype=np.int64)
+            self._tgt_cost = np.array([len(t) + 1 for _, t in examples], dtype=np.int64)  # + EOS / BOS
         # Pairs are ordered by their longer side (as tensor2tensor buckets by max(input, target)
         # length): a batch's padded size is set by its longest source and its longest target, and
         # ordering by the source alone left the target side ~30% padding on WMT EN-DE (~5% so).
@@ -125,17 +138,19 @@ class TokenBatcher:
     # -- the batches of one epoch -------------------------------------------------------------
     def _pack(self, order: np.ndarray) -> list[np.ndarray]:
         batches: list[np.ndarray] = []
-        start, longest_src, longest_tgt = 0, 0, 0
+        start, longest_src, longest_tgt, real_src, real_tgt = 0, 0, 0, 0, 0
         src_cost, tgt_cost, cap = self._src_cost, self._tgt_cost, self.max_tokens
+        budget = 2 * (self.budget or cap)   # real tokens never exceed the padded size: no budget binds at cap
         limit = self.max_sentences or len(order)
         for pos in range(len(order)):
             i = order[pos]
             s, t = max(longest_src, src_cost[i]), max(longest_tgt, tgt_cost[i])
+            rs, rt = real_src + src_cost[i], real_tgt + tgt_cost[i]
             n = pos - start + 1
-            if n > 1 and (n * s > cap or n * t > cap or n > limit):
+            if n > 1 and (n * s > cap or n * t > cap or n > limit or rs + rt > budget):
                 batches.append(order[start:pos])
-                start, s, t = pos, src_cost[i], tgt_cost[i]
-            longest_src, longest_tgt = s, t
+                start, s, t, rs, rt = pos, src_cost[i], tgt_cost[i], src_cost[i], tgt_cost[i]
+            longest_src, longest_tgt, real_src, real_tgt = s, t, rs, rt
         batches.append(order[start:])
         return batches
 
@@ -179,14 +194,15 @@ class TokenBatcher:
     def state_dict(self) -> dict[str, Any]:
         return {
             "epoch": self.epoch, "offset": self.offset, "seed": self.seed, "shuffle": self.shuffle,
-            "max_tokens": self.max_tokens, "max_sentences": self.max_sentences, "num_shards": self.num_shards,
+            "max_tokens": self.max_tokens, "max_sentences": self.max_sentences, "budget": self.budget,
+            "num_shards": self.num_shards,
             "shard": self.shard, "num_examples": len(self.examples), "fingerprint": self._fingerprint,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Resume at ``state``'s (epoch, offset); the data and batching settings must be the same."""
         mine = self.state_dict()
-        for key in ("seed", "shuffle", "max_tokens", "max_sentences", "num_shards", "shard", "num_examples",
+        for key in ("seed", "shuffle", "max_tokens", "max_sentences", "budget", "num_shards", "shard", "num_examples",
                     "fingerprint"):
             if key in state and state[key] != mine[key]:
                 raise ConfigError(

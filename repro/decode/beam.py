@@ -69,64 +69,72 @@ def beam_search(
 
 def _search(model: Transformer, src: Tensor, k: int, alpha: float, offset: int,
             use_cache: bool, stop: str) -> list[Hypothesis]:
+    """The search, its bookkeeping on the device: per step one host read (which sentences are done),
+    whatever the number of sentences; the hypotheses are read back once, at the end."""
     device, batch = src.device, src.size(0)
     memory, src_mask = model.encode(src)
+    limit = source_lengths(src, model.cfg.pad_id) + offset        # (B,) output tokens allowed, EOS excluded
+    longest = int(src.size(1)) + offset + 1                          # a bound on every prefix (BOS + tokens)
     rows = torch.arange(batch, device=device).repeat_interleave(k)
-    stepper = Stepper(model, memory.index_select(0, rows), src_mask.index_select(0, rows), use_cache)
-    limit_all = (source_lengths(src, model.cfg.pad_id) + offset).tolist()
-    sents = list(range(batch))                         # original index of each active sentence
+    stepper = Stepper(model, memory.index_select(0, rows), src_mask.index_select(0, rows), use_cache, longest)
+    active = torch.arange(batch, device=device)                      # original index of each active sentence
     scores = torch.full((batch, k), float("-inf"), device=device)
-    scores[:, 0] = 0.0                                 # one live hypothesis to start with
+    scores[:, 0] = 0.0                                               # one live hypothesis to start with
     prefix = torch.full((batch * k, 1), BOS, dtype=torch.long, device=device)
-    finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
+    # per original sentence: finished hypotheses counted, the k best finished scores (bound rule),
+    # and the best one (tokens, length, score, log-probability): first found wins a tie
+    count = torch.zeros(batch, dtype=torch.long, device=device)
+    kept = torch.full((batch, k), float("-inf"), device=device)
+    best = torch.full((batch,), float("-inf"), device=device)
+    best_logp = torch.full((batch,), float("-inf"), device=device)
+    best_tokens = torch.zeros(batch, longest, dtype=torch.long, device=device)
+    best_len = torch.zeros(batch, dtype=torch.long, device=device)
+    order = torch.arange(2 * k, device=device)
     step = 0
-    while sents:
-        logp = stepper.log_probs(prefix)               # (A*k, V)
+    while True:
+        n = active.numel()
+        logp = stepper.log_probs(prefix)                             # (n*k, V)
         vocab = logp.size(-1)
-        limits = torch.tensor([limit_all[s] for s in sents], device=device)
-        forced = limits <= step
-        if forced.any():                               # length limit: only EOS may follow
-            rows_forced = forced.repeat_interleave(k)
-            eos_col = logp[:, EOS].clone()
-            logp[rows_forced] = float("-inf")
-            logp[rows_forced, EOS] = eos_col[rows_forced]
-        cand = (scores.view(-1, 1) + logp).view(len(sents), k * vocab)
+        forced = limit[active] <= step                               # length limit: only EOS may follow
+        only_eos = torch.full_like(logp, float("-inf"))
+        only_eos[:, EOS] = logp[:, EOS]
+        logp = torch.where(forced.repeat_interleave(k)[:, None], only_eos, logp)
+        cand = (scores.view(-1, 1) + logp).view(n, k * vocab)
         top_s, top_i = cand.topk(2 * k, dim=1)
         beam, tok = top_i // vocab, top_i % vocab
         is_eos = (tok == EOS) & torch.isfinite(top_s)
-        counted = is_eos.clone()
-        if stop == "early":
-            counted[:, k:] = False                     # an EOS must rank among the best k to count
+        counted = is_eos & (order < k) if stop == "early" else is_eos  # an EOS must rank among the best k
         lp = length_penalty(step + 1, alpha)
-        for a, j in counted.nonzero().tolist():
-            row = a * k + int(beam[a, j])
-            log_prob = float(top_s[a, j])
-            finished[sents[a]].append(Hypothesis(prefix[row, 1:].tolist(), log_prob / lp, log_prob))
+        done_s = (top_s / lp).masked_fill(~counted, float("-inf"))   # this step's finished hypotheses
+        count[active] += counted.sum(1)
+        kept[active] = torch.cat([kept[active], done_s], 1).topk(k, dim=1).values
+        step_best, j = done_s.max(1)                                 # first maximum: the earliest found
+        better = step_best > best[active]
+        source = (torch.arange(n, device=device) * k + beam.gather(1, j[:, None]).squeeze(1))
+        tokens = prefix.index_select(0, source)[:, 1:]               # (n, step): the finished prefix
+        best[active] = torch.where(better, step_best, best[active])
+        best_logp[active] = torch.where(better, top_s.gather(1, j[:, None]).squeeze(1), best_logp[active])
+        best_len[active] = best_len[active].masked_fill(better, step)
+        if step:
+            best_tokens[active, :step] = torch.where(better[:, None], tokens, best_tokens[active, :step])
         live_s, live_pos = top_s.masked_fill(is_eos, float("-inf")).topk(k, dim=1)
         live_beam, live_tok = beam.gather(1, live_pos), tok.gather(1, live_pos)
-
-        keep = []
-        for a, s in enumerate(sents):
-            done_list = finished[s]
-            if stop == "bound" and len(done_list) > k:
-                done_list.sort(key=lambda h: -h.score)
-                del done_list[k:]
-            if forced[a] or not torch.isfinite(live_s[a, 0]):
-                continue
-            if len(done_list) >= k:
-                if stop == "early":
-                    continue
-                bound = float(live_s[a, 0]) / length_penalty(limit_all[s] + 1, alpha)
-                if min(h.score for h in done_list) >= bound:
-                    continue
-            keep.append(a)
+        finished = forced | ~torch.isfinite(live_s[:, 0])
+        enough = count[active] >= k
+        if stop == "bound":   # no live hypothesis can still beat the k-th best finished one
+            enough &= kept[active, k - 1] >= live_s[:, 0] / length_penalty(limit[active] + 1, alpha)
+        keep = (~(finished | enough)).tolist()                       # the step's one host read
         step += 1
-        if not keep:
+        if not any(keep):
             break
-        keep_t = torch.tensor(keep, device=device)
-        index = (keep_t[:, None] * k + live_beam[keep_t]).view(-1)
+        if all(keep):
+            keep_t = torch.arange(n, device=device)
+        else:
+            keep_t = torch.tensor([a for a, alive in enumerate(keep) if alive], device=device)
+        index = (keep_t[:, None] * k + live_beam.index_select(0, keep_t)).view(-1)
         stepper.select(index)
-        prefix = torch.cat([prefix.index_select(0, index), live_tok[keep_t].view(-1, 1)], 1)
-        scores = live_s[keep_t]
-        sents = [sents[a] for a in keep]
-    return [max(f, key=lambda h: h.score) for f in finished]
+        prefix = torch.cat([prefix.index_select(0, index), live_tok.index_select(0, keep_t).view(-1, 1)], 1)
+        scores = live_s.index_select(0, keep_t)
+        active = active.index_select(0, keep_t)
+    lengths, tokens, score, logp = best_len.tolist(), best_tokens.tolist(), best.tolist(), best_logp.tolist()
+    return [Hypothesis(tokens[s][:lengths[s]], score[s], logp[s]) for s in range(batch)]

@@ -22,30 +22,33 @@ def greedy_decode(
     was_training = model.training
     model.eval()
     try:
-        batch = src.size(0)
+        batch, device = src.size(0), src.device
         memory, src_mask = model.encode(src)
-        stepper = Stepper(model, memory, src_mask, use_cache)
+        longest = int(src.size(1)) + max_len_offset + 1
+        stepper = Stepper(model, memory, src_mask, use_cache, longest)
         limit = source_lengths(src, model.cfg.pad_id) + max_len_offset
-        prefix = torch.full((batch, 1), BOS, dtype=torch.long, device=src.device)
-        done = torch.zeros(batch, dtype=torch.bool, device=src.device)
-        out: list[list[int]] = [[] for _ in range(batch)]
-        rows = torch.arange(batch, device=src.device)  # original index of each live row
+        prefix = torch.full((batch, 1), BOS, dtype=torch.long, device=device)
+        out = torch.zeros(batch, longest, dtype=torch.long, device=device)   # each sentence's tokens, on the device
+        length = torch.zeros(batch, dtype=torch.long, device=device)
+        rows = torch.arange(batch, device=device)  # original index of each live row
         step = 0
-        while rows.numel():
+        while True:
             logp = stepper.log_probs(prefix)
             force = limit[rows] <= step  # length limit reached: end the sentence
             next_tok = torch.where(force, torch.full_like(rows, EOS), logp.argmax(-1))
-            for r, tok in zip(rows.tolist(), next_tok.tolist()):
-                if tok != EOS:
-                    out[r].append(tok)
-            step += 1
             alive = next_tok != EOS
-            done[rows[~alive]] = True
-            if not alive.all():
-                keep = alive.nonzero().squeeze(1)
-                stepper.select(keep)
-                rows, prefix, next_tok = rows[keep], prefix[keep], next_tok[keep]
+            out[rows, step] = next_tok
+            length[rows] = length[rows].masked_fill(alive, step + 1)
+            step += 1
+            keep = alive.tolist()                      # the step's one host read
+            if not any(keep):
+                break
+            if not all(keep):
+                index = torch.tensor([i for i, a in enumerate(keep) if a], device=device)
+                stepper.select(index)
+                rows, prefix, next_tok = rows[index], prefix[index], next_tok[index]
             prefix = torch.cat([prefix, next_tok[:, None]], 1)
-        return out
+        tokens, lengths = out.tolist(), length.tolist()
+        return [tokens[i][:lengths[i]] for i in range(batch)]
     finally:
         model.train(was_training)

@@ -14,13 +14,15 @@ class Stepper:
     """Feeds a growing prefix to the decoder.
 
     With ``use_cache`` only the newest token goes through the decoder and the keys and values
-    of earlier positions come from the cache; without it the whole prefix is recomputed each
-    step. Both give the same log-probabilities (up to float rounding).
+    of earlier positions come from the cache (buffers of ``capacity`` positions: the search's
+    output limit); without it the whole prefix is recomputed each step. Both give the same
+    log-probabilities (up to float rounding).
     """
 
-    def __init__(self, model: Transformer, memory: Tensor, src_mask: Tensor, use_cache: bool = True) -> None:
+    def __init__(self, model: Transformer, memory: Tensor, src_mask: Tensor, use_cache: bool = True,
+                 capacity: int = 0) -> None:
         self.model, self.memory, self.src_mask = model, memory, src_mask
-        self.cache: DecoderCache | None = model.new_cache() if use_cache else None
+        self.cache: DecoderCache | None = model.new_cache(capacity) if use_cache else None
 
     def log_probs(self, prefix: Tensor) -> Tensor:
         """log p(. | prefix) for each row of ``prefix`` (rows, t), as float32 (rows, V)."""

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
-from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -24,11 +23,15 @@ from repro.decode.settings import TRANSLATION, DecodeSettings
 from repro.errors import CheckpointError
 from repro.model import Transformer, TransformerConfig
 from repro.model.precision import Precision
+from repro.runtime import Runtime, runtime_for
 from repro.train.checkpoint import load_checkpoint
 
 
-def load_model(path: str | os.PathLike[str], device: torch.device | str = "cpu") -> tuple[Transformer, dict[str, Any]]:
-    """The model of a checkpoint (training or averaged), in eval mode."""
+def load_model(path: str | os.PathLike[str], device: torch.device | str = "cpu", *,
+               runtime: Runtime | None = None) -> tuple[Transformer, dict[str, Any]]:
+    """The model of a checkpoint (training or averaged), in eval mode, on ``runtime``'s device (or ``device``)."""
+    if runtime is not None:
+        device = runtime.device
     state = load_checkpoint(path)
     try:
         model = Transformer(TransformerConfig.from_dict(state["model_config"]))
@@ -52,11 +55,13 @@ def find_vocab(checkpoint: str | os.PathLike[str], vocab: str | os.PathLike[str]
 def translate_ids(
     model: Transformer, sources: Sequence[list[int]], settings: DecodeSettings = TRANSLATION, *,
     max_tokens: int = 2000, greedy: bool = False, use_cache: bool = True,
-    device: torch.device | str = "cpu", progress: bool | None = None, precision: Precision | None = None,
+    device: torch.device | str | None = None, progress: bool | None = None, precision: Precision | None = None,
+    runtime: Runtime | None = None,
 ) -> list[list[int]]:
-    """Output ids for each source (ids without BOS/EOS), searched with ``settings`` (or greedily),
-    under ``precision``'s autocast (bf16 matrix products; the beam's scores stay fp32)."""
-    amp = precision.autocast if precision is not None else nullcontext
+    """Output ids for each source (ids without BOS/EOS), searched with ``settings`` (or greedily) on
+    ``runtime`` (default: where the model is, in ``precision``): its device, and its autocast (bf16
+    matrix products; the beam's scores stay fp32)."""
+    runtime = runtime_for(model, runtime, device=device, precision=precision)
     order = sorted((i for i, s in enumerate(sources) if s), key=lambda i: len(sources[i]))
     out: list[list[int]] = [[] for _ in sources]
     width = 1 if greedy else settings.beam_size
@@ -74,8 +79,8 @@ def translate_ids(
         src = torch.zeros(len(batch), max(len(sources[i]) for i in batch), dtype=torch.long)
         for row, i in enumerate(batch):
             src[row, : len(sources[i])] = torch.tensor(sources[i])
-        src = src.to(device)
-        with amp():
+        src = runtime.put(src)
+        with runtime.autocast():
             if greedy:
                 hyps = greedy_decode(model, src, max_len_offset=settings.max_len_offset, use_cache=use_cache)
             else:

@@ -38,6 +38,7 @@ from nltk.translate.bleu_score import corpus_bleu
 from sacrebleu.metrics import BLEU
 from sacremoses import MosesPunctNormalizer, MosesTokenizer
 
+import repro
 from repro.errors import DataError
 
 PROTOCOLS = ("sacrebleu", "paper")
@@ -131,7 +132,9 @@ def multi_bleu(hyps: Sequence[str], refs: Sequence[Sequence[str]]) -> tuple[floa
 
 
 def _versions() -> str:
-    return f"sacremoses:{metadata.version('sacremoses')}|repro:{metadata.version('repro')}"
+    """The tokenizer's and repro's versions for the signature; a source checkout on PYTHONPATH has no
+    installed metadata for repro, so its own ``__version__`` is used."""
+    return f"sacremoses:{metadata.version('sacremoses')}|repro:{repro.__version__}"
 
 
 def paper_bleu(

@@ -8,7 +8,6 @@ each (PAD does not). Computed with the same fused projection as training, in eva
 from __future__ import annotations
 
 import math
-from contextlib import nullcontext
 from dataclasses import dataclass
 
 import torch
@@ -16,6 +15,7 @@ import torch
 from repro.data.batching import TokenBatcher
 from repro.model import Transformer
 from repro.model.precision import Precision
+from repro.runtime import Runtime, runtime_for
 from repro.train.loss import projection_loss
 
 
@@ -32,24 +32,26 @@ class Perplexity:
 
 @torch.inference_mode()
 def perplexity(model: Transformer, examples: list[tuple[list[int], list[int]]], *, max_tokens: int = 4000,
-               device: torch.device | str = "cpu", precision: Precision | None = None) -> Perplexity:
-    """Per-wordpiece perplexity of ``model`` on encoded (source, target) pairs, under
-    ``precision``'s autocast (the fused loss keeps its log-sum-exp in fp32)."""
-    amp = precision.autocast if precision is not None else nullcontext
+               device: torch.device | str | None = None, precision: Precision | None = None,
+               runtime: Runtime | None = None) -> Perplexity:
+    """Per-wordpiece perplexity of ``model`` on encoded (source, target) pairs, on ``runtime``
+    (default: where the model is, in ``precision``; the fused loss keeps its log-sum-exp in fp32)."""
+    runtime = runtime_for(model, runtime, device=device, precision=precision)
     was_training = model.training
     model.eval()
     try:
-        nll, tokens = 0.0, 0
+        nll, tokens = torch.zeros((), dtype=torch.float64, device=runtime.device), 0   # read once, at the end
         longest = max(max(len(s), len(t) + 1) for s, t in examples)
         for batch in TokenBatcher(examples, max(max_tokens, longest), shuffle=False):
-            batch = batch.to(device)
-            with amp():
+            batch = batch.to(runtime.device)
+            with runtime.autocast():
                 memory, src_mask = model.encode(batch.src)
                 hidden = model.decode(batch.tgt_in, memory, src_mask)
                 out = projection_loss(hidden, model.output_projection.weight, batch.tgt_out,
                                       epsilon=0.0, pad_id=model.cfg.pad_id)
-            nll += out.nll
+            nll += out.nll_sum.double()
             tokens += out.tokens
     finally:
         model.train(was_training)
-    return Perplexity(math.exp(nll / max(tokens, 1)), nll, tokens)
+    total = float(nll)
+    return Perplexity(math.exp(total / max(tokens, 1)), total, tokens)

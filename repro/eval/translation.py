@@ -18,6 +18,7 @@ from repro.eval.bleu import BleuResult, score
 from repro.eval.perplexity import Perplexity, perplexity
 from repro.model import Transformer
 from repro.model.precision import Precision
+from repro.runtime import Runtime
 from repro.train.data import encode_pairs
 
 
@@ -36,14 +37,15 @@ class BleuEvaluation:
 def evaluate_bleu(model: Transformer, vocab: SharedVocab, dataset: Dataset, split: str,
                   settings: DecodeSettings = TRANSLATION, *, greedy: bool = False,
                   max_tokens: int = 2000, output: Path | None = None,
-                  precision: Precision | None = None) -> BleuEvaluation:
+                  precision: Precision | None = None, runtime: Runtime | None = None) -> BleuEvaluation:
     """Translate ``split``'s source side with ``settings`` (or greedily) and score it against the
-    target side with sacreBLEU and the paper's tokenized protocol."""
+    target side with sacreBLEU and the paper's tokenized protocol; on ``runtime`` (default: where
+    the model is, in ``precision``)."""
     src_path, tgt_path = dataset.split(split)
     corpus = read_parallel(src_path, tgt_path)
     start = time.monotonic()
     hyps = translate(model, vocab, [s for s, _ in corpus.pairs], settings, greedy=greedy, max_tokens=max_tokens,
-                     precision=precision)
+                     precision=precision, runtime=runtime)
     seconds = time.monotonic() - start
     refs = [t for _, t in corpus.pairs]
     if output is not None:
@@ -60,7 +62,8 @@ def evaluate_bleu(model: Transformer, vocab: SharedVocab, dataset: Dataset, spli
 
 
 def evaluate_perplexity(model: Transformer, vocab: SharedVocab, dataset: Dataset, split: str,
-                        precision: Precision | None = None) -> Perplexity:
+                        precision: Precision | None = None, *, runtime: Runtime | None = None) -> Perplexity:
+    """Per-wordpiece perplexity on ``split``, on ``runtime`` (default: where the model is)."""
     src_path, tgt_path = dataset.split(split)
     examples, _ = encode_pairs(vocab, read_parallel(src_path, tgt_path).pairs)
-    return perplexity(model, examples, precision=precision)
+    return perplexity(model, examples, precision=precision, runtime=runtime)

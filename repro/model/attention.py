@@ -34,22 +34,50 @@ def fused_attention(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | No
 
 @dataclass
 class KeyValueCache:
-    """Projected keys and values kept between incremental decoding steps, (batch, h, length, d)."""
+    """Projected keys and values kept between incremental decoding steps, (batch, h, length, d).
+
+    With a ``capacity`` the keys and values live in buffers of that many positions, allocated at the
+    first step; each step writes its positions at the current length (no copy of the earlier ones,
+    as concatenation would make at every step) and attention reads the filled part."""
 
     key: Tensor | None = None
     value: Tensor | None = None
+    capacity: int = 0
+    length: int = 0
 
     def append(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
-        if self.key is None:
-            self.key, self.value = key, value
-        else:
-            self.key = torch.cat([self.key, key], dim=2)
-            self.value = torch.cat([self.value, value], dim=2)
+        n = key.size(2)
+        if self.capacity and self.length + n <= self.capacity:
+            if self.key is None:
+                rows, heads, _, _ = key.shape
+                self.key = key.new_empty(rows, heads, self.capacity, key.size(3))
+                self.value = value.new_empty(rows, heads, self.capacity, value.size(3))
+            self.key[:, :, self.length:self.length + n] = key
+            self.value[:, :, self.length:self.length + n] = value
+            self.length += n
+            return self.key[:, :, :self.length], self.value[:, :, :self.length]
+        if self.capacity:   # past the capacity: keep going by concatenation
+            self.key, self.value, self.capacity = self.keys(), self.values(), 0
+        self.key = key if self.key is None else torch.cat([self.key, key], dim=2)
+        self.value = value if self.value is None else torch.cat([self.value, value], dim=2)
+        self.length = self.key.size(2)
         return self.key, self.value
 
+    def keys(self) -> Tensor | None:
+        """The keys of the positions filled so far."""
+        return None if self.key is None else self.key[:, :, :self.length]
+
+    def values(self) -> Tensor | None:
+        return None if self.value is None else self.value[:, :, :self.length]
+
     def reorder(self, index: Tensor) -> None:
-        """Select batch rows (beam search keeps the surviving hypotheses)."""
-        if self.key is not None:
+        """Select batch rows (beam search keeps the surviving hypotheses), filled positions only."""
+        if self.key is None:
+            return
+        if self.capacity and index.numel() == self.key.size(0):
+            self.key[:, :, :self.length] = self.keys().index_select(0, index)
+            self.value[:, :, :self.length] = self.values().index_select(0, index)
+        else:
             self.key = self.key.index_select(0, index)
             self.value = self.value.index_select(0, index)
 
@@ -92,7 +120,7 @@ class MultiHeadAttention(nn.Module):
         """
         q = self._split(self.w_q(query), self.d_k)
         if cache is not None and static_kv and cache.key is not None:
-            k, v = cache.key, cache.value
+            k, v = cache.keys(), cache.values()
         else:
             k = self._split(self.w_k(key), self.d_k)
             v = self._split(self.w_v(value), self.d_v)

@@ -49,10 +49,15 @@ class EncoderLayer(nn.Module):
 
 @dataclass
 class DecoderLayerCache:
-    """What one decoder layer keeps between incremental steps."""
+    """What one decoder layer keeps between incremental steps (the self-attention's keys and values
+    in buffers of ``capacity`` positions when the decoder knows its output limit)."""
 
     self_attn: KeyValueCache = field(default_factory=KeyValueCache)
     cross_attn: KeyValueCache = field(default_factory=KeyValueCache)
+
+    @classmethod
+    def with_capacity(cls, capacity: int) -> "DecoderLayerCache":
+        return cls(KeyValueCache(capacity=capacity), KeyValueCache())
 
     def reorder(self, index: Tensor) -> None:
         self.self_attn.reorder(index)

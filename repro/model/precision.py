@@ -10,9 +10,13 @@ stay in fp32. bf16 has fp32's exponent range, so no loss scaling is needed.
 
 - CUDA: when ``torch.cuda.is_bf16_supported()``; otherwise fp32, with TF32 matrix products
   (on Ampere and later) whenever fp32 is what runs.
-- CPU: a short probe times a bf16 and an fp32 matrix product (cached per process); bf16 is
-  picked only if it is faster. A CPU without AVX512-BF16 or AMX emulates bf16 at a few GFLOP/s
-  or less, far below fp32, and the probe says so.
+- CPU: a probe times a bf16 and an fp32 matrix product at the model's own sizes (2048 tokens x
+  d_model x d_ff), once per machine, thread count and torch version: the rates are kept in
+  ``$REPRO_CACHE_DIR/precision-probe.json`` (default ``~/.cache/repro``), so every process on one
+  machine decides the same way. bf16 is picked only when it is at least :data:`MARGIN` times as
+  fast as fp32: a 0.1 s probe of a 256^3 product once flipped from one process to the next, and
+  picked bf16 for a d_model-128 parser that ran 10% slower in it. A CPU without AVX512-BF16 or
+  AMX emulates bf16 at a few GFLOP/s or less, far below fp32, and the probe says so.
 
 :func:`resolve_precision` returns the choice and the reason, which every run logs and records
 in its provenance (``precision``, ``precision_reason``).
@@ -20,6 +24,10 @@ in its provenance (``precision``, ``precision_reason``).
 
 from __future__ import annotations
 
+import datetime as _dt
+import json
+import os
+import platform
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
@@ -32,6 +40,11 @@ import torch
 from repro.errors import ConfigError
 
 PRECISIONS = ("auto", "fp32", "bf16")
+#: bf16 is picked by ``auto`` on a CPU only when its product is at least this many times as fast as fp32's.
+MARGIN = 1.25
+#: The probe's product when the model is not known: a base model's FFN on 2048 tokens.
+DEFAULT_DIMS = (512, 2048)
+PROBE_TOKENS = 2048
 
 #: probe(device) -> (fp32 GFLOP/s, bf16 GFLOP/s); injectable for tests
 Probe = Callable[[str], tuple[float, float]]
@@ -90,19 +103,69 @@ def _rate(a: torch.Tensor, b: torch.Tensor, budget_s: float) -> float:
     return 2 * n * k * m * runs / (time.perf_counter() - start) / 1e9
 
 
-def matmul_probe(device: str = "cpu", size: int = 256, budget_s: float = 0.05) -> tuple[float, float]:
-    """(fp32, bf16) GFLOP/s of a ``size``^3 matrix product on ``device``: a fraction of a second
-    where bf16 is native, about 0.1 s where it is emulated (~0.3-1 GFLOP/s)."""
+def matmul_probe(device: str = "cpu", size: int = 256, budget_s: float = 0.05,
+                 shape: tuple[int, int, int] | None = None) -> tuple[float, float]:
+    """(fp32, bf16) GFLOP/s of an (m x k) @ (k x n) product on ``device`` (``shape``, default
+    ``size``^3): a fraction of a second where bf16 is native, more where it is emulated."""
+    m, k, n = shape or (size, size, size)
     g = torch.Generator().manual_seed(0)
-    a, b = torch.randn(size, size, generator=g).to(device), torch.randn(size, size, generator=g).to(device)
+    a, b = torch.randn(m, k, generator=g).to(device), torch.randn(k, n, generator=g).to(device)
     fp32 = _rate(a, b, budget_s)
     bf16 = _rate(a.bfloat16(), b.bfloat16(), budget_s)
     return fp32, bf16
 
 
+def cache_file() -> Path:
+    """Where the probe's rates are kept: ``$REPRO_CACHE_DIR/precision-probe.json`` (default ~/.cache/repro)."""
+    root = os.environ.get("REPRO_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "repro")
+    return Path(root) / "precision-probe.json"
+
+
+def _machine_key(shape: tuple[int, int, int]) -> str:
+    cpu = next((line.split(":", 1)[1].strip() for line in _cpuinfo_lines() if line.startswith("model name")),
+               platform.processor() or platform.machine())
+    native = "/".join(sorted(f for f in ("amx_bf16", "avx512_bf16") if f in cpu_flags())) or "none"
+    return (f"{cpu}|bf16 flags {native}|{torch.get_num_threads()} threads|torch {torch.__version__}|"
+            f"{shape[0]}x{shape[1]}x{shape[2]}")
+
+
+def _cpuinfo_lines() -> list[str]:
+    try:
+        return Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return []
+
+
+def machine_rates(shape: tuple[int, int, int]) -> tuple[float, float, str]:
+    """(fp32, bf16) GFLOP/s of this machine at ``shape``, probed once per machine, thread count and
+    torch version (then read from :func:`cache_file`), and where they came from."""
+    key = _machine_key(shape)
+    path = cache_file()
+    try:
+        known = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        known = {}
+    entry = known.get(key) if isinstance(known, dict) else None
+    if isinstance(entry, dict) and isinstance(entry.get("fp32"), (int, float)) and \
+            isinstance(entry.get("bf16"), (int, float)):
+        return float(entry["fp32"]), float(entry["bf16"]), f"probed {entry.get('date', '?')}, cached in {path}"
+    fp32, bf16 = matmul_probe("cpu", budget_s=0.25, shape=shape)
+    known = known if isinstance(known, dict) else {}
+    known[key] = {"fp32": round(fp32, 2), "bf16": round(bf16, 2), "date": _dt.date.today().isoformat()}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(known, indent=1, sort_keys=True), encoding="utf-8")
+        os.replace(tmp, path)
+        where = f"probed now, cached in {path}"
+    except OSError:
+        where = "probed now (not cached: the cache folder is not writable)"
+    return fp32, bf16, where
+
+
 @lru_cache(maxsize=None)
-def _cached_probe(device: str) -> tuple[float, float]:
-    return matmul_probe(device)
+def _cached_probe(device: str, shape: tuple[int, int, int] | None = None) -> tuple[float, float, str]:
+    return machine_rates(shape or (PROBE_TOKENS, *DEFAULT_DIMS))
 
 
 def set_tf32(enabled: bool) -> None:
@@ -111,10 +174,12 @@ def set_tf32(enabled: bool) -> None:
     torch.backends.cudnn.allow_tf32 = enabled
 
 
-def resolve_precision(name: str, device: torch.device | str = "cpu", *, probe: Probe | None = None) -> Precision:
+def resolve_precision(name: str, device: torch.device | str = "cpu", *, probe: Probe | None = None,
+                      dims: tuple[int, int] | None = None) -> Precision:
     """``auto``, ``fp32`` or ``bf16`` on ``device`` -> the :class:`Precision` the run uses, with the reason.
 
-    ``probe`` replaces the CPU's measured matmul probe (tests inject one)."""
+    ``dims`` (d_model, d_ff) of the model sizes the CPU's probe; ``probe`` replaces the measured,
+    cached probe (tests inject one)."""
     if name not in PRECISIONS:
         raise ConfigError(f"precision must be one of {', '.join(PRECISIONS)}, got {name!r}")
     device = torch.device(device)
@@ -129,13 +194,18 @@ def resolve_precision(name: str, device: torch.device | str = "cpu", *, probe: P
         return Precision("fp32", "asked for (--precision fp32)", "cpu")
     flags = cpu_flags()
     native = sorted(f for f in ("amx_bf16", "avx512_bf16") if f in flags)
-    fp32, bf16 = (probe or _cached_probe)("cpu")
-    measured = f"probe: bf16 {bf16:.1f} vs fp32 {fp32:.1f} GFLOP/s; CPU flags {'/'.join(native) or 'no amx_bf16/avx512_bf16'}"
+    shape = (PROBE_TOKENS, *(dims or DEFAULT_DIMS))
+    if probe is not None:
+        (fp32, bf16), where = probe("cpu"), "injected probe"
+    else:
+        fp32, bf16, where = _cached_probe("cpu", shape)
+    measured = (f"probe at {shape[0]}x{shape[1]} @ {shape[1]}x{shape[2]}: bf16 {bf16:.1f} vs fp32 {fp32:.1f} GFLOP/s "
+                f"({where}); CPU flags {'/'.join(native) or 'no amx_bf16/avx512_bf16'}")
     if name == "bf16":
         return Precision("bf16", f"asked for (--precision bf16); {measured}", "cpu")
-    if bf16 > fp32:
-        return Precision("bf16", f"auto: bf16 matmul is faster on this CPU ({measured})", "cpu")
-    return Precision("fp32", f"auto: bf16 is not faster on this CPU ({measured})", "cpu")
+    if bf16 >= MARGIN * fp32:
+        return Precision("bf16", f"auto: bf16 matmul is faster on this CPU, by at least the {MARGIN}x margin ({measured})", "cpu")
+    return Precision("fp32", f"auto: bf16 is not faster by the {MARGIN}x margin on this CPU ({measured})", "cpu")
 
 
 def _resolve_cuda(name: str, device: torch.device) -> Precision:

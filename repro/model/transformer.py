@@ -84,8 +84,9 @@ class Transformer(nn.Module):
         return self.encoder_norm(x), src_mask
 
     # -- decoder -------------------------------------------------------------------------------
-    def new_cache(self) -> DecoderCache:
-        return DecoderCache([DecoderLayerCache() for _ in self.decoder_layers])
+    def new_cache(self, capacity: int = 0) -> DecoderCache:
+        """An empty incremental-decoding cache; with ``capacity``, buffers for that many target positions."""
+        return DecoderCache([DecoderLayerCache.with_capacity(capacity) for _ in self.decoder_layers])
 
     def decode(
         self, tgt_in: Tensor, memory: Tensor, src_mask: Tensor, cache: DecoderCache | None = None

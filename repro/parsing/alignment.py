@@ -24,6 +24,7 @@ from repro.data.batching import TokenBatcher
 from repro.data.vocab import SharedVocab
 from repro.model import Transformer
 from repro.parsing.symbol_accuracy import symbol_kind
+from repro.runtime import Runtime, runtime_for
 
 
 def aligned_leaves(weights: Tensor, leaf_positions: Sequence[int]) -> Tensor:
@@ -42,10 +43,11 @@ def aligned_leaves(weights: Tensor, leaf_positions: Sequence[int]) -> Tensor:
 
 @torch.inference_mode()
 def leaf_attention(model: Transformer, vocab: SharedVocab, examples: Sequence[tuple[list[int], list[int]]],
-                   *, max_tokens: int = 4000) -> dict[str, float]:
+                   *, max_tokens: int = 4000, runtime: Runtime | None = None) -> dict[str, float]:
     """Percent of leaves whose best head per decoder layer attends to their own word
-    (``layer_1`` ... ``layer_N``) and the chance level (``chance``); ``{}`` when no pair has one
-    source token per leaf."""
+    (``layer_1`` ... ``layer_N``) and the chance level (``chance``), on ``runtime`` (default: where
+    the model is); ``{}`` when no pair has one source token per leaf."""
+    runtime = runtime_for(model, runtime)
     is_leaf = {i: symbol_kind(vocab.decode([i])) == "leaf" for i in {t for _, tgt in examples for t in tgt}}
     usable = [(s, t) for s, t in examples if sum(is_leaf[i] for i in t) == len(s) > 0]
     if not usable:
@@ -60,12 +62,14 @@ def leaf_attention(model: Transformer, vocab: SharedVocab, examples: Sequence[tu
     try:
         longest = max(max(len(s), len(t) + 1) for s, t in usable)
         for batch in TokenBatcher(list(usable), max(max_tokens, longest), shuffle=False):
-            model(batch.src, batch.tgt_in)
+            with runtime.autocast():
+                model(batch.src.to(runtime.device), batch.tgt_in.to(runtime.device))
+            weights = [attention.last_weights.float().cpu() for attention in layers]
             for row, index in enumerate(batch.indices):
                 src, tgt = usable[index]
                 positions = [p for p, i in enumerate(tgt) if is_leaf[i]]
-                for layer, attention in enumerate(layers):
-                    hits[layer] += aligned_leaves(attention.last_weights[row, :, :len(tgt), :len(src)], positions)
+                for layer, recorded in enumerate(weights):
+                    hits[layer] += aligned_leaves(recorded[row, :, :len(tgt), :len(src)], positions)
                 leaves += len(positions)
                 chance += len(positions) / len(src)
     finally:

@@ -19,6 +19,7 @@ from repro.data.batching import TokenBatcher
 from repro.data.vocab import EOS, SharedVocab
 from repro.model import Transformer
 from repro.parsing.linearize import JOIN, LEAF, is_closer, is_opener
+from repro.runtime import Runtime, runtime_for
 
 KINDS = ("leaf", "open", "close", "eos")
 
@@ -38,9 +39,11 @@ def symbol_kind(symbol: str) -> str:
 
 @torch.inference_mode()
 def symbol_accuracy(model: Transformer, vocab: SharedVocab, examples: Sequence[tuple[list[int], list[int]]],
-                    *, max_tokens: int = 4000) -> dict[str, float]:
+                    *, max_tokens: int = 4000, runtime: Runtime | None = None) -> dict[str, float]:
     """Teacher-forced next-symbol accuracy per kind (:data:`KINDS`), in percent, over ``examples``
-    (encoded source, target pairs); a kind with no position is left out."""
+    (encoded source, target pairs), on ``runtime`` (default: where the model is); a kind with no
+    position is left out."""
+    runtime = runtime_for(model, runtime)
     kind_of = {i: symbol_kind(vocab.decode([i])) for i in {t for _, tgt in examples for t in tgt}}
     kind_of[EOS] = "eos"
     right = {k: 0 for k in KINDS}
@@ -50,9 +53,11 @@ def symbol_accuracy(model: Transformer, vocab: SharedVocab, examples: Sequence[t
     try:
         longest = max(max(len(s), len(t) + 1) for s, t in examples)
         for batch in TokenBatcher(list(examples), max(max_tokens, longest), shuffle=False):
-            memory, src_mask = model.encode(batch.src)
-            hidden = model.decode(batch.tgt_in, memory, src_mask)
-            predicted = (hidden @ model.output_projection.weight.T).argmax(-1)
+            on_device = batch.to(runtime.device)
+            with runtime.autocast():
+                memory, src_mask = model.encode(on_device.src)
+                hidden = model.decode(on_device.tgt_in, memory, src_mask)
+                predicted = (hidden @ model.output_projection.weight.T).argmax(-1).cpu()
             keep = batch.tgt_out != model.cfg.pad_id
             for gold, guess in zip(batch.tgt_out[keep].tolist(), predicted[keep].tolist()):
                 kind = kind_of.get(gold, "leaf")

@@ -44,14 +44,14 @@ from repro.eval.seeds import SeedSummary, over_seeds
 from repro.eval.steptime import spread_of_log
 from repro.eval.translation import BleuEvaluation, evaluate_bleu, evaluate_perplexity
 from repro.eval.perplexity import Perplexity
-from repro.model.precision import Precision, resolve_precision
+from repro.runtime import Runtime
 from repro.model.transformer import Transformer
 from repro.recipes import Recipe, get_recipe
 from repro.report import FIGURE3_SENTENCE, generate
 from repro.results import Result, ResultStore, collect_provenance, store_records
 from repro.train.average import average_last
 from repro.train.checkpoint import list_checkpoints
-from repro.train.loop import TrainSummary, train
+from repro.train.loop import TrainSummary, runtime_of, train
 
 BLEU_CLAIM = "local.multi30k.bleu"
 PPL_CLAIM = "local.multi30k.ppl"
@@ -181,29 +181,29 @@ def _write_results(results_dir: Path, recipe: Recipe, runs: list[SeedRun],
     return bleu_seeds, ppl_seeds
 
 
-def _dev_perplexity(out_dir: Path, dataset: Dataset, precision: Precision) -> Callable[[Transformer, int], dict[str, float]]:
+def _dev_perplexity(out_dir: Path, dataset: Dataset, runtime: Runtime) -> Callable[[Transformer, int], dict[str, float]]:
     """The training loop's checkpoint-time evaluation: perplexity on the dev split (the curve of the report)."""
     vocab: list[SharedVocab] = []  # built by the training run itself, so loaded at the first checkpoint
 
     def evaluate(model: Transformer, step: int) -> dict[str, float]:
         if not vocab:
             vocab.append(SharedVocab.load(out_dir / "vocab.json"))
-        return {"dev_ppl": round(evaluate_perplexity(model, vocab[0], dataset, DEV_SPLIT, precision).ppl, 3)}
+        return {"dev_ppl": round(evaluate_perplexity(model, vocab[0], dataset, DEV_SPLIT, runtime=runtime).ppl, 3)}
 
     return evaluate
 
 
 def _train_and_evaluate(recipe: Recipe, out_dir: Path, data_dir: str | None, stages: Stages,
-                        say: Callable[[str], None], precision: Precision, tag: str = "") -> SeedRun:
+                        say: Callable[[str], None], runtime: Runtime, tag: str = "") -> SeedRun:
     """Stages 2-5 for one seed: train, average, beam search + BLEU (with its bootstrap), dev perplexity."""
     say(f"2/5 {tag}training ({recipe.train.max_steps} steps) in {out_dir}, dev perplexity at every checkpoint")
     dataset = get_dataset(recipe.train.dataset, resolve_data_dir(data_dir))
-    summary = stages.timed(f"{tag}train", lambda: train(recipe.train,
-                                                        evaluate=_dev_perplexity(out_dir, dataset, precision)))
+    summary = stages.timed(f"{tag}train", lambda: train(recipe.train, runtime=runtime,
+                                                        evaluate=_dev_perplexity(out_dir, dataset, runtime)))
 
     say(f"3/5 {tag}averaging the last {min(recipe.train.average_last, len(list_checkpoints(out_dir)))} checkpoints")
     averaged, k = stages.timed(f"{tag}average", lambda: _average(recipe, out_dir))
-    model, _ = load_model(averaged)
+    model, _ = load_model(averaged, runtime=runtime)
     vocab = SharedVocab.load(out_dir / "vocab.json")
 
     d = recipe.decode
@@ -211,14 +211,15 @@ def _train_and_evaluate(recipe: Recipe, out_dir: Path, data_dir: str | None, sta
         f"{d.max_len_offset})")
     bleu = stages.timed(f"{tag}decode", lambda: evaluate_bleu(model, vocab, dataset, TEST_SPLIT, d, max_tokens=6000,
                                                               output=out_dir / "test_2016_flickr.hyp.de",
-                                                              precision=precision))
+                                                              runtime=runtime))
     interval = sacrebleu_interval(bleu.hypotheses, bleu.references)
     low, high = interval.ci95
     say(f"    sacreBLEU {bleu.sacrebleu.score:.2f}, 95% interval [{low:.2f}, {high:.2f}] "
         f"({bleu.sacrebleu.signature}); paper protocol {bleu.paper.score:.2f}")
 
     say(f"5/5 {tag}perplexity on the validation set")
-    ppl = stages.timed(f"{tag}perplexity", lambda: evaluate_perplexity(model, vocab, dataset, DEV_SPLIT, precision))
+    ppl = stages.timed(f"{tag}perplexity", lambda: evaluate_perplexity(model, vocab, dataset, DEV_SPLIT,
+                                                                       runtime=runtime))
     say(f"    dev PPL {ppl.ppl:.2f} over {ppl.tokens} wordpieces")
     return SeedRun(recipe.train.seed, out_dir, summary, averaged, k, bleu, ppl, interval, len(vocab))
 
@@ -254,17 +255,17 @@ def reproduce_local(
         say("1/5 local claims")
         check_summary = stages.timed("checks", lambda: run_local_checks(results_dir, claims_dir, say))
 
-    precision = resolve_precision(recipe.train.precision, "cpu")
-    say(f"    training and decoding in {precision.describe()}")
+    runtime = runtime_of(recipe.train)
+    say(f"    training and decoding on {runtime.describe()}")
     if seeds == 1:
-        runs = [_train_and_evaluate(recipe, out_dir, data_dir, stages, say, precision)]
+        runs = [_train_and_evaluate(recipe, out_dir, data_dir, stages, say, runtime)]
     else:
         base = recipe.train.seed
         runs = []
         for seed in range(base, base + seeds):
             seed_dir = out_dir / f"seed-{seed}"
             seeded = recipe.replace(seed=seed, out_dir=str(seed_dir))
-            runs.append(_train_and_evaluate(seeded, seed_dir, data_dir, stages, say, precision, f"seed {seed}: "))
+            runs.append(_train_and_evaluate(seeded, seed_dir, data_dir, stages, say, runtime, f"seed {seed}: "))
     total = stages.total
     first = runs[0]
     summary = first.summary
@@ -276,7 +277,7 @@ def reproduce_local(
         checkpoint=str(first.averaged), checkpoints_averaged=first.averaged_k,
         filtered_train_pairs=summary.extra.get("filtered"), vocab_size=first.vocab_size,
         threads=torch.get_num_threads(), run_dir=str(out_dir), seeds=[r.seed for r in runs],
-        **precision.provenance(),
+        **runtime.provenance(),
     )
     bleu_seeds, ppl_seeds = _write_results(results_dir, recipe, runs, common)
     report = {

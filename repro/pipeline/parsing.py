@@ -37,7 +37,8 @@ from repro.decode.translate import load_model, translate_ids
 from repro.eval.perplexity import perplexity
 from repro.model import Transformer
 from repro.errors import ConfigError
-from repro.model.precision import Precision, resolve_precision
+from repro.model.precision import Precision
+from repro.runtime import Runtime
 from repro.parsing.evaluate import ParseScore, score_outputs, vocabulary_ceiling
 from repro.parsing.prepare import SplitInfo, gold_trees_file, prepare_ptb_sample, require_targets, split_files
 from repro.parsing.alignment import leaf_attention
@@ -49,7 +50,7 @@ from repro.recipes import Recipe, get_recipe
 from repro.results import Result, ResultStore, collect_provenance
 from repro.train.checkpoint import list_checkpoints
 from repro.train.data import encode_pairs
-from repro.train.loop import train
+from repro.train.loop import runtime_of, train
 
 #: The name of the record this job owns (``RESULTS/local.ptb-sample.f1/reproduce-local-parsing.json``).
 RECORD_NAME = "reproduce-local-parsing"
@@ -217,16 +218,17 @@ def reproduce_parsing_local(
     say(f"    overfit: {overfit.trees} trees, {overfit.epochs:.0f} epochs, greedy F1 {overfit.f1:.2f}")
 
     settings = recipe.decode
-    precision = resolve_precision(recipe.train.precision, "cpu")
+    runtime = runtime_of(recipe.train)
+    precision = runtime.precision
     probe = ParserProbe(out_dir, prepared, settings, precision=precision)
     say(f"2/4 training {RECIPE} ({recipe.train.max_steps} steps) in {out_dir}; at every checkpoint train and dev "
         f"NLL, greedy dev F1")
-    summary = stages.timed("train", lambda: train(recipe.train, evaluate=probe))
+    summary = stages.timed("train", lambda: train(recipe.train, runtime=runtime, evaluate=probe))
 
     checkpoint = list_checkpoints(out_dir)[-1]
-    model, _ = load_model(checkpoint)
+    model, _ = load_model(checkpoint, runtime=runtime)
     vocab = SharedVocab.load(out_dir / "vocab.json")
-    say(f"    decoding in {precision.describe()}")
+    say(f"    decoding on {runtime.describe()}")
     sentences, gold_path, test_note, total_test = load_test_split(prepared, out_dir, test_limit)
     say(f"3/4 beam search on {len(sentences)} test sentences (beam {settings.beam_size}, alpha {settings.alpha}, "
         f"max length input + {settings.max_len_offset})")

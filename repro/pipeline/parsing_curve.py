@@ -38,7 +38,6 @@ from repro.data.registry import resolve_data_dir
 from repro.data.vocab import SharedVocab
 from repro.decode.translate import load_model
 from repro.errors import ConfigError, ReproError
-from repro.model.precision import resolve_precision
 from repro.parsing.evaluate import score_outputs
 from repro.parsing.linearize import TARGET_UNITS
 from repro.parsing.prepare import prepare_ptb_sample, prepared_targets
@@ -46,7 +45,7 @@ from repro.pipeline.parsing import (RECIPE, ParserProbe, decode_parses, epochs_s
                                     on_prepared_data)
 from repro.recipes import Recipe, apply_assignments, get_recipe, parse_assignments
 from repro.train.checkpoint import list_checkpoints
-from repro.train.loop import train
+from repro.train.loop import runtime_of, train
 
 #: The issue's sizes below the whole training split (3396 trees), which the pipeline's own run gives.
 SIZES = (400, 800, 1600)
@@ -96,7 +95,7 @@ def _kept_points(path: Path, recipe: Recipe) -> dict[int, dict[str, Any]]:
     previous = json.loads(path.read_text(encoding="utf-8"))
     if not _same_curve(previous, recipe):
         return {}
-    ran_in = resolve_precision(recipe.train.precision, "cpu").name
+    ran_in = runtime_of(recipe.train).precision.name
     return {p["trees"]: p for p in previous.get("points", [])
             if p.get("source") != PIPELINE and p.get("precision", "fp32") == ran_in}
 
@@ -120,7 +119,7 @@ def train_point(recipe: Recipe, prepared: Path, run_dir: Path, trees: int,
     """Train ``recipe`` on the first ``trees`` training trees and score its last checkpoint on the test split."""
     data = subset(prepared, run_dir / "data", trees)
     sized = on_prepared_data(recipe.replace(out_dir=str(run_dir)), data)
-    precision = resolve_precision(sized.train.precision, "cpu")
+    precision = runtime_of(sized.train).precision
     probe = ParserProbe(run_dir, data, sized.decode, precision=precision)
     start = time.monotonic()
     summary = train(sized.train, evaluate=probe)
@@ -179,7 +178,7 @@ def learning_curve(*, sizes: Sequence[int] = SIZES, out_dir: str | Path = "runs/
     full = reports_dir / "local_parsing_run.json"
     if full.exists():
         summary = json.loads(full.read_text(encoding="utf-8"))
-        ran_in = resolve_precision(recipe.train.precision, "cpu").name
+        ran_in = runtime_of(recipe.train).precision.name
         if not (_comparable(summary.get("config", {}), recipe) and summary.get("targets", "symbols") == recipe.targets):
             say(f"{full} ran another recipe: the whole split is not on the curve")
         elif summary.get("numeric_precision", {}).get("precision", "fp32") != ran_in:

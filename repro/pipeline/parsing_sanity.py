@@ -21,7 +21,7 @@ from repro.decode.translate import load_model, translate_ids
 from repro.parsing.evaluate import score_outputs
 from repro.recipes import Recipe
 from repro.train.checkpoint import list_checkpoints
-from repro.train.loop import train
+from repro.train.loop import runtime_of, train
 from repro.train.schedule import paper_peak_scale
 
 #: The ladder's default: 10 trees, 300 updates (each update holds all 10 trees: 300 epochs), the
@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from repro.data.registry import resolve_data_dir
     from repro.errors import ReproError
-    from repro.model.precision import PRECISIONS, resolve_precision
+    from repro.model.precision import PRECISIONS
     from repro.parsing.prepare import prepare_ptb_sample
     from repro.pipeline.parsing import RECIPE, on_prepared_data
     from repro.recipes import get_recipe
@@ -140,7 +140,8 @@ def main(argv: list[str] | None = None) -> int:
     record = {**result.to_dict(), "steps": args.steps, "warmup": args.warmup,
               "seconds": round(time.monotonic() - start, 1), "recipe": RECIPE, "targets": recipe.targets,
               "vocab_size": recipe.train.vocab_size, "n_layers": recipe.model.n_layers,
-              **resolve_precision(recipe.train.precision, "cpu").provenance(), "threads": torch.get_num_threads(),
+              **runtime_of(recipe.train).precision.provenance(),
+              "threads": torch.get_num_threads(),
               "commit": git_commit(), "reached_90": result.f1 >= 90.0,
               "note": "greedy search on the same training trees, EVALB COLLINS.prm; P_drop 0, no label smoothing"}
     atomic_write_text(args.reports / f"parsing_overfit_{args.trees}.json", json.dumps(record, indent=2) + "\n")

@@ -12,9 +12,10 @@ import time
 import torch
 
 
-def measure_peak_flops(device: str = "cpu", size: int = 1024, repeats: int = 5) -> float:
+def measure_peak_flops(device: str | torch.device = "cpu", size: int = 1024, repeats: int = 5) -> float:
     """Float32 matmul throughput of ``device`` (FLOP/s): a measured lower bound on its peak,
     for a run to record as ``peak_flops`` when the vendor's figure is not at hand."""
+    device = str(device)
     a = torch.randn(size, size, device=device)
     b = torch.randn(size, size, device=device)
     best = float("inf")

@@ -38,8 +38,9 @@ def average_state_dicts(states: list[dict[str, torch.Tensor]], names: list[str])
     return {k: (v / len(states)).to(first[k].dtype) if first[k].is_floating_point() else v for k, v in total.items()}
 
 
-def average_checkpoints(paths: list[str | os.PathLike[str]]) -> dict[str, Any]:
-    """A checkpoint (model weights and configs only) holding the average of ``paths``."""
+def average_checkpoints(paths: list[str | os.PathLike[str]], device: str | torch.device = "cpu") -> dict[str, Any]:
+    """A checkpoint (model weights and configs only) holding the average of ``paths``, computed on
+    ``device`` and returned on the CPU."""
     if not paths:
         raise CheckpointError("no checkpoints to average")
     states = [load_checkpoint(p) for p in paths]
@@ -47,7 +48,8 @@ def average_checkpoints(paths: list[str | os.PathLike[str]]) -> dict[str, Any]:
     for state, name in zip(states[1:], names[1:]):
         if state["model_config"] != states[0]["model_config"]:
             raise CheckpointError(f"{name}: model configuration differs from {names[0]}")
-    averaged = average_state_dicts([s["model"] for s in states], names)
+    on_device = [{k: v.to(device) for k, v in s["model"].items()} for s in states]
+    averaged = {k: v.cpu() for k, v in average_state_dicts(on_device, names).items()}
     return {
         "model": averaged,
         "model_config": states[0]["model_config"],
@@ -57,12 +59,14 @@ def average_checkpoints(paths: list[str | os.PathLike[str]]) -> dict[str, Any]:
     }
 
 
-def write_average(paths: list[str | os.PathLike[str]], output: str | os.PathLike[str]) -> Path:
-    """Average the checkpoints ``paths`` into the checkpoint file ``output``."""
-    return save_checkpoint(Path(output), average_checkpoints(paths))
+def write_average(paths: list[str | os.PathLike[str]], output: str | os.PathLike[str],
+                  device: str | torch.device = "cpu") -> Path:
+    """Average the checkpoints ``paths`` (on ``device``) into the checkpoint file ``output``."""
+    return save_checkpoint(Path(output), average_checkpoints(paths, device))
 
 
-def average_last(out_dir: str | os.PathLike[str], k: int, output: str | os.PathLike[str] | None = None) -> Path:
+def average_last(out_dir: str | os.PathLike[str], k: int, output: str | os.PathLike[str] | None = None,
+                 device: str | torch.device = "cpu") -> Path:
     """Average the newest ``k`` checkpoints of a run into ``output`` (default OUT_DIR/average_last{k}.pt)."""
     paths = list_checkpoints(out_dir)
     if not paths:
@@ -70,7 +74,7 @@ def average_last(out_dir: str | os.PathLike[str], k: int, output: str | os.PathL
     if len(paths) < k:
         raise CheckpointError(f"{Path(out_dir) / 'checkpoints'}: asked to average the last {k} checkpoints, found {len(paths)}")
     output = Path(output) if output else Path(out_dir) / f"average_last{k}.pt"
-    return write_average(paths[-k:], output)
+    return write_average(paths[-k:], output, device)
 
 
 def average_of_run(states: Sequence[dict[str, torch.Tensor]], k: int, model_config: dict[str, Any]) -> dict[str, torch.Tensor]:

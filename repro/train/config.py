@@ -20,9 +20,12 @@ from repro.data.vocab import SPLITS
 from repro.errors import ConfigError
 from repro.model import TransformerConfig, get_preset
 from repro.model.precision import PRECISIONS
+from repro.runtime import check_device_name
 
 
-_TEXT_FIELDS = ("preset", "dataset", "bpe_split", "out_dir", "device", "precision")
+_TEXT_FIELDS = ("preset", "dataset", "bpe_split", "out_dir", "device", "precision", "compile")
+#: ``compile``: torch.compile the training objective (model and loss): on CUDA by default (``auto``).
+COMPILE_MODES = ("auto", "on", "off")
 _OPTIONAL_TEXT_FIELDS = ("data_dir", "train_src", "train_tgt", "dev_src", "dev_tgt")
 _INT_FIELDS = ("vocab_size", "tokens_per_batch", "max_tokens_per_device", "max_steps", "warmup_steps", "max_len",
                "checkpoint_every_steps", "keep_checkpoints", "average_last", "seed", "log_every", "threads")
@@ -64,6 +67,7 @@ class TrainConfig:
     threads: int = 0                   # torch intra-op threads; 0 leaves torch's default
     tensorboard: bool = False          # also write TensorBoard scalars under OUT_DIR/tensorboard (optional dep)
     precision: str = "auto"            # auto, fp32 or bf16 (mixed; repro.model.precision); master weights stay fp32
+    compile: str = "auto"              # torch.compile the objective: auto (on CUDA), on, off
 
     def __post_init__(self) -> None:
         self._check_types()
@@ -79,8 +83,10 @@ class TrainConfig:
             raise ConfigError(f"training config field 'label_smoothing' must lie in [0, 1), got {self.label_smoothing!r}")
         if self.checkpoint_every_steps < 0 or self.checkpoint_every_minutes < 0:
             raise ConfigError("training config fields 'checkpoint_every_steps'/'checkpoint_every_minutes' must be >= 0")
-        if self.device not in ("cpu", "cuda", "auto") and not self.device.startswith("cuda:"):
-            raise ConfigError(f"training config field 'device' must be cpu, cuda or auto, got {self.device!r}")
+        try:
+            check_device_name(self.device)
+        except ConfigError as err:
+            raise ConfigError(f"training config field 'device': {err}") from None
         for name in ("adam_beta1", "adam_beta2"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ConfigError(f"training config field '{name}' must lie in [0, 1) (Section 5.3), "
@@ -93,6 +99,9 @@ class TrainConfig:
                 raise ConfigError(f"training config field '{name}' must be >= 0, got {getattr(self, name)!r}")
         if not self.out_dir.strip():
             raise ConfigError("training config field 'out_dir' must not be empty")
+        if self.compile not in COMPILE_MODES:
+            raise ConfigError(f"training config field 'compile' must be one of {', '.join(COMPILE_MODES)}, "
+                              f"got {self.compile!r}")
         if self.precision not in PRECISIONS:
             raise ConfigError(f"training config field 'precision' must be one of {', '.join(PRECISIONS)}, "
                               f"got {self.precision!r}")

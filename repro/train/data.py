@@ -4,15 +4,26 @@ The vocabulary is learned on the training source and target text together and sa
 ``OUT_DIR/vocab.json``; a resumed run (and decoding) reloads it. Pairs longer than
 ``max_len`` wordpieces on either side are filtered and counted, never dropped silently.
 The ``synthetic`` dataset (:mod:`repro.data.synthetic`) needs no files and no vocabulary.
+
+A job prepares its data once: rank 0 learns the vocabulary and encodes the corpus into
+``OUT_DIR/encoded/`` (:class:`~repro.data.encoded.EncodedPairs`, with a manifest of what it was
+encoded from); the other ranks wait for it at a barrier and memory-map the result, and a
+requeued or resumed run whose corpus, vocabulary and filter are unchanged reuses it.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import torch.distributed as dist
+
 from repro.data.corpus import read_parallel
+from repro.data.encoded import EncodedPairs
 from repro.data.registry import Dataset, get_dataset, resolve_data_dir, with_splits
 from repro.data.synthetic import SYNTHETIC, SyntheticCorpus
 from repro.data.vocab import SharedVocab
@@ -25,11 +36,14 @@ Examples = list[tuple[list[int], list[int]]]
 @dataclass
 class TrainingData:
     vocab: SharedVocab | None          # None for the synthetic corpus (ids are drawn directly)
-    examples: Examples
+    examples: Sequence                 # (source ids, target ids) pairs: lists, or EncodedPairs
     vocab_size: int
     filtered: int = 0
     filtered_lines: list[int] = field(default_factory=list)
     source: tuple[Path, Path] | None = None
+    #: how this process got the data: ``encoded`` it (rank 0, first run), ``reused`` what an earlier
+    #: run of the job encoded, or ``mapped`` what rank 0 encoded (the other ranks); ``synthetic``
+    origin: str = "encoded"
 
 
 def dataset_for(cfg: TrainConfig) -> Dataset:
@@ -67,13 +81,61 @@ def encode_pairs(vocab: SharedVocab, pairs: list[tuple[str, str]], max_len: int 
     return examples, dropped
 
 
-def prepare_training_data(cfg: TrainConfig, synthetic: SyntheticCorpus | None = None) -> TrainingData:
-    """The encoded training pairs of ``cfg.dataset`` (``synthetic``'s corpus for the synthetic dataset)."""
+def prepare_training_data(cfg: TrainConfig, synthetic: SyntheticCorpus | None = None, *,
+                          rank: int = 0, world_size: int = 1) -> TrainingData:
+    """The encoded training pairs of ``cfg.dataset`` (``synthetic``'s corpus for the synthetic dataset).
+
+    With several ranks, rank 0 prepares them (or finds them prepared) while the others wait at a
+    barrier, then every rank maps the same files."""
     if cfg.dataset == SYNTHETIC:
         examples = (synthetic or SyntheticCorpus()).examples(cfg.vocab_size, cfg.seed)
-        return TrainingData(None, examples, cfg.vocab_size)
+        return TrainingData(None, examples, cfg.vocab_size, origin="synthetic")
     dataset = dataset_for(cfg)
     src_path, tgt_path = dataset.split("train")
+    grouped = world_size > 1 and dist.is_available() and dist.is_initialized()
+    failure: BaseException | None = None
+    data = None
+    if rank == 0:
+        try:
+            data = _prepared(cfg, src_path, tgt_path) or _prepare(cfg, src_path, tgt_path)
+        except BaseException as err:  # noqa: BLE001 - re-raised after the barrier, so no rank waits for nothing
+            failure = err
+    if grouped:
+        dist.barrier()
+    if failure is not None:
+        raise failure
+    if data is None:
+        data = _prepared(cfg, src_path, tgt_path, "mapped")
+        if data is None:
+            raise DataError(f"{Path(cfg.out_dir) / 'encoded'}: rank 0 did not prepare the training data of "
+                            f"{src_path}, {tgt_path} (see rank 0's log)")
+    return data
+
+
+def _manifest(cfg: TrainConfig, src_path: Path, tgt_path: Path, vocab_file: Path) -> dict:
+    """What an encoded corpus depends on: the two files (size and time), the vocabulary, the filter."""
+    files = {str(p.resolve()): [p.stat().st_size, p.stat().st_mtime_ns] for p in (src_path, tgt_path)}
+    vocab = hashlib.sha256(vocab_file.read_bytes()).hexdigest() if vocab_file.is_file() else None
+    return {"files": files, "vocab_sha256": vocab, "max_len": cfg.max_len, "format": 1}
+
+
+def _prepared(cfg: TrainConfig, src_path: Path, tgt_path: Path, origin: str = "reused") -> TrainingData | None:
+    """The training data encoded earlier into ``OUT_DIR/encoded`` from these very inputs, if any."""
+    out_dir = Path(cfg.out_dir)
+    vocab_file = out_dir / "vocab.json"
+    if not vocab_file.is_file():
+        return None
+    pairs = EncodedPairs.load(out_dir / "encoded", _manifest(cfg, src_path, tgt_path, vocab_file))
+    if pairs is None:
+        return None
+    saved = json.loads((out_dir / "encoded" / "manifest.json").read_text(encoding="utf-8"))
+    lines = list(saved.get("filtered_lines", []))
+    vocab = SharedVocab.load(vocab_file)
+    return TrainingData(vocab, pairs, len(vocab), len(lines), lines, (src_path, tgt_path), origin)
+
+
+def _prepare(cfg: TrainConfig, src_path: Path, tgt_path: Path) -> TrainingData:
+    """Learn (or reload) the vocabulary, encode and filter the corpus, and save it encoded."""
     corpus = read_parallel(src_path, tgt_path)
     if not corpus.pairs:  # refused before the run directory or a vocabulary is written
         raise DataError(f"{src_path}, {tgt_path}: training corpus of dataset '{cfg.dataset}' is empty; "
@@ -91,4 +153,7 @@ def prepare_training_data(cfg: TrainConfig, synthetic: SyntheticCorpus | None = 
     if not examples:
         raise DataError(f"{src_path}, {tgt_path}: all {len(corpus.pairs)} training pairs are longer than "
                         f"max_len={cfg.max_len} wordpieces; nothing is left to train on (raise max_len)")
-    return TrainingData(vocab, examples, len(vocab), len(dropped), lines, (src_path, tgt_path))
+    encoded = EncodedPairs.from_lists(examples)
+    encoded.save(out_dir / "encoded", {**_manifest(cfg, src_path, tgt_path, out_dir / "vocab.json"),
+                                       "filtered_lines": lines})
+    return TrainingData(vocab, encoded, len(vocab), len(dropped), lines, (src_path, tgt_path))

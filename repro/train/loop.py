@@ -1,9 +1,11 @@
 """The training loop of Section 5: Adam, the schedule of Eq. 3, label smoothing, checkpoints.
 
 One update sees about ``tokens_per_batch`` source and target tokens (Section 5.1: 25000),
-whatever the number of devices: each device takes batches of ``max_tokens_per_device``
-tokens and accumulates them as :mod:`repro.train.update` plans before the update
-(:mod:`repro.train.step`).
+whatever the number of devices: each device takes passes of its share of them
+(:func:`batcher_for`: at most ``tokens_per_micro_batch`` real tokens per side, padded to at most
+``max_tokens_per_device``) and accumulates them as :mod:`repro.train.update` plans before the
+update (:mod:`repro.train.step`). Where it computes (device, precision, rank) is the process's
+:class:`~repro.runtime.Runtime`, resolved once from the config and the process group.
 
 Exact resume: every checkpoint holds the model, Adam's state, the step, the RNG states and
 the batcher's position, and training restarts from the newest checkpoint in ``out_dir``; an
@@ -12,10 +14,11 @@ interrupted and resumed run ends with the same parameters as an uninterrupted on
 
 from __future__ import annotations
 
+import os
 import random
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -27,19 +30,22 @@ from repro.data.batching import TokenBatcher
 from repro.data.synthetic import SyntheticCorpus
 from repro.errors import CheckpointError
 from repro.model import Transformer, TransformerConfig
-from repro.model.precision import Precision, resolve_precision
+from repro.model.precision import Precision
+from repro.runtime import Runtime
 from repro.train.cadence import CheckpointCadence
 from repro.train.checkpoint import checkpoint_path, list_checkpoints, load_checkpoint, prune_checkpoints, save_checkpoint
 from repro.train.config import TrainConfig
 from repro.train.data import prepare_training_data
-from repro.train.loss import TranslationLoss
+from repro.train.loss import TranslationLoss, loss_impl_for
 from repro.train.metrics import MetricsLog
 from repro.train.optimizer import optimizer_for
+from repro.train.prefetch import Prefetcher, Sequential
 from repro.train.progress_line import EVERY_LOGGED, progress_line
 from repro.train.step import TrainingDiverged, UpdateStats, accumulate, update, world
-from repro.train.update import plan_update
+from repro.train.update import UpdatePlan, plan_update
 
-__all__ = ["TrainSummary", "Trainer", "TrainingDiverged", "build", "first_update_gradients", "run", "train"]
+__all__ = ["TrainSummary", "Trainer", "TrainingDiverged", "batcher_for", "build", "first_update_gradients", "run",
+           "runtime_of", "train"]
 
 
 class Batcher(Protocol):
@@ -47,6 +53,9 @@ class Batcher(Protocol):
     def state_dict(self) -> dict[str, Any]: ...
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
 
+
+#: What torch.compile lowers the objective with (tests count graph breaks and recompiles with "eager").
+COMPILE_BACKEND = "inductor"
 
 #: make_batcher(examples, max_tokens, seed, num_shards, shard) -> Batcher
 BatcherFactory = Callable[[list, int, int, int, int], Batcher]
@@ -75,14 +84,27 @@ class TrainSummary:
                 **self.extra}
 
 
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
+def runtime_of(cfg: TrainConfig) -> Runtime:
+    """This process's runtime for ``cfg``: its device and precision, and its place in the process
+    group (one GPU per local rank; the cluster job has joined the group before)."""
+    world_size, rank = world()
+    local_rank = int(os.environ.get("LOCAL_RANK", os.environ.get("SLURM_LOCALID", rank)))
+    model = cfg.model_config()
+    return Runtime.resolve(cfg.device, cfg.precision, world_size=world_size, rank=rank, local_rank=local_rank,
+                           dims=(model.d_model, model.d_ff))
 
 
-def _default_batcher(examples: list, max_tokens: int, seed: int, num_shards: int, shard: int) -> Batcher:
-    return TokenBatcher(examples, max_tokens, shuffle=True, seed=seed, num_shards=num_shards, shard=shard)
+def batcher_for(cfg: TrainConfig, examples: Sequence, world_size: int, rank: int,
+                make_batcher: BatcherFactory | None = None) -> Batcher:
+    """The batcher of rank ``rank`` of ``world_size``: its shard of every epoch, each pass at most the
+    plan's ``tokens_per_micro_batch`` real tokens per side and ``max_tokens_per_device`` padded (the
+    claim ``sec5.batch-tokens.observed`` counts what these batchers give). ``make_batcher`` (tests)
+    replaces TokenBatcher and gets the padded bound only."""
+    plan = plan_update(cfg.tokens_per_batch, world_size, cfg.max_tokens_per_device)
+    if make_batcher is not None:
+        return make_batcher(examples, cfg.max_tokens_per_device, cfg.seed, world_size, rank)
+    return TokenBatcher(examples, cfg.max_tokens_per_device, shuffle=True, seed=cfg.seed, num_shards=world_size,
+                        shard=rank, budget=plan.tokens_per_micro_batch)
 
 
 @dataclass
@@ -95,11 +117,28 @@ class Trainer:
     objective: torch.nn.Module          # the loss the loop back-propagates (DDP-wrapped on several devices)
     optimizer: torch.optim.Optimizer
     batcher: Batcher
-    device: torch.device
-    world_size: int
-    rank: int
-    accumulation: int
-    precision: Precision = field(default_factory=lambda: Precision("fp32", "default"))
+    runtime: Runtime
+    plan: UpdatePlan
+
+    @property
+    def device(self) -> torch.device:
+        return self.runtime.device
+
+    @property
+    def precision(self) -> Precision:
+        return self.runtime.precision
+
+    @property
+    def world_size(self) -> int:
+        return self.runtime.world_size
+
+    @property
+    def rank(self) -> int:
+        return self.runtime.rank
+
+    @property
+    def accumulation(self) -> int:
+        return self.plan.accumulation
 
     def micro_batches(self, batches: Iterable) -> list:
         """The next update's batches on this device."""
@@ -107,91 +146,105 @@ class Trainer:
         return [next(it) for _ in range(self.accumulation)]
 
 
-def build(cfg: TrainConfig, examples: list[tuple[list[int], list[int]]], vocab_size: int,
-          make_batcher: BatcherFactory | None = None) -> Trainer:
+def build(cfg: TrainConfig, examples: Sequence[tuple[Sequence[int], Sequence[int]]], vocab_size: int,
+          make_batcher: BatcherFactory | None = None, runtime: Runtime | None = None) -> Trainer:
     """Seed, then build the model, the training objective, Adam and the batcher, in that order
-    (the order fixes what the seeded RNG draws, so resumed and repeated runs agree)."""
-    world_size, rank = world()
-    device = resolve_device(cfg.device)
+    (the order fixes what the seeded RNG draws, so resumed and repeated runs agree), on ``runtime``
+    (default: :func:`runtime_of` the config)."""
+    runtime = runtime or runtime_of(cfg)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
-    plan = plan_update(cfg.tokens_per_batch, world_size, cfg.max_tokens_per_device)
+    plan = plan_update(cfg.tokens_per_batch, runtime.world_size, cfg.max_tokens_per_device)
     torch.manual_seed(cfg.seed)
     random.seed(cfg.seed)
     model_cfg = cfg.model_config(vocab_size)
-    model = Transformer(model_cfg).to(device)
-    objective: torch.nn.Module = TranslationLoss(model, cfg.label_smoothing)
-    if world_size > 1:
-        objective = torch.nn.parallel.DistributedDataParallel(objective)
+    model = Transformer(model_cfg).to(runtime.device)
+    compiled = cfg.compile == "on" or (cfg.compile == "auto" and runtime.on_gpu)
+    objective: torch.nn.Module = TranslationLoss(model, cfg.label_smoothing,
+                                                 impl=loss_impl_for(runtime.device, compiled))
+    if compiled:   # dynamic shapes: batches vary in size and length from update to update
+        objective = torch.compile(objective, dynamic=True, backend=COMPILE_BACKEND)
+    if runtime.world_size > 1:
+        objective = torch.nn.parallel.DistributedDataParallel(
+            objective, device_ids=[runtime.device] if runtime.on_gpu else None)
     optimizer = optimizer_for(cfg, model)
-    batcher = (make_batcher or _default_batcher)(examples, cfg.max_tokens_per_device, cfg.seed, world_size, rank)
-    precision = resolve_precision(cfg.precision, device)
-    return Trainer(cfg, model_cfg, model, objective, optimizer, batcher, device, world_size, rank, plan.accumulation,
-                   precision)
+    batcher = batcher_for(cfg, examples, runtime.world_size, runtime.rank, make_batcher)
+    return Trainer(cfg, model_cfg, model, objective, optimizer, batcher, runtime, plan)
 
 
-def train(cfg: TrainConfig, *, synthetic: SyntheticCorpus | None = None, **kwargs: Any) -> TrainSummary:
-    """Train on ``cfg.dataset`` (BPE built or reloaded under ``cfg.out_dir``; the synthetic corpus
-    when the dataset is ``synthetic``), resuming when possible."""
-    data = prepare_training_data(cfg, synthetic)
-    summary = run(cfg, data.examples, data.vocab_size, **kwargs)
-    summary.extra.update(filtered=data.filtered, train_pairs=len(data.examples), vocab_size=data.vocab_size)
+def train(cfg: TrainConfig, *, synthetic: SyntheticCorpus | None = None, runtime: Runtime | None = None,
+          **kwargs: Any) -> TrainSummary:
+    """Train on ``cfg.dataset`` (BPE built or reloaded under ``cfg.out_dir``, the corpus encoded once
+    per job by rank 0; the synthetic corpus when the dataset is ``synthetic``), resuming when possible."""
+    runtime = runtime or runtime_of(cfg)
+    data = prepare_training_data(cfg, synthetic, rank=runtime.rank, world_size=runtime.world_size)
+    summary = run(cfg, data.examples, data.vocab_size, runtime=runtime, **kwargs)
+    summary.extra.update(filtered=data.filtered, train_pairs=len(data.examples), vocab_size=data.vocab_size,
+                         data=data.origin)
     return summary
 
 
 def run(
     cfg: TrainConfig,
-    examples: list[tuple[list[int], list[int]]],
+    examples: Sequence[tuple[Sequence[int], Sequence[int]]],
     vocab_size: int,
     *,
     make_batcher: BatcherFactory | None = None,
+    runtime: Runtime | None = None,
     on_step: Callable[[int], None] | None = None,
+    on_built: Callable[[Trainer], None] | None = None,
     log: Callable[[str], None] | None = None,
     clock: Callable[[], float] | None = None,
     evaluate: Callable[[torch.nn.Module, int], dict[str, float]] | None = None,
 ) -> TrainSummary:
-    """The loop itself, on already encoded ``examples``; ``on_step(step)`` is called after each update.
+    """The loop itself, on already encoded ``examples``; ``on_step(step)`` is called after each update,
+    ``on_built(trainer)`` once the trainer is built (and restored, when resuming).
     ``evaluate(model, step)`` (rank 0, at every checkpoint) returns dev metrics such as ``{"dev_ppl": ...}``
     for the metrics log; its time counts neither in tokens/s nor in the logged elapsed time."""
     say = log or (lambda msg: print(msg, file=sys.stderr))
     clock = clock or time.monotonic
     out_dir = Path(cfg.out_dir)
-    trainer = build(cfg, examples, vocab_size, make_batcher)
-    say(f"repro train: {trainer.world_size} device(s) x {trainer.accumulation} accumulation step(s) x "
-        f"{cfg.max_tokens_per_device} tokens = {trainer.world_size * trainer.accumulation * cfg.max_tokens_per_device} "
-        f"tokens per side per update (asked: {cfg.tokens_per_batch}; Section 5.1)")
-    say(f"repro train: {trainer.precision.describe()}")
+    trainer = build(cfg, examples, vocab_size, make_batcher, runtime)
+    say(f"repro train: {trainer.plan.describe()}")
+    say(f"repro train: {trainer.runtime.describe()}")
     step = 0
     existing = list_checkpoints(out_dir)
     if existing:
         step = _restore(existing[-1], trainer)
         say(f"repro train: resumed from {existing[-1]} (step {step})")
+    if on_built is not None:
+        on_built(trainer)
     resumed_from = step
     progress = _Progress(cfg, out_dir, step, trainer, clock, say)
     cadence = CheckpointCadence(cfg.checkpoint_every_steps, cfg.checkpoint_every_minutes, cfg.max_steps, clock)
     trainer.model.train()
-    batches = iter(trainer.batcher)
+    # on a GPU the next updates' batches are collated and pinned in a thread while this one computes
+    batches = (Prefetcher(trainer.batcher, trainer.accumulation) if trainer.runtime.on_gpu
+               else Sequential(trainer.batcher, trainer.accumulation))
     written: list[Path] = []
     start = clock()
     try:
         while step < cfg.max_steps:
             step += 1
+            micro, data_state = next(batches)
             try:
-                stats = update(trainer.objective, trainer.optimizer, trainer.micro_batches(batches), trainer.device,
+                stats = update(trainer.objective, trainer.optimizer, micro, trainer.device,
                                step=step, d_model=trainer.model_cfg.d_model, warmup_steps=cfg.warmup_steps,
                                lr_scale=cfg.lr_scale, world_size=trainer.world_size, precision=trainer.precision)
             except TrainingDiverged as err:
                 raise TrainingDiverged(f"{err}; the last checkpoint is {(list_checkpoints(out_dir) or ['none'])[-1]}") \
                     from None
             due = cadence.due(step) and trainer.rank == 0
-            progress.record(stats, _evaluate(evaluate, trainer, progress, step) if due and evaluate is not None else None)
+            progress.record(stats, _evaluate(evaluate, trainer, progress, step) if due and evaluate is not None else None,
+                            data_state.get("epoch", ""))
             if due:
-                written.append(_save(out_dir, step, trainer))
+                written.append(_save(out_dir, step, trainer, data_state))
                 prune_checkpoints(out_dir, cfg.keep_checkpoints)
                 cadence.written()
             if on_step is not None:
                 on_step(step)
     finally:
+        batches.close()
         progress.close()
     elapsed = clock() - start
     return TrainSummary(
@@ -199,7 +252,9 @@ def run(
         checkpoints=[p for p in written if p.exists()],
         tokens_per_s=progress.run_tokens / max(progress.training_seconds(), 1e-9),  # dev evaluations left out
         resumed_from=resumed_from, accumulation=trainer.accumulation, world_size=trainer.world_size,
-        elapsed_s=elapsed, first_loss=progress.first_loss, extra=trainer.precision.provenance(),
+        elapsed_s=elapsed, first_loss=progress.first_loss,
+        extra={**trainer.precision.provenance(), "device": str(trainer.device),
+               "steps_run": step - resumed_from},
     )
 
 
@@ -239,7 +294,7 @@ class _Progress:
         self.start += seconds
         self.window_start += seconds
 
-    def record(self, stats: UpdateStats, dev: dict[str, float] | None = None) -> None:
+    def record(self, stats: UpdateStats, dev: dict[str, float] | None = None, epoch: int | str = "") -> None:
         tokens = stats.src_tokens + stats.tgt_tokens
         self.window_tokens += tokens
         self.run_tokens += tokens
@@ -255,7 +310,7 @@ class _Progress:
                               "nll": round(stats.nll_per_token, 6), "lr": stats.lr, "tokens_per_s": round(tps, 1),
                               "src_tokens": stats.src_tokens, "tgt_tokens": stats.tgt_tokens,
                               "elapsed_s": round(now - self.start, 2),
-                              "epoch": self.trainer.batcher.state_dict().get("epoch", ""), **(dev or {})})
+                              "epoch": epoch, **(dev or {})})
             self.bar.set_postfix(loss=f"{stats.loss_per_token:.3f}", lr=f"{stats.lr:.2e}", tok_s=f"{tps:.0f}")
             self.logged += 1
             if self.plain is not None and (self.logged % EVERY_LOGGED == 0 or stats.step == self.cfg.max_steps):
@@ -269,7 +324,7 @@ class _Progress:
             self.metrics.close()
 
 
-def first_update_gradients(cfg: TrainConfig, examples: list[tuple[list[int], list[int]]],
+def first_update_gradients(cfg: TrainConfig, examples: Sequence[tuple[Sequence[int], Sequence[int]]],
                            vocab_size: int) -> dict[str, Any]:
     """The gradients of a fresh model's first update, computed exactly as :func:`run` computes
     them, in the current process group (DDP over its ranks, if any). With any number of devices
@@ -284,7 +339,9 @@ def first_update_gradients(cfg: TrainConfig, examples: list[tuple[list[int], lis
             "loss": loss_sum / max(tgt_tokens, 1), "grads": grads}
 
 
-def _save(out_dir: Path, step: int, trainer: Trainer) -> Path:
+def _save(out_dir: Path, step: int, trainer: Trainer, data_state: dict[str, Any]) -> Path:
+    """The checkpoint after update ``step``; ``data_state`` is the batcher's position after the
+    batches that update consumed (the prefetcher may have read further)."""
     return save_checkpoint(checkpoint_path(out_dir, step), {
         "step": step,
         "model": trainer.model.state_dict(),
@@ -293,7 +350,7 @@ def _save(out_dir: Path, step: int, trainer: Trainer) -> Path:
         "train_config": trainer.cfg.to_dict(),
         "rng": {"torch": torch.get_rng_state(), "python": random.getstate(),
                 "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []},
-        "data": trainer.batcher.state_dict(),
+        "data": data_state,
     })
 
 
@@ -317,7 +374,12 @@ def _restore(path: Path, trainer: Trainer) -> int:
     random.setstate(_as_random_state(state["rng"]["python"]))
     if torch.cuda.is_available() and state["rng"].get("cuda"):
         torch.cuda.set_rng_state_all(state["rng"]["cuda"])
-    trainer.batcher.load_state_dict(state["data"])
+    # rank 0 wrote the checkpoint; every rank has taken the same number of batches (the shards are
+    # padded to equal length), so rank 0's (epoch, offset) is every rank's, in its own shard
+    data = state["data"]
+    if isinstance(data, dict) and "shard" in data and data.get("num_shards") == trainer.world_size:
+        data = {**data, "shard": trainer.rank}
+    trainer.batcher.load_state_dict(data)
     return int(state["step"])
 
 

@@ -37,9 +37,19 @@ def _tiny(cfg: TrainConfig, out_dir: str, d_model: int = 8, **changes: object) -
     # fp32, the paper's arithmetic (Section 5.2's P100s have no bf16), whatever ``auto`` would pick here
     fields = dict(out_dir=out_dir, vocab_size=8, tokens_per_batch=16, max_tokens_per_device=16, log_every=10**6,
                   precision="fp32",
-                  keep_checkpoints=max(cfg.keep_checkpoints, cfg.average_last), threads=0, device="cpu",
+                  keep_checkpoints=max(cfg.keep_checkpoints, cfg.average_last), threads=1, device="cpu",
                   model_overrides={**cfg.model_overrides, **_TINY, "d_model": d_model})
     return cfg.replace(**{**fields, **changes})
+
+
+@contextmanager
+def _threads_kept() -> Iterator[None]:
+    """The tiny probes run on one thread (more only add synchronisation); the caller's count is restored."""
+    before = torch.get_num_threads()
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 @contextmanager
@@ -72,14 +82,15 @@ def update_rates(steps: Sequence[int], d_model: int, warmup_steps: int, base: Tr
                         checkpoint_every_minutes=0)
         for step in sorted(set(steps)):
             if step > 1 and not list_checkpoints(tmp):  # a first update, to have a checkpoint to relabel
-                run(run_cfg.replace(max_steps=1), examples, 8, log=_quiet)
+                with _threads_kept():
+                    run(run_cfg.replace(max_steps=1), examples, 8, log=_quiet)
             existing = list_checkpoints(tmp)
             if existing and step > 1:
                 state = load_checkpoint(existing[-1])
                 for path in existing:
                     path.unlink()
                 save_checkpoint(checkpoint_path(tmp, step - 1), {**_without_marker(state), "step": step - 1})
-            with optimizer_steps() as seen:
+            with optimizer_steps() as seen, _threads_kept():
                 run(run_cfg.replace(max_steps=step), examples, 8, log=_quiet)
             rates[step] = seen[-1]
     return [rates[s] for s in steps]
@@ -98,7 +109,8 @@ def checkpoint_steps(cfg: TrainConfig, seconds_per_update: float, updates: int) 
         run_cfg = _tiny(cfg, tmp, max_steps=updates, keep_checkpoints=updates)
         handle = register_optimizer_step_pre_hook(lambda *_: updates_done.__setitem__(0, updates_done[0] + 1))
         try:
-            run(run_cfg, examples, 8, log=_quiet, clock=lambda: updates_done[0] * seconds_per_update)
+            with _threads_kept():
+                run(run_cfg, examples, 8, log=_quiet, clock=lambda: updates_done[0] * seconds_per_update)
         finally:
             handle.remove()
         return [step_of(p) for p in list_checkpoints(tmp)]
@@ -124,7 +136,8 @@ def last_update(cfg: TrainConfig, guess: int | None = None, limit: int = 1 << 24
     examples = SyntheticCorpus().examples(8, cfg.seed)
     with tempfile.TemporaryDirectory(prefix="repro-last-update-") as tmp:
         run_cfg = _tiny(cfg, tmp, checkpoint_every_steps=1, checkpoint_every_minutes=0)
-        run(run_cfg.replace(max_steps=1), examples, 8, log=_quiet)
+        with _threads_kept():
+            run(run_cfg.replace(max_steps=1), examples, 8, log=_quiet)
         first = load_checkpoint(list_checkpoints(tmp)[-1])
 
         def updates_after(done: int) -> bool:
@@ -139,7 +152,8 @@ def last_update(cfg: TrainConfig, guess: int | None = None, limit: int = 1 << 24
                 raise _StopAfterOneUpdate
 
             try:
-                run(run_cfg, examples, 8, log=_quiet, on_step=stop)
+                with _threads_kept():
+                    run(run_cfg, examples, 8, log=_quiet, on_step=stop)
             except _StopAfterOneUpdate:
                 pass
             return bool(made)
@@ -166,7 +180,8 @@ def run_for_evaluation(cfg: TrainConfig, out_dir: str | Path, examples: list[tup
     run_cfg = _tiny(cfg, str(out_dir), max_steps=updates, keep_checkpoints=cfg.keep_checkpoints)
     handle = register_optimizer_step_pre_hook(lambda *_: updates_done.__setitem__(0, updates_done[0] + 1))
     try:
-        run(run_cfg, examples, vocab_size, log=_quiet, clock=lambda: updates_done[0] * seconds_per_update)
+        with _threads_kept():
+            run(run_cfg, examples, vocab_size, log=_quiet, clock=lambda: updates_done[0] * seconds_per_update)
     finally:
         handle.remove()
     return list_checkpoints(out_dir)

@@ -5,6 +5,12 @@ of the update is the label-smoothed cross-entropy summed over all its target tok
 by their number (over every device), so the gradient is that of the mean loss whatever the
 number of devices and passes. :func:`accumulate` forms the gradients (the cluster's gradient
 probe calls it alone); :func:`update` adds the learning rate and the optimizer step.
+
+Fit for a GPU: the update's token counts reach the device once (pinned, without blocking), the
+loss scale stays a device tensor, and the sums of loss and NLL and a count of non-finite passes
+are kept on the device; they are all-reduced over the job's ranks in one collective and read by
+the host once per update, before the optimizer step. A non-finite loss on any rank so stops every
+rank at the same update, naming it, with no step taken and no checkpoint written.
 """
 
 from __future__ import annotations
@@ -47,13 +53,26 @@ def world() -> tuple[int, int]:
     return 1, 0
 
 
+def _all_reduce(tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor`` summed over every process of the group, in place (itself without one)."""
+    if dist.is_available() and dist.is_initialized():
+        dist.all_reduce(tensor)
+    return tensor
+
+
 def all_reduce_sum(value: float, device: torch.device) -> float:
     """``value`` summed over every process of the group (itself without one)."""
     if not (dist.is_available() and dist.is_initialized()):
         return value
-    t = torch.tensor([value], dtype=torch.float64, device=device)
-    dist.all_reduce(t)
-    return float(t.item())
+    return float(_all_reduce(torch.tensor([value], dtype=torch.float64, device=device)).item())
+
+
+def _on(device: torch.device, values: list[float]) -> torch.Tensor:
+    """Host numbers on ``device``: from pinned memory, without blocking, on a GPU."""
+    host = torch.tensor(values, dtype=torch.float64)
+    if torch.device(device).type == "cuda":
+        return host.pin_memory().to(device, non_blocking=True)
+    return host.to(device)
 
 
 def accumulate(objective: torch.nn.Module, micro: Sequence[Batch], device: torch.device, *,
@@ -67,28 +86,31 @@ def accumulate(objective: torch.nn.Module, micro: Sequence[Batch], device: torch
     tokens) makes the result the gradient of the per-token mean loss of the whole update.
     The forward passes run under ``precision``'s autocast (bf16 mixed precision or none); the
     backward pass follows the forward's dtypes, so the parameters' gradients are fp32.
+    Raises :class:`TrainingDiverged` on every rank when any rank's loss is not finite.
     """
     amp = precision.autocast if precision is not None else nullcontext
-    tgt_tokens = all_reduce_sum(sum(b.tgt_tokens for b in micro), device)
-    src_tokens = all_reduce_sum(sum(b.src_tokens for b in micro), device)
-    scale = world_size / max(tgt_tokens, 1.0)
-    loss_sum = nll_sum = 0.0
+    tokens = _all_reduce(_on(device, [sum(b.src_tokens for b in micro), sum(b.tgt_tokens for b in micro)]))
+    scale = (world_size / tokens[1].clamp(min=1.0)).float()   # a device tensor: no sync, no recompile
+    totals = torch.zeros(3, dtype=torch.float64, device=device)  # loss sum, NLL sum, non-finite passes
     for i, batch in enumerate(micro):
         last = i == len(micro) - 1
         sync = objective.no_sync() if world_size > 1 and not last else nullcontext()  # type: ignore[operator]
         with sync:
             with amp():
-                loss, nll, _ = objective(batch.src.to(device), batch.tgt_in.to(device), batch.tgt_out.to(device),
-                                         scale)
-            if not torch.isfinite(loss):
-                raise TrainingDiverged(
-                    f"step {step}: the loss is {loss.item()} (batch of {batch.tgt_tokens} target tokens"
-                    f"{'; ' + context if context else ''}); no checkpoint written for this step"
-                )
+                loss, nll, _ = objective(batch.src.to(device, non_blocking=True),
+                                         batch.tgt_in.to(device, non_blocking=True),
+                                         batch.tgt_out.to(device, non_blocking=True), scale)
             loss.backward()
-        loss_sum += float(loss.detach()) / scale  # this pass's summed loss, unscaled
-        nll_sum += float(nll)
-    return all_reduce_sum(loss_sum, device), all_reduce_sum(nll_sum, device), int(src_tokens), int(tgt_tokens)
+        totals += torch.stack([loss.detach().double() / scale, nll.detach().to(device).double(),
+                               (~torch.isfinite(loss.detach())).double()])
+    loss_sum, nll_sum, bad, src_tokens, tgt_tokens = torch.cat([_all_reduce(totals), tokens]).tolist()  # one sync
+    if bad:
+        raise TrainingDiverged(
+            f"step {step}: the loss is {loss_sum / max(tgt_tokens, 1)} (not finite on {int(bad)} pass(es) over "
+            f"{world_size} device(s); "
+            f"{int(tgt_tokens)} target tokens{'; ' + context if context else ''}); no update taken and "
+            "no checkpoint written for this step")
+    return loss_sum, nll_sum, int(src_tokens), int(tgt_tokens)
 
 
 def update(objective: torch.nn.Module, optimizer: torch.optim.Optimizer, micro: Sequence[Batch],

@@ -6,8 +6,13 @@ each fit ``max_tokens_per_device`` tokens in one forward pass, gradients are acc
 
     accumulation = ceil(tokens_per_batch / (W * max_tokens_per_device))
 
-micro-batches, so that one update still sees ~tokens_per_batch tokens per side. The training
-loop runs this plan; cluster jobs check it before training and log it.
+micro-batches, so that one update still sees ~tokens_per_batch tokens per side. Each pass holds
+at most ``tokens_per_micro_batch`` real tokens per side (the paper counts real tokens, not
+padding; source and target taken together) and, padded, at most ``max_tokens_per_device`` (the
+device's memory): the batcher of
+every pass is built with both bounds (:func:`repro.train.loop.batcher_for`), so an update holds the
+paper's batch on 8 P100s, on 8 H100s that could hold more per pass, and on one GPU that accumulates.
+The training loop runs this plan; cluster jobs check it before training and log it.
 """
 
 from __future__ import annotations
@@ -62,8 +67,8 @@ class UpdatePlan:
     def describe(self) -> str:
         return (
             f"one update = {self.world_size} device(s) x {self.accumulation} accumulated pass(es) x "
-            f"{self.tokens_per_micro_batch} tokens = {self.tokens_per_update} tokens per side "
-            f"(target {self.tokens_per_batch}, at most {self.max_tokens_per_device} per pass)"
+            f"~{self.tokens_per_micro_batch} real tokens per side = ~{self.tokens_per_update} tokens per side "
+            f"(Section 5.1: ~{self.tokens_per_batch}; a pass padded to at most {self.max_tokens_per_device})"
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -50,8 +50,8 @@ def job_changed(name: str, *, train: dict | None = None, model: dict | None = No
     """The job ``name`` as ``repro submit`` would plan it with these settings changed."""
     original = paper_jobs.job_spec.__wrapped__
 
-    def changed(experiment, job=None):
-        spec = original(experiment, job)
+    def changed(experiment, job=None, profile=None):
+        spec = original(experiment, job, profile)
         if spec.name != name:
             return spec
         new_train = {**spec.train, **(train or {})}

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 import torch
-import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from repro.data.synthetic import SyntheticCorpus
 from repro.recipes import get_recipe
 from repro.train.config import TrainConfig
 from repro.train.loop import build, first_update_gradients
+from repro.train.worker import group_worker
 
 TRAIN = get_recipe("smoke").replace(seed=3, label_smoothing=0.1).train
 
@@ -29,15 +29,6 @@ def close(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
 
 def examples(cfg: TrainConfig) -> list:
     return SyntheticCorpus().examples(cfg.vocab_size, cfg.seed)
-
-
-def _worker(rank: int, world: int, init_file: str, out_dir: str) -> None:
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
-    try:
-        torch.save(first_update_gradients(TRAIN, examples(TRAIN), TRAIN.vocab_size), Path(out_dir) / f"rank{rank}.pt")
-    finally:
-        dist.destroy_process_group()
 
 
 @pytest.fixture(scope="module")
@@ -56,8 +47,9 @@ def test_single_process_accumulates_four_passes(single: dict) -> None:
 
 @pytest.mark.slow
 def test_two_gloo_processes_match_one(tmp_path: Path, single: dict) -> None:
-    mp.start_processes(_worker, nprocs=2, join=True, start_method="spawn",
-                       args=(2, str(tmp_path / "init"), str(tmp_path)))
+    # the workers' function lives in the package: a spawned process finds it from any directory
+    mp.start_processes(group_worker, nprocs=2, join=True, start_method="spawn",
+                       args=(2, f"file://{tmp_path / 'init'}", "gradients", TRAIN.to_dict(), str(tmp_path)))
     for rank in (0, 1):
         got = torch.load(tmp_path / f"rank{rank}.pt", weights_only=True)
         assert (got["world_size"], got["accumulation"]) == (2, 2)

@@ -53,3 +53,20 @@ def test_malformed_ledger_record_is_named(tmp_path: Path) -> None:
     (ledger.directory / "bad.json").write_text(json.dumps({"id": "x"}))
     with pytest.raises(ConfigError, match=r"bad\.json: submission record lacks field 'experiment'"):
         ledger.read_all()
+
+
+def _visible_gpus() -> str:
+    import os
+
+    return os.environ.get("CUDA_VISIBLE_DEVICES", "(unset)")
+
+
+def test_local_executor_hands_its_tasks_the_profiles_gpus(tmp_path: Path, wait_done) -> None:
+    """A one-node GPU profile run with --executor local: the task sees the profile's GPUs (it was
+    given none: CUDA_VISIBLE_DEVICES="" in every task), and picks the one of its local rank."""
+    from repro.cluster.executor import make_executor
+
+    profile = dataclasses.replace(load_profile("h100"), gpus_per_node=2, tasks_per_node=1, cpus_per_task=1, mem_gb=1)
+    job = make_executor(profile, tmp_path / "submitit", "local", "repro-gpus").submit(_visible_gpus)
+    wait_done(job, 120)
+    assert job.result() == "0,1"

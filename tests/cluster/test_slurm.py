@@ -26,7 +26,7 @@ from repro.cluster.status import Ledger, job_states
 from repro.data.synthetic import SyntheticCorpus
 from repro.recipes import get_recipe
 from repro.results import ResultStore
-from repro.train.checkpoint import checkpoint_path, load_checkpoint
+from repro.train.checkpoint import checkpoint_path, list_checkpoints, load_checkpoint
 from repro.train.config import TrainConfig
 from repro.train.loop import first_update_gradients, train
 
@@ -197,8 +197,35 @@ def test_real_training_job(tmp_path: Path, slurm_profile: ClusterProfile, job_na
     assert sorted(s["rank"] for s in summaries) == list(range(tasks))
     for summary in summaries:
         assert (summary["steps"], summary["world_size"], summary["accumulation"]) == (3, tasks, 4 // tasks)
+    # the data is prepared once per job: rank 0 encodes, the other ranks map what it wrote
+    assert sorted(s["data"] for s in summaries) == (["encoded"] if tasks == 1 else ["encoded", "mapped"])
     [result] = ResultStore(tmp_path / "results").read_all()
     assert result.provenance.dataset == "multi30k-en-de" and result.extra["update_plan"]["tokens_per_update"] == 512
+    if tasks == 2:   # resubmitted (as a requeued job is), it reuses the encoded corpus and resumes
+        longer = dataclasses.replace(spec, train={**spec.train, "max_steps": 4})
+        [again] = submit(tmp_path, profile, [longer], job_name).jobs
+        wait_done(again, 150)
+        resumed = again.results()
+        assert sorted(s["data"] for s in resumed) == ["mapped", "reused"]
+        assert all((s["resumed_from"], s["steps"], s["steps_run"]) == (3, 4, 1) for s in resumed)
+
+
+def test_one_ranks_divergence_stops_every_rank(tmp_path: Path, slurm_profile: ClusterProfile, job_name: str,
+                                               wait_done) -> None:
+    """Rank 1's loss becomes NaN at update 3: both tasks stop at update 3, naming it, at once (not after
+    the 10-minute collective timeout), with no checkpoint written for it."""
+    profile = dataclasses.replace(slurm_profile, tasks_per_node=2)
+    [spec] = smoke_specs(tmp_path, profile, max_steps=6, checkpoint_every_steps=1,
+                         synthetic={**SMOKE_SYNTHETIC, "nan_at": {"rank": 1, "step": 3}})
+    began = time.monotonic()
+    [job] = submit(tmp_path, profile, [spec], job_name).jobs
+    wait_done(job, 150)
+    assert time.monotonic() - began < 150
+    with pytest.raises(submitit.core.utils.FailedJobError, match=r"step 3: the loss is nan"):
+        job.results()
+    logs = "".join(job.task(r).stderr() or "" for r in (0, 1))   # every rank raised, naming the step
+    assert logs.count("TrainingDiverged: step 3: the loss is nan") == 2, logs[-3000:]
+    assert [p.name for p in list_checkpoints(spec.train["out_dir"])] == ["step_00000001.pt", "step_00000002.pt"]
 
 
 def test_impossible_request_fails_at_submission(tmp_path: Path, slurm_profile: ClusterProfile,

@@ -29,16 +29,28 @@ def test_explicit_choices_are_kept_whatever_the_probe():
     assert resolve_precision("fp32", "cpu", probe=lambda d: (1.0, 100.0)).name == "fp32"
 
 
-def test_the_default_probe_runs_once_per_process(monkeypatch):
+def test_the_probe_runs_once_per_machine_at_the_models_size(monkeypatch, tmp_path):
+    """Measured once per machine, thread count, torch version and model size; every later process
+    (here: the in-process cache cleared) reads the same rates and decides the same way."""
+    monkeypatch.setenv("REPRO_CACHE_DIR", str(tmp_path))
     calls = []
-    monkeypatch.setattr(prec, "matmul_probe", lambda device: calls.append(device) or (2.0, 1.0))
-    prec._cached_probe.cache_clear()
+    monkeypatch.setattr(prec, "matmul_probe", lambda device, shape=None, **_: calls.append(shape) or (2.0, 3.0))
     try:
         for _ in range(3):
-            assert resolve_precision("auto", "cpu").name == "fp32"
+            prec._cached_probe.cache_clear()   # a new process
+            p = resolve_precision("auto", "cpu", dims=(128, 512))
+            assert p.name == "bf16" and "2048x128 @ 128x512" in p.reason and "cached in" in p.reason
+        resolve_precision("auto", "cpu", dims=(512, 2048))
     finally:
         prec._cached_probe.cache_clear()
-    assert calls == ["cpu"]
+    assert calls == [(2048, 128, 512), (2048, 512, 2048)]
+    assert len(__import__("json").loads((tmp_path / "precision-probe.json").read_text())) == 2
+
+
+def test_bf16_needs_the_margin():
+    """A probe within noise of fp32 (1.1x) does not switch a run to bf16."""
+    assert resolve_precision("auto", "cpu", probe=lambda d: (100.0, 110.0)).name == "fp32"
+    assert resolve_precision("auto", "cpu", probe=lambda d: (100.0, 100.0 * prec.MARGIN)).name == "bf16"
 
 
 def test_the_probe_measures_both_dtypes():

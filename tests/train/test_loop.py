@@ -132,7 +132,10 @@ def test_accumulation_keeps_tokens_per_update(tmp_path):
     cfg = tiny_config(tmp_path, tokens_per_batch=100, max_tokens_per_device=40, max_steps=1)
     summary = run(cfg, toy_examples(), VOCAB, log=messages.append)
     assert summary.accumulation == 3
-    assert "1 device(s) x 3 accumulation step(s) x 40 tokens = 120 tokens" in messages[0]
+    # each pass takes its share of the update (34 real tokens), not the device's padded bound (40)
+    assert "1 device(s) x 3 accumulated pass(es) x ~34 real tokens per side = ~102 tokens" in messages[0]
+    metrics = pd.read_csv(tmp_path / "metrics.csv")
+    assert 80 <= metrics["tgt_tokens"].iloc[0] <= 102
 
 
 def test_real_batcher_is_used_by_default(tmp_path):

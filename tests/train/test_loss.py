@@ -89,3 +89,44 @@ def test_fused_loss_without_grad():
     with torch.no_grad():
         out = projection_loss(torch.randn(5, 4), weight, torch.tensor([1, 2, 3, 0, 4]), epsilon=0.1, pad_id=PAD)
     assert out.tokens == 4 and math.isfinite(out.loss.item())
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+def test_dense_loss_equals_the_chunked_one_with_gradients(eps):
+    """The GPU / compiled path (every row projected, PAD rows weighing 0, no host sync) gives the
+    chunked path's loss, NLL, token count and gradients, in the paper's convention."""
+    from repro.train.loss import dense_projection_loss
+
+    torch.manual_seed(0)
+    hidden = torch.randn(3, 7, 16, dtype=torch.float64)
+    weight = torch.randn(23, 16, dtype=torch.float64)
+    target = torch.randint(1, 23, (3, 7))
+    target[0, 5:] = PAD
+    target[2, 2:] = PAD
+    grads = []
+    for which in ("chunked", "dense"):
+        h, w = hidden.clone().requires_grad_(), weight.clone().requires_grad_()
+        if which == "chunked":
+            out = projection_loss(h, w, target, epsilon=eps, pad_id=PAD, scale=0.5, chunk_rows=4)
+            loss, nll, tokens = out.loss, out.nll_sum, out.tokens
+        else:
+            loss, nll, tokens = dense_projection_loss(h, w, target, epsilon=eps, pad_id=PAD, scale=torch.tensor(0.5))
+        loss.backward()
+        grads.append((loss.item(), float(nll), int(tokens), h.grad, w.grad))
+    (l1, n1, t1, gh1, gw1), (l2, n2, t2, gh2, gw2) = grads
+    ref_loss, ref_nll = label_smoothed_nll(hidden.reshape(-1, 16) @ weight.t(), target.reshape(-1), eps, PAD)
+    assert t1 == t2 == int((target != PAD).sum())
+    assert l2 == pytest.approx(0.5 * ref_loss.item(), rel=1e-9) and l1 == pytest.approx(l2, rel=1e-6)
+    assert n2 == pytest.approx(ref_nll.item(), rel=1e-9) and n1 == pytest.approx(n2, rel=1e-6)
+    assert torch.allclose(gh1, gh2, atol=1e-6) and torch.allclose(gw1, gw2, atol=1e-6)
+    assert gh2[0, 5:].abs().max() == 0   # PAD rows get no gradient
+
+
+def test_dense_loss_ignores_a_non_finite_pad_row():
+    from repro.train.loss import dense_projection_loss
+
+    hidden = torch.ones(2, 4)
+    hidden[1] = float("nan")   # a PAD position whose hidden state went bad must not poison the loss
+    loss, nll, tokens = dense_projection_loss(hidden, torch.randn(9, 4), torch.tensor([3, PAD]), epsilon=0.1,
+                                              pad_id=PAD)
+    assert math.isfinite(loss.item()) and math.isfinite(nll.item()) and tokens.item() == 1

@@ -1,0 +1,179 @@
+"""The paper's update on one device: seconds per step and model-FLOPs utilisation (MFU), base and big.
+
+What a reproduction at paper scale costs is set by one number: how fast the device trains one update
+of ~25000 source + ~25000 target tokens (Section 5.1; 780 sentences x 32 tokens per side here), with
+the 37000-token shared vocabulary, label smoothing 0.1 and Adam. For the base and the big model this
+measures, on ``--device`` (auto: CUDA when present):
+
+- the device's sustained matrix-product rate in bf16 and in fp32 (TF32 on CUDA): the yardstick;
+- repro's training step (the loop's own ``update()``: its objective, loss path and fused Adam) in the
+  recipe's precision (``auto``: bf16 on a GPU that computes it), eager and under ``torch.compile``;
+- ``torch.nn.Transformer`` of the same size, same tokens and precision, eager: the peer;
+
+in alternating rounds (every case once per round, so all see the same load), median of ``--steps``
+rounds after ``--warmup``. MFU = model FLOPs of the update / seconds / the measured peak of the
+compute dtype, with model FLOPs = 6 x (the matrix products' weights x the tokens that pass through
+them), attention scores excluded (:func:`repro.benchmarks.train_speed.training_flops`). The paper's
+own runs reached about 31 % (base) and 42 % (big) of 8 P100s by the same count.
+
+    python -m repro.benchmarks.gpu [--device cuda] [--models base big] [--steps 10] [--out reports/benchmarks/gpu-<device>.json]
+
+On a CPU the default batch is 64 x 32 tokens per side (a paper update takes minutes there) and the
+compiled case is skipped unless ``--compile`` is given; the figures that matter come from a GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import resource
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from repro.benchmarks.machine import environment, publish, ratio_spread, spread
+from repro.benchmarks.train_speed import ReferenceObjective, ReferenceTransformer, make_batch, training_flops
+from repro.cli_flags import device_name
+from repro.data.batching import Batch
+from repro.model import Transformer, count_parameters, get_preset
+from repro.model.precision import PRECISIONS
+from repro.runtime import Runtime
+from repro.train.loss import TranslationLoss, loss_impl_for
+from repro.train.optimizer import build_optimizer
+from repro.train.step import update
+
+
+def sustained_rate(device: torch.device, dtype: torch.dtype, n: int, seconds: float) -> float:
+    """Median TFLOP/s of back-to-back n^3 products in ``dtype`` on ``device`` for about ``seconds``."""
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(n, n, generator=g).to(device=device, dtype=dtype)
+    b = torch.randn(n, n, generator=g).to(device=device, dtype=dtype)
+    a @ b
+    _sync(device)
+    rates, began = [], time.perf_counter()
+    while len(rates) < 3 or time.perf_counter() - began < seconds:
+        start = time.perf_counter()
+        a @ b
+        _sync(device)
+        rates.append(2 * n**3 / (time.perf_counter() - start) / 1e12)
+    return float(statistics.median(rates))
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _memory(device: torch.device) -> float:
+    """Peak memory in GiB: the device's allocator on CUDA, the process's resident set on the CPU."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**30
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+
+
+def _stepper(objective: nn.Module, model: nn.Module, batch: Batch, runtime: Runtime, d_model: int):
+    optimizer, steps = build_optimizer(model), iter(range(1, 10**9))
+    on_device = batch.to(runtime.device)
+
+    def step() -> float:
+        stats = update(objective, optimizer, [on_device], runtime.device, step=next(steps), d_model=d_model,
+                       warmup_steps=4000, precision=runtime.precision)
+        _sync(runtime.device)
+        return stats.loss_per_token
+    return step
+
+
+def measure_model(size: str, runtime: Runtime, batch: Batch, args: argparse.Namespace, peak_tflops: float) -> dict:
+    """One model size: repro eager, repro compiled (if asked), the peer; alternating rounds."""
+    torch.manual_seed(0)
+    cfg = get_preset(size).model.replace(src_vocab_size=args.vocab, tgt_vocab_size=args.vocab, attention="fused")
+    ours = Transformer(cfg).to(runtime.device)
+    ref = ReferenceTransformer(args.vocab, cfg.d_model, cfg.n_heads, cfg.n_layers, cfg.d_ff, cfg.dropout)
+    ref = ref.to(runtime.device)
+    cases = {"repro eager": _stepper(TranslationLoss(ours, 0.1, impl=loss_impl_for(runtime.device, False)), ours,
+                                     batch, runtime, cfg.d_model)}
+    if args.compile:
+        compiled = torch.compile(TranslationLoss(ours, 0.1, impl="dense"), dynamic=True)
+        cases["repro compiled"] = _stepper(compiled, ours, batch, runtime, cfg.d_model)
+    cases["torch.nn.Transformer"] = _stepper(ReferenceObjective(ref, 0.1), ref, batch, runtime, cfg.d_model)
+    seconds: dict[str, list[float]] = {name: [] for name in cases}
+    for i in range(args.warmup + args.steps):
+        for name, fn in cases.items():
+            start = time.perf_counter()
+            fn()
+            if i >= args.warmup:
+                seconds[name].append(time.perf_counter() - start)
+    flops = training_flops(ours, batch.src_tokens, batch.tgt_tokens)
+    tokens = batch.src_tokens + batch.tgt_tokens
+    out: dict[str, Any] = {"parameters": count_parameters(ours), "model_flops_per_update": flops, "cases": {}}
+    for name, values in seconds.items():
+        s = statistics.median(values)
+        out["cases"][name] = {"s_per_step": round(s, 4), "tokens_per_s": round(tokens / s, 1),
+                              "mfu": round(flops / s / (peak_tflops * 1e12), 4), "s_per_step_spread": spread(values, 4)}
+    best = min((n for n in out["cases"] if n.startswith("repro")), key=lambda n: out["cases"][n]["s_per_step"])
+    out["best_repro_case"] = best
+    out["mfu"] = out["cases"][best]["mfu"]
+    out["peer_ratio"] = ratio_spread(seconds["torch.nn.Transformer"], seconds[best])["median"]
+    out["peak_memory_gib"] = round(_memory(runtime.device), 2)
+    return out
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", type=device_name, default="auto")
+    parser.add_argument("--precision", choices=PRECISIONS, default="auto")
+    parser.add_argument("--models", nargs="+", default=["base", "big"], choices=["base", "big"])
+    parser.add_argument("--sentences", type=int, default=None, help="per update (default: 780 on a GPU, 64 on a CPU)")
+    parser.add_argument("--length", type=int, default=32, help="tokens per sentence, each side")
+    parser.add_argument("--vocab", type=int, default=37000)
+    parser.add_argument("--steps", type=int, default=10, help="measured rounds (median reported)")
+    parser.add_argument("--warmup", type=int, default=3, help="unmeasured rounds first (compilation happens here)")
+    parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
+                        help="also time the step under torch.compile (default: on a GPU only)")
+    parser.add_argument("--peak-n", type=int, default=None, help="matrix size of the peak (default 8192 GPU, 2048 CPU)")
+    parser.add_argument("--peak-seconds", type=float, default=5.0)
+    parser.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: torch's default)")
+    parser.add_argument("--note", default="", help="how the machine was shared")
+    parser.add_argument("--out", type=Path, default=None, help="default reports/benchmarks/gpu-<device>.json")
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    runtime = Runtime.resolve(args.device, args.precision, dims=(512, 2048))
+    gpu = runtime.on_gpu
+    args.compile = gpu if args.compile is None else args.compile
+    sentences = args.sentences or (780 if gpu else 64)
+    batch = make_batch(sentences, args.length, args.vocab)
+    n = args.peak_n or (8192 if gpu else 2048)
+    if gpu:
+        torch.backends.cuda.matmul.allow_tf32 = True
+    peaks = {"bf16": sustained_rate(runtime.device, torch.bfloat16, n if gpu else 512, args.peak_seconds),
+             "fp32": sustained_rate(runtime.device, torch.float32, n, args.peak_seconds)}
+    compute = "bf16" if runtime.precision.mixed else "fp32"
+    name = torch.cuda.get_device_name(runtime.device) if gpu else "cpu"
+    out: dict[str, Any] = {
+        "benchmark": "gpu", **environment(args.note), "device": str(runtime.device), "device_name": name,
+        "cuda": torch.version.cuda, "precision": runtime.precision.name, "precision_reason": runtime.precision.reason,
+        "update": f"{sentences} x {args.length} source + target tokens, vocabulary {args.vocab} (shared, tied)",
+        "peak_tflops": {k: round(v, 3) for k, v in peaks.items()},
+        "peak": f"median of back-to-back {n}^3 products over {args.peak_seconds:g} s (bf16; fp32 with TF32 on CUDA)",
+        "mfu_formula": "6 x matmul weights x tokens through them per update (attention scores excluded) / s / "
+                       f"the {compute} peak",
+        "models": {},
+    }
+    for size in args.models:
+        if gpu:
+            torch.cuda.reset_peak_memory_stats(runtime.device)
+        out["models"][size] = measure_model(size, runtime, batch, args, peaks[compute])
+        out[f"mfu_{size}"] = out["models"][size]["mfu"]
+        out[f"peer_ratio_{size}"] = out["models"][size]["peer_ratio"]
+    slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+    path = args.out or Path("reports") / "benchmarks" / f"gpu-{slug}.json"
+    return publish(out, path)
+
+
+if __name__ == "__main__":
+    main()
