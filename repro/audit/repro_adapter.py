@@ -95,6 +95,12 @@ class ReproAdapter(Adapter):
     #: The model class every model-building method uses (a variant may put a subclass here).
     transformer_class: type[Transformer] = Transformer
 
+    def watched_on_jobs(self, method: str) -> bool:
+        """Whether the claims that answer to ``method`` may watch repro's own paper jobs (the training
+        loop, the evaluation's search) instead of calling it: True unless a subclass overrides it (a
+        variant of repro, or an implementation built on it, is audited through what it overrides)."""
+        return getattr(type(self), method, None) is getattr(ReproAdapter, method, None)
+
     def __init__(self, **config_overrides: Any) -> None:
         self.overrides = config_overrides
         self.name = "repro" + (f" ({', '.join(f'{k}={v}' for k, v in config_overrides.items())})" if config_overrides else "")

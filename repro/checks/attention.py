@@ -186,7 +186,8 @@ def causal_mask(claim: Claim, ctx: CheckContext) -> Measurement:
     (1) No leak: the logits at every i < j must not move. (2) Every earlier position reaches:
     the logits at every i > j must move. The pair i = j proves nothing (the token reaches its own
     output through the residual connection, whatever the mask) and is left out. Measured: the
-    number of leaking (i < j) plus blind (i > j) pairs, per sentence of the batch."""
+    number of leaking (i < j) pairs (a leak in any sentence of the batch) plus blind (i > j) pairs
+    (in each sentence)."""
     gen = torch.Generator().manual_seed(ctx.seed)
     leaks, blind, pairs, paths = 0, 0, 0, []
     for path, parts in ctx.target.model_paths(vocab_size=40, d_model=32, n_heads=4, d_ff=64, n_layers=2).items():
@@ -198,8 +199,8 @@ def causal_mask(claim: Claim, ctx: CheckContext) -> Measurement:
                 perturbed = tgt.clone()
                 perturbed[:, j] = 4 + (perturbed[:, j] - 4 + 7) % 36
                 moved = changed(parts.forward(src, perturbed), base, 1e-6, 2, f"the logits of path {path}")
-                leaks += int(moved[:, :j].sum())
-                blind += int((~moved[:, j + 1:]).sum())
+                leaks += int(moved.any(0)[:j].sum())            # positions i < j that moved in any sentence
+                blind += int((~moved[:, j + 1:]).sum())          # (sentence, i > j) where i did not move
                 pairs += moved[:, j + 1:].numel()
         paths.append(path)
     detail = (f"{leaks} leaking (i < j) pairs; {blind} of {pairs} (i > j) pairs where changing target j leaves "

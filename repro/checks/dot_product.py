@@ -72,8 +72,9 @@ def additive_space(claim: Claim, ctx: CheckContext) -> Measurement:
 @checker("attention.additive_speed")
 def additive_speed(claim: Claim, ctx: CheckContext) -> Measurement:
     """Wall time of additive attention over that of the implementation's attention on the same
-    inputs: the median of ``repeats`` interleaved timings of each (one warm-up first). Measured:
-    that ratio (a claim about practice on this machine's CPU; the detail gives both times)."""
+    inputs: the fastest of ``repeats`` interleaved timings of each (one warm-up first; the fastest
+    is the run least disturbed by other work on the machine). Measured: that ratio (a claim about
+    practice on this machine's CPU; the detail gives both times)."""
     gen = torch.Generator().manual_seed(ctx.seed)
     q, k, v = _inputs(claim, gen)
     additive = AdditiveAttention(q.size(-1), gen)
@@ -87,11 +88,13 @@ def additive_speed(claim: Claim, ctx: CheckContext) -> Measurement:
                 start = time.perf_counter()
                 run()
                 times[name].append(time.perf_counter() - start)
-    median = {name: statistics.median(t) for name, t in times.items()}
-    ratio = median["additive"] / max(median["dot-product"], 1e-9)
-    return Measurement(round(ratio, 2), detail=f"median of {len(times['additive'])}: additive "
-                                               f"{1e3 * median['additive']:.2f} ms, the implementation's attention "
-                                               f"{1e3 * median['dot-product']:.2f} ms")
+    fastest = {name: min(t) for name, t in times.items()}  # the least disturbed run of each (a shared machine)
+    ratio = fastest["additive"] / max(fastest["dot-product"], 1e-9)
+    return Measurement(round(ratio, 2), detail=f"fastest of {len(times['additive'])}: additive "
+                                               f"{1e3 * fastest['additive']:.2f} ms, the implementation's attention "
+                                               f"{1e3 * fastest['dot-product']:.2f} ms (medians "
+                                               f"{1e3 * statistics.median(times['additive']):.2f} and "
+                                               f"{1e3 * statistics.median(times['dot-product']):.2f} ms)")
 
 
 def _jacobian_norms(ctx: CheckContext, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:

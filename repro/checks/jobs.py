@@ -18,6 +18,17 @@ def own(ctx: CheckContext) -> None:
         raise NotApplicable(f"{ctx.target.name}: this claim is measured on repro's own experiments and data path")
 
 
+def watches_jobs(ctx: CheckContext, method: str) -> bool:
+    """Whether a claim answering to the adapter's ``method`` watches repro's own paper jobs: the
+    target is repro (its presets) and does not bring its own ``method`` (``watched_on_jobs``)."""
+    if not ctx.target.has_repro_presets:
+        return False
+    try:
+        return bool(ctx.target.watched_on_jobs(method))
+    except AttributeError:
+        return False
+
+
 def shrunk(cfg: TrainConfig) -> TrainConfig:
     """The job's config on a small model: its training settings (and P_drop, and its positional
     encoding) kept, on the CPU in fp32 (the paper's arithmetic, whatever ``auto`` would pick here)."""
@@ -33,4 +44,4 @@ def job_name(experiment: str, row: str | None) -> str | None:
     return f"table3-{row}" if experiment == "table3" and row else None
 
 
-__all__ = ["PAPER_PROFILE", "SIZE", "job_config", "job_name", "job_spec", "own", "shrunk"]
+__all__ = ["PAPER_PROFILE", "SIZE", "job_config", "job_name", "job_spec", "own", "shrunk", "watches_jobs"]

@@ -7,7 +7,7 @@ import math
 import torch
 
 from repro.checks.census import TRACE_VOCAB, buildable, forward_dimensions, job_dimensions
-from repro.checks.jobs import job_config, own
+from repro.checks.jobs import job_config, own, watches_jobs
 from repro.checks.registry import checker
 from repro.claims.claim import Claim
 from repro.claims.compare import finite, max_abs_diff
@@ -124,7 +124,7 @@ def base_dimensions(claim: Claim, ctx: CheckContext) -> Measurement:
     (:mod:`repro.checks.census`): for repro, of the model the base job's training loop builds
     (params.experiment, :func:`repro.checks.census.job_dimensions`); for another implementation,
     of the model its adapter builds at the base sizes."""
-    if ctx.target.has_repro_presets:
+    if watches_jobs(ctx, "model"):
         experiment = claim.params.get("experiment", "table2-base-ende")
         measured, seen = job_dimensions(job_config(experiment, claim.params.get("job")))
         return Measurement(measured, detail=f"job {claim.params.get('job') or experiment}: "

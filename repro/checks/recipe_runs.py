@@ -299,7 +299,7 @@ def lengths_below_width(claim: Claim, ctx: CheckContext) -> Measurement:
         f"{statistics.median(lengths):.0f}, longest {max(lengths)})"))
 
 
-@checker("run.parser_training_size")
+@checker("run.parser_training_size", audits=False)
 def parser_training_size(claim: Claim, ctx: CheckContext) -> Measurement:
     """Section 6.3's training sets ("the Wall Street Journal (WSJ) portion of the Penn Treebank,
     about 40K training sentences"; semi-supervised "approximately 17M sentences"): the sentences

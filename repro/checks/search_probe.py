@@ -25,7 +25,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from repro.checks.jobs import job_spec
+from repro.checks.jobs import job_spec, watches_jobs
 from repro.claims.claim import Claim
 from repro.claims.compare import finite
 from repro.claims.outcome import CheckContext, NotApplicable
@@ -207,7 +207,7 @@ def adapter_searcher(claim: Claim, ctx: CheckContext) -> Searcher:
 def searcher(claim: Claim, ctx: CheckContext) -> Searcher:
     """The search the claim watches: repro's evaluation with the job's settings
     (``params.experiment``), or another implementation's adapter."""
-    if ctx.target.has_repro_presets:
+    if watches_jobs(ctx, "search"):
         return evaluation_searcher(claim.params.get("experiment", "table2-base-ende"))
     return adapter_searcher(claim, ctx)
 

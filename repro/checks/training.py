@@ -10,7 +10,7 @@ import torch
 
 from repro.claims.outcome import CheckContext, Measurement, NotApplicable
 from repro.checks.registry import checker
-from repro.checks.jobs import job_config, shrunk
+from repro.checks.jobs import job_config, shrunk, watches_jobs
 from repro.claims.claim import Claim
 from repro.claims.compare import Worst, finite, max_abs_diff
 from repro.train.probes import ObservedSteps, job_rates, loop_adam_updates, optimizer_updates
@@ -70,7 +70,7 @@ def adam(claim: Claim, ctx: CheckContext) -> Measurement:
     ``update()`` with the optimizer the loop builds for the job (params.experiment), at the rate
     Eq. 3 gives updates warmup and warmup + 1 (the largest, so that weight decay would show);
     another implementation: two steps of the optimizer its adapter builds."""
-    if ctx.target.has_repro_presets:
+    if watches_jobs(ctx, "optimizer"):
         cfg = shrunk(job_config(claim.params.get("experiment", "table2-base-ende")))
         # At the peak of Eq. 3 (the rate is largest there, so that weight decay would show).
         seen = loop_adam_updates(cfg, adam_gradients(), (cfg.warmup_steps, cfg.warmup_steps + 1))
@@ -175,7 +175,7 @@ def lr_peak(claim: Claim, ctx: CheckContext) -> Measurement:
     so the warm-up is the job's, not this claim's; another implementation: its schedule scanned
     with the claim's d_model and warmup (the protocol takes them as arguments)."""
     what = claim.params.get("measure", "value")
-    if ctx.target.has_repro_presets:
+    if watches_jobs(ctx, "learning_rate"):
         experiment = claim.params.get("experiment", "table2-base-ende")
         w, rates = loop_peak(experiment)
         if not w:
@@ -261,7 +261,7 @@ def loop_rates(claim: Claim, ctx: CheckContext) -> Measurement:
     its ``update_rates`` with the claim's d_model and warm-up. Measured: the worst relative error."""
     d_model, warmup = claim.params.get("d_model", 512), claim.params.get("warmup", 4000)
     steps = claim.params.get("steps", [1, 2, warmup - 1, warmup, warmup + 1, 2 * warmup])
-    if ctx.target.has_repro_presets:
+    if watches_jobs(ctx, "update_rates"):
         experiment = claim.params.get("experiment", "table2-base-ende")
         rates, where = applied_rates(experiment, list(steps)), f"job {experiment}'s settings in the loop: "
     else:

@@ -8,7 +8,9 @@ from repro.audit.audit import auditable_claims
 
 #: Claims an adapter with only ``attention`` runs: Eq. 1 on it, and on every attention path it has
 #: (by default the same function).
-ATTENTION_ONLY = ("sec3.eq1.scaled-dot-product", "sec3.eq1.every-path")
+ATTENTION_ONLY = ("sec3.eq1.scaled-dot-product", "sec3.eq1.every-path",
+                  # issue 28: Section 3.2.1 measured on the implementation's attention function
+                  "sec3.2.1.additive.space", "sec3.2.1.additive.speed", "sec3.2.1.softmax-saturation")
 
 USER_MODULE = '''
 import math

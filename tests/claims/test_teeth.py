@@ -117,15 +117,11 @@ class FullDimensionHeads(ReproAdapter):
 
 
 class WrongAdam(ReproAdapter):
-    has_repro_presets = False  # another implementation's optimizer (repro's own: its loop, tested in test_teeth_run)
-
     def optimizer(self, params):
         return torch.optim.Adam(params, betas=(0.9, 0.999), eps=1e-8)
 
 
 class WarmupSquareRoot(ReproAdapter):
-    has_repro_presets = False  # another implementation's schedule (repro's own: its loop, tested in test_teeth_run)
-
     def learning_rate(self, step, d_model, warmup_steps):
         return d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.0)
 

@@ -205,8 +205,6 @@ class OffByOneRates(ReproAdapter):
     the rate of step k - 1 (update 1 at rate 0, the peak at update 4001). Another implementation's
     loop: repro's own is watched running its jobs (the loop patches below)."""
 
-    has_repro_presets = False
-
     def update_rates(self, steps, d_model, warmup_steps):
         return [0.0 if s == 1 else r for s, r in
                 zip(steps, super().update_rates([max(1, s - 1) for s in steps], d_model, warmup_steps))]
