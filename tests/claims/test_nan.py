@@ -30,7 +30,6 @@ from torch import nn
 import repro.checks.evaluation_average as evaluation_average
 import repro.checks.parser_recipe as parser_recipe
 import repro.checks.recipe_runs as recipe_runs
-import repro.checks.search_probe as search_probe
 import repro.checks.training as training
 from repro.audit.adapter import Adapter
 from repro.audit.repro_adapter import ReproAdapter
