@@ -350,9 +350,12 @@ class Adapter:
         raise self._missing("search")
 
     def beam_search(self, parts: ModelParts, src: Tensor, *, beam_size: int, alpha: float,
-                    max_len_offset: int) -> list[list[int]]:
+                    max_len_offset: int, use_cache: bool = True) -> list[list[int]]:
         """The implementation's beam search over one of its models (as ``model`` or
-        ``training_model`` built it, in whatever mode it is in): the best output per row of ``src``."""
+        ``training_model`` built it, in whatever mode it is in): the best output per row of ``src``.
+        ``use_cache=False`` (optional, later than the rest): the same search recomputing every
+        prefix instead of reading its key/value cache (``impl.incremental-decoding`` compares the
+        two); an adapter written without the keyword leaves that comparison unmeasured."""
         raise self._missing("beam_search")
 
 # -- Constants of the protocol (documented in the module docstring) ----------------------------

@@ -95,6 +95,12 @@ class ReproAdapter(Adapter):
     #: The model class every model-building method uses (a variant may put a subclass here).
     transformer_class: type[Transformer] = Transformer
 
+    def watched_on_jobs(self, method: str) -> bool:
+        """Whether the claims that answer to ``method`` may watch repro's own paper jobs (the training
+        loop, the evaluation's search) instead of calling it: True unless a subclass overrides it (a
+        variant of repro, or an implementation built on it, is audited through what it overrides)."""
+        return getattr(type(self), method, None) is getattr(ReproAdapter, method, None)
+
     def __init__(self, **config_overrides: Any) -> None:
         self.overrides = config_overrides
         self.name = "repro" + (f" ({', '.join(f'{k}={v}' for k, v in config_overrides.items())})" if config_overrides else "")
@@ -191,8 +197,9 @@ class ReproAdapter(Adapter):
                            max_len_offset=max_len_offset, use_cache=False)[0]
 
     def beam_search(self, parts: ModelParts, src: Tensor, *, beam_size: int, alpha: float,
-                    max_len_offset: int) -> list[list[int]]:
-        return beam_search(parts.module, src, beam_size=beam_size, alpha=alpha, max_len_offset=max_len_offset)
+                    max_len_offset: int, use_cache: bool = True) -> list[list[int]]:
+        return beam_search(parts.module, src, beam_size=beam_size, alpha=alpha, max_len_offset=max_len_offset,
+                           use_cache=use_cache)
 
 
 def adapter() -> Adapter:

@@ -11,13 +11,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from repro.checks import (  # noqa: F401  (importing a module registers its checkers)
-    attention, bleu_protocol, decoding, dropout, invariants, layers, metrics, positional, recipe_runs, relations,
-    section4, stacks, table1, table2, table3, training,
+    attention, attention_maps, bleu_protocol, decoding, dot_product, dropout, evaluation_average, invariants, layers, metrics, positional,
+    parser_recipe, recipe_runs, relations, section4, stacks, step_time, table1, table2, table3, training,
 )
-from repro.checks.registry import AUDITING, CHECKERS, audits_implementation, checker
+from repro.checks.registry import AUDITING, CHECKERS, EVIDENCE, audits_implementation, basis_allowed, checker
 from repro.checks.relations import relation_result
+from repro.checks.step_time import comparable_results, step_time_result
 from repro.checks.table2 import cost_result
 from repro.claims import Claim, load_claims
+from repro.claims.compare import NonFinite
 from repro.claims.runner import CheckRecord, run_claims
 from repro.errors import ClaimFileError
 
@@ -31,6 +33,10 @@ def select_claims(scale: str | None = None, only: Sequence[str] = (), claims_dir
     whose id starts with one of ``only`` (if given); ``auditing``: only those whose checker
     measures the implementation under audit. Selecting nothing with ``only`` is an error."""
     claims = load_claims(claims_dir, checkers=CHECKERS)
+    for claim in claims:
+        overstated = basis_allowed(claim)
+        if overstated:
+            raise ClaimFileError(f"{claim.file}: claim '{claim.id}': field 'basis': {overstated}")
     if scale is not None:
         claims = [c for c in claims if c.scale == scale]
     if auditing:
@@ -59,10 +65,20 @@ def derived_result(claim: Claim, results: Mapping[str, "Result"]) -> "Result | N
     measured run), with the provenance of what it was computed from; ``None`` when the claim is
     not of that sort or its inputs are missing. The report shows these beside stored results."""
     if claim.checker == "relation.expression":
-        return relation_result(claim, results)
+        try:
+            return relation_result(claim, comparable_results(results))
+        except NonFinite:  # an operand stored as NaN or infinity: the relation has no value
+            return None
     if claim.checker == "table2.cost_from_run":
         return cost_result(claim, dict(results))
+    if claim.checker == "metric.step_time":
+        return step_time_result(claim, results)
     return None
 
 
-__all__ = ["AUDITING", "CHECKERS", "audits_implementation", "checker", "derived_result", "run_checks", "select_claims"]
+#: Checkers whose report value is derived from the stored one even when a result of the claim
+#: is stored (a step time is normalised to 8 P100 before it is compared).
+DERIVED_OVER_STORED = ("metric.step_time",)
+
+
+__all__ = ["AUDITING", "CHECKERS", "DERIVED_OVER_STORED", "EVIDENCE", "audits_implementation", "checker", "derived_result", "run_checks", "select_claims"]

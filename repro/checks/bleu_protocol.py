@@ -1,11 +1,15 @@
 """The BLEU behind Table 2's EN-DE figures: tokenized BLEU with compound splitting.
 
-The paper's 27.3 and 28.4 come from tensor2tensor's get_ende_bleu.sh (Moses tokenization, every
-hyphen between two non-spaces rewritten as `` ##AT##-##AT## ``, multi-bleu.perl). The checker
-scores a small corpus with repro's ``paper`` protocol (what ``repro bleu --protocol paper`` and the
-cluster evaluation use) and with the same steps assembled independently here (the regular
-expression of the script, sacreBLEU's BLEU without smoothing or tokenization); the sentences are
-chosen so that leaving out the compound split changes the score.
+The paper's 27.3 and 28.4 come from tensor2tensor's get_ende_bleu.sh (Moses ``tokenizer.perl -l
+de`` with its XML escaping, every hyphen between two non-spaces rewritten as `` ##AT##-##AT## ``
+by a global, non-overlapping Perl substitution, then ``multi-bleu.perl``). The checker scores a
+small corpus with repro's ``paper`` protocol (what ``repro bleu --protocol paper`` and the cluster
+evaluation use) and sets it against a reference that shares no code with it: the token strings
+the script produces for that corpus, written out here (:data:`SCRIPT_TOKENS`, from the script's
+rules: German apostrophes split and escaped, ``& " ' < > [ ]`` escaped, ``3-4-5`` split once
+only), scored by sacreBLEU's own BLEU (no tokenization, no smoothing). The corpus is built so
+that the compound split, the escaping, the non-overlapping substitution, clipped counts and the
+brevity penalty (the hypotheses are shorter than the references) each change the score.
 """
 
 from __future__ import annotations
@@ -13,42 +17,67 @@ from __future__ import annotations
 import re
 
 from sacrebleu.metrics import BLEU
-from sacremoses import MosesTokenizer
 
 from repro.checks.registry import checker
 from repro.claims.claim import Claim
+from repro.claims.compare import finite
 from repro.claims.outcome import CheckContext, Measurement
-from repro.eval.bleu import score
+from repro.eval.bleu import paper_tokens, score
 
 HYPOTHESES = [
-    "Die Donau-Dampfschifffahrt ist heute schön und ruhig .",
-    "Das Rhein-Main-Gebiet wächst schnell, sagt der Bürgermeister.",
-    "Er kam um 10 Uhr an und ging um 11 Uhr wieder.",
+    "Die Donau-Dampfschifffahrt ist heute schön & ruhig .",
+    'Das Rhein-Main-Gebiet wächst schnell, sagt der "Bürgermeister".',
+    "Er kam um 10 Uhr an und ging um 11 Uhr wieder [laut Plan].",
     "Die E-Mail-Adresse ist nicht korrekt , sagte sie.",
+    "Das ist der der der Grund für die 3-4-5 Regel.",
+    "Sie sagte: Es ist ein x-y-z Fall und Müller's Idee <gut>.",
 ]
 REFERENCES = [
-    "Die Donau-Schifffahrt ist heute schön und ruhig .",
-    "Das Rhein-Gebiet wächst sehr schnell, sagte der Bürgermeister.",
-    "Er kam um 10 Uhr an und ging um 12 Uhr.",
-    "Die E-Mail ist nicht korrekt , sagte sie.",
+    "Die Donau-Schifffahrt ist heute schön & sehr ruhig und still .",
+    'Das Rhein-Gebiet wächst sehr schnell, sagte der "Bürgermeister" gestern.',
+    "Er kam um 10 Uhr an und ging um 12 Uhr [laut Plan] wieder nach Hause.",
+    "Die E-Mail ist leider nicht korrekt , sagte sie am Montag.",
+    "Das ist der Grund für die neue 3-4-5 Regel in der Stadt.",
+    "Sie sagte: Es ist ein x-y-z Fall und Müller's gute Idee <gut>.",
 ]
+#: What get_ende_bleu.sh's tokenization and compound split make of HYPOTHESES and REFERENCES.
+SCRIPT_TOKENS = {
+    "hypotheses": [
+        "Die Donau ##AT##-##AT## Dampfschifffahrt ist heute schön &amp; ruhig .",
+        "Das Rhein ##AT##-##AT## Main ##AT##-##AT## Gebiet wächst schnell , sagt der &quot; Bürgermeister &quot; .",
+        "Er kam um 10 Uhr an und ging um 11 Uhr wieder &#91; laut Plan &#93; .",
+        "Die E ##AT##-##AT## Mail ##AT##-##AT## Adresse ist nicht korrekt , sagte sie .",
+        "Das ist der der der Grund für die 3 ##AT##-##AT## 4-5 Regel .",
+        "Sie sagte : Es ist ein x ##AT##-##AT## y-z Fall und Müller &apos; s Idee &lt; gut &gt; .",
+    ],
+    "references": [
+        "Die Donau ##AT##-##AT## Schifffahrt ist heute schön &amp; sehr ruhig und still .",
+        "Das Rhein ##AT##-##AT## Gebiet wächst sehr schnell , sagte der &quot; Bürgermeister &quot; gestern .",
+        "Er kam um 10 Uhr an und ging um 12 Uhr &#91; laut Plan &#93; wieder nach Hause .",
+        "Die E ##AT##-##AT## Mail ist leider nicht korrekt , sagte sie am Montag .",
+        "Das ist der Grund für die neue 3 ##AT##-##AT## 4-5 Regel in der Stadt .",
+        "Sie sagte : Es ist ein x ##AT##-##AT## y-z Fall und Müller &apos; s gute Idee &lt; gut &gt; .",
+    ],
+}
 
 
-def _script_tokens(line: str) -> str:
-    """tokenizer.perl -l de (escaping on), then perl -ple 's{(\\S)-(\\S)}{$1 ##AT##-##AT## $2}g'."""
-    tokens = MosesTokenizer(lang="de").tokenize(line, return_str=True, escape=True, aggressive_dash_splits=False)
-    return re.sub(r"(\S)-(\S)", r"\1 ##AT##-##AT## \2", tokens)
+def _bleu(hyps: list[str], refs: list[str]) -> float:
+    return BLEU(tokenize="none", smooth_method="none", force=True).corpus_score(hyps, [refs]).score
 
 
 @checker("bleu.paper_protocol", audits=False)
 def paper_protocol(claim: Claim, ctx: CheckContext) -> Measurement:
-    """|repro's paper-protocol BLEU - the script's steps assembled here| on a corpus with compounds."""
-    ours = score(HYPOTHESES, REFERENCES, "paper", lang="de").score
-    independent = BLEU(tokenize="none", smooth_method="none", force=True).corpus_score(
-        [_script_tokens(h) for h in HYPOTHESES], [[_script_tokens(r) for r in REFERENCES]]).score
-    unsplit = BLEU(tokenize="none", smooth_method="none", force=True).corpus_score(
-        [re.sub(r" ##AT##-##AT## ", "-", _script_tokens(h)) for h in HYPOTHESES],
-        [[re.sub(r" ##AT##-##AT## ", "-", _script_tokens(r)) for r in REFERENCES]]).score
-    diff = abs(ours - independent)
-    return Measurement(round(diff, 4), detail=(
-        f"repro {ours:.2f}, the script's steps {independent:.2f} (without the compound split: {unsplit:.2f})"))
+    """|repro's paper-protocol BLEU - sacreBLEU on the script's own token strings|, on a corpus
+    where the compound split, escaping, clipping and the brevity penalty each matter; every
+    token string repro's protocol forms must equal the script's."""
+    ours = finite(score(HYPOTHESES, REFERENCES, "paper", lang="de").score, "repro's paper-protocol BLEU")
+    script = _bleu(SCRIPT_TOKENS["hypotheses"], SCRIPT_TOKENS["references"])
+    formed = {"hypotheses": paper_tokens(HYPOTHESES, lang="de"), "references": paper_tokens(REFERENCES, lang="de")}
+    wrong = [f"{side} {i + 1}: {got!r}" for side in formed for i, (got, want) in
+             enumerate(zip(formed[side], SCRIPT_TOKENS[side])) if got != want]
+    unsplit = _bleu(*(([re.sub(r" ##AT##-##AT## ", "-", line) for line in SCRIPT_TOKENS[side]])
+                      for side in ("hypotheses", "references")))
+    diff = abs(ours - script)
+    return Measurement(round(diff, 4), False if wrong else None, (
+        f"repro {ours:.2f}, the script's tokens scored by sacreBLEU {script:.2f} (without the compound split: "
+        f"{unsplit:.2f})" + (f"; token strings that differ from the script's: {'; '.join(wrong[:3])}" if wrong else "")))

@@ -7,8 +7,9 @@ rows are built through :meth:`Adapter.model` and measured:
 * :func:`row_parameters`: the unique trainable parameters of ``ModelParts.module`` for a row of
   Table 3, built on the meta device when the implementation allows it (shapes, no memory),
   else on the CPU; cached per adapter, since a difference or a fit needs the same rows again.
-* :func:`forward_dimensions`: N (encoder and decoder), d_model, d_ff, h, d_k and d_v read off
-  the matrix products of one forward pass (:mod:`repro.complexity.products`): an FFN is a
+* :func:`forward_dimensions` (another implementation's model) and :func:`job_dimensions` (the
+  model one of repro's paper jobs builds): N (encoder and decoder), d_model, d_ff, h, d_k and d_v
+  read off the matrix products of one forward pass (:mod:`repro.complexity.products`): an FFN is a
   product d_model -> d_ff followed by d_ff -> d_model; it runs on the source tokens in the
   encoder and on the target tokens in the decoder (different lengths tell them apart); an
   attention's scores are (batch * h, n_q, d_k) @ (batch * h, d_k, n_k). PyTorch's fused
@@ -26,7 +27,8 @@ import torch
 
 from repro.claims.outcome import NotApplicable
 from repro.complexity.products import Product, record_products
-from repro.model import TransformerConfig, count_parameters, get_preset
+from repro.model import Transformer, TransformerConfig, count_parameters, get_preset
+from repro.train.config import TrainConfig
 
 _COUNTS: "weakref.WeakKeyDictionary[Any, dict[tuple[str, int], tuple[int, bool]]]" = weakref.WeakKeyDictionary()
 
@@ -107,19 +109,34 @@ def _attention(products: list[Product], n_q: int, n_k: int) -> list[tuple[int, i
 def forward_dimensions(parts: Any) -> tuple[dict[str, Any], str]:
     """N_encoder, N_decoder, d_model, d_ff, h, d_k, d_v of ``parts`` (a ModelParts built at
     ``TRACE_VOCAB``), read off the products of one forward pass; and a line on what was seen."""
+    return traced_dimensions(parts.forward, parts.d_model)
+
+
+def job_dimensions(cfg: TrainConfig) -> tuple[dict[str, Any], str]:
+    """The dimensions of the model a job's training loop builds (:func:`repro.train.loop.build`
+    builds ``Transformer(cfg.model_config(vocab_size))``), read off one forward pass of it. Built
+    and run on the meta device: the products' shapes need no memory (big is 213M parameters)."""
+    with torch.device("meta"):
+        model = Transformer(cfg.model_config(TRACE_VOCAB)).eval()
+        return traced_dimensions(model, cfg.model_config(TRACE_VOCAB).d_model, device="meta")
+
+
+def traced_dimensions(forward: Any, width: int, device: str = "cpu") -> tuple[dict[str, Any], str]:
+    """The dimensions of the model whose teacher-forced call is ``forward(src, tgt_in)``, read
+    off the matrix products of one call; ``width`` is only a fallback for d_model."""
     gen = torch.Generator().manual_seed(0)
-    src = torch.randint(4, TRACE_VOCAB, (BATCH, SOURCE_LENGTH), generator=gen)
-    tgt = torch.randint(4, TRACE_VOCAB, (BATCH, TARGET_LENGTH), generator=gen)
+    src = torch.randint(4, TRACE_VOCAB, (BATCH, SOURCE_LENGTH), generator=gen).to(device)
+    tgt = torch.randint(4, TRACE_VOCAB, (BATCH, TARGET_LENGTH), generator=gen).to(device)
     fast_path = torch.backends.mha.get_fastpath_enabled()
     torch.backends.mha.set_fastpath_enabled(False)  # torch's fused inference kernels hide the products
     try:
-        products = record_products(lambda: parts.forward(src, tgt))
+        products = record_products(lambda: forward(src, tgt))
     finally:
         torch.backends.mha.set_fastpath_enabled(fast_path)
     linear = [p.shape for p in products if p.kind == "linear"]
     to_vocab = [k for rows, k, out in linear if out == TRACE_VOCAB]
-    d_model = _one(to_vocab) or parts.d_model
-    width = d_model if isinstance(d_model, int) else parts.d_model
+    d_model = _one(to_vocab) or width
+    width = d_model if isinstance(d_model, int) else width
     ins = Counter((rows, out) for rows, k, out in linear if k == width and out not in (width, TRACE_VOCAB))
     outs = {(rows, k) for rows, k, out in linear if out == width and k != width}
     ffn = {key: n for key, n in ins.items() if key in outs}  # d_model -> X followed by X -> d_model

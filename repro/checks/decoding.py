@@ -1,56 +1,34 @@
-"""Section 6.1's decoding, observed on the implementation's own search over scripted models
-whose answer is known: the length penalty's ranking, the output limit, early termination, the
-beam's width, and decoding with dropout off.
+"""Section 6.1's decoding, observed on the search the evaluation runs, over scripted models whose
+answer is known (:mod:`repro.checks.search_probe`): the length penalty's ranking and its alpha,
+the output limit, early termination, the beam's width; and decoding with dropout off.
 
 "We used beam search with a beam size of 4 and length penalty alpha = 0.6 [38] ... We set the
 maximum output length during inference to input length + 50, but terminate early when
 possible." Section 6.3: beam 21, alpha = 0.3, input length + 300. The length penalty of [38]
 (GNMT, Wu et al. 2016) ranks a finished hypothesis Y by log P(Y|X) / lp(Y), lp(Y) = ((5 + |Y|) /
 6)^alpha, |Y| counting its tokens with EOS.
+
+For repro, every value is measured on the evaluation's own search run with the job's decoding
+settings (cached, several sentences batched together): the claim's params name the job, never the
+beam width, alpha or limit under test. The claim's alpha only picks which ranking case is built.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
 import torch
 
 from repro.checks.registry import checker
+from repro.checks.search_probe import EOS, FILLER, searcher
 from repro.checks.vacuity import require_informative
 from repro.claims.claim import Claim
+from repro.claims.compare import finite
 from repro.claims.outcome import CheckContext, Inconclusive, Measurement, NotApplicable
 
-BOS, EOS = 1, 2
-VOCAB = 64
 SOURCE_LENGTH = 10
-FILLER = 5  # the token scripted paths repeat
 #: The ids the adapter protocol leaves to special tokens (padding, begin, end, unknown).
 SPECIAL_IDS = range(4)
-
-
-class Script:
-    """A next-token distribution given as a function of the prefix; counts its calls and refuses
-    to run on past ``limit`` tokens (a search that never stops would otherwise hang the check)."""
-
-    def __init__(self, rule: Callable[[tuple[int, ...]], dict[int, float] | torch.Tensor], limit: int) -> None:
-        self.rule, self.limit, self.calls, self.longest = rule, limit, 0, 0
-
-    def __call__(self, prefix: tuple[int, ...]) -> torch.Tensor:
-        self.calls += 1
-        self.longest = max(self.longest, len(prefix))
-        if len(prefix) > self.limit:
-            raise RuntimeError(f"the search asked for token {len(prefix) + 1}, past the output limit {self.limit}")
-        dist = self.rule(prefix)
-        return dist if isinstance(dist, torch.Tensor) else log_probs(dist)
-
-
-def log_probs(dist: dict[int, float]) -> torch.Tensor:
-    """The (VOCAB,) log-probabilities of a {token: probability} distribution (-inf elsewhere)."""
-    out = torch.full((VOCAB,), float("-inf"))
-    for token, prob in dist.items():
-        out[token] = math.log(prob)
-    return out
 
 
 def length_penalty(length: int, alpha: float) -> float:
@@ -60,8 +38,8 @@ def length_penalty(length: int, alpha: float) -> float:
 #: Three finished hypotheses (first token, |Y| with EOS, probability) on which GNMT's penalty, a
 #: penalty of |Y|^alpha and no penalty each pick a different winner (found by search).
 RANKING_CASES = {
-    0.6: [(4, 2, 0.45), (5, 6, 0.40), (6, 27, 0.15)],
-    0.3: [(4, 2, 0.40), (5, 8, 0.35), (6, 24, 0.25)],
+    0.6: [(4, 2, 0.45), (6, 6, 0.40), (7, 27, 0.15)],
+    0.3: [(4, 2, 0.40), (6, 8, 0.35), (7, 24, 0.25)],
 }
 
 
@@ -70,55 +48,113 @@ def _settings(claim: Claim) -> tuple[int, float, int]:
     return p.get("beam_size", 4), p.get("alpha", 0.6), p.get("max_len_offset", 50)
 
 
+def _paths(ends: dict[int, int]):
+    """A rule whose first token t leads to a path ending (EOS) at length ``ends[t]`` (with EOS);
+    any other first token ends at once."""
+    def rule(prefix: tuple[int, ...], first: dict[int, float]) -> dict[int, float]:
+        if not prefix:
+            return first
+        if prefix[0] not in ends:
+            return {EOS: 1.0}
+        return {EOS: 1.0} if len(prefix) == ends[prefix[0]] - 1 else {FILLER: 1.0}
+    return rule
+
+
+def _where(search) -> str:
+    return search.where + ("; " + "; ".join(search.notes) if search.notes else "")
+
+
 @checker("decode.ranking")
 def ranking(claim: Claim, ctx: CheckContext) -> Measurement:
     """Three paths of known probability and length; the search must return the one with the best
-    log P / lp (GNMT). Measured: True when it does; the detail names which rule the returned one
-    is best under (GNMT, |Y|^alpha, none)."""
-    beam, alpha, offset = _settings(claim)
+    log P / lp (GNMT, with the paper's alpha: params.alpha). Run for two sentences of different
+    source lengths in one batch. Measured: True when both return it; the detail names which rule
+    the returned one is best under (GNMT, |Y|^alpha, none)."""
+    alpha = claim.params.get("alpha", 0.6)
     if alpha not in RANKING_CASES:
         raise ValueError(f"no ranking case for alpha {alpha}; add one to RANKING_CASES")
     cases = RANKING_CASES[alpha]
     lengths = {first: length for first, length, _ in cases}
-
-    def rule(prefix: tuple[int, ...]) -> dict[int, float]:
-        if not prefix:
-            return {first: prob for first, _, prob in cases}
-        if prefix[0] not in lengths:  # a hypothesis the search keeps at score -inf: end it
-            return {EOS: 1.0}
-        return {EOS: 1.0} if len(prefix) == lengths[prefix[0]] - 1 else {FILLER: 1.0}
-
-    script = Script(rule, SOURCE_LENGTH + offset)
-    out = ctx.target.search(script, SOURCE_LENGTH, VOCAB, beam_size=beam, alpha=alpha, max_len_offset=offset)
+    first = {t: prob for t, _, prob in cases}
+    paths = _paths(lengths)
+    search = searcher(claim, ctx)
+    outputs, _ = search([lambda p: paths(p, first)] * 2, [SOURCE_LENGTH, SOURCE_LENGTH + 7])
     scores = {name: max(cases, key=lambda c: math.log(c[2]) / fn(c[1]))[0] for name, fn in (
         ("GNMT", lambda n: length_penalty(n, alpha)), ("|Y|^alpha", lambda n: n**alpha), ("none", lambda n: 1.0))}
-    picked = out[0] if out else None
-    under = [name for name, first in scores.items() if first == picked] or ["no rule"]
-    return Measurement(picked == scores["GNMT"], detail=(
-        f"returned the path of length {lengths.get(picked, '?')} (best under {', '.join(under)}); "
-        f"GNMT's lp with alpha {alpha} picks length {lengths[scores['GNMT']]}"))
+    picked = [out[0] if out else None for out in outputs]
+    under = [[name for name, t in scores.items() if t == p] or ["no rule"] for p in picked]
+    return Measurement(all(p == scores["GNMT"] for p in picked), detail=(
+        f"{_where(search)}: returned paths of length {[lengths.get(p, '?') for p in picked]} (best under "
+        f"{'; '.join(', '.join(u) for u in under)}); GNMT's lp with alpha {alpha} picks length "
+        f"{lengths[scores['GNMT']]}"))
+
+
+#: Two finished paths (lengths with EOS) whose ranking crosses over at a probability set by alpha.
+ALPHA_PAIRS = ((2, 12), (4, 30))
+
+
+@checker("decode.alpha")
+def alpha_observed(claim: Claim, ctx: CheckContext) -> Measurement:
+    """The length penalty's alpha, measured from the search's choices: two paths A and B of lengths
+    L_A < L_B with probabilities p and 1 - p. GNMT's search prefers A exactly when
+    log p / lp(L_A) > log(1 - p) / lp(L_B), so the p* at which its choice flips gives
+    ((5 + L_B) / (5 + L_A))^alpha = log(1 - p*) / log p*. p* is found by bisection (nine
+    sentences per round, one batch); two pairs of lengths must give one alpha (a penalty of
+    another form, such as |Y|^alpha, gives two). Measured: alpha from the first pair."""
+    search = searcher(claim, ctx)
+    intervals = [[1e-6, 1 - 1e-6] for _ in ALPHA_PAIRS]
+    for _ in range(int(claim.params.get("rounds", 6))):
+        probes = [[lo + (hi - lo) * (i + 1) / 10 for i in range(9)] for lo, hi in intervals]
+        rules = []
+        for (la, lb), ps in zip(ALPHA_PAIRS, probes):
+            paths = _paths({10: la, 11: lb})
+            rules += [lambda prefix, p=p, paths=paths: paths(prefix, {10: p, 11: 1 - p}) for p in ps]
+        outputs, _ = search(rules, [SOURCE_LENGTH] * len(rules))
+        for n, ps in enumerate(probes):
+            chose_a = [out[:1] == [10] for out in outputs[9 * n: 9 * n + 9]]
+            lo, hi = intervals[n]
+            below = [p for p, a in zip(ps, chose_a) if not a]
+            above = [p for p, a in zip(ps, chose_a) if a]
+            intervals[n] = [max(below, default=lo), min(above, default=hi)]
+    alphas = []
+    for (la, lb), (lo, hi) in zip(ALPHA_PAIRS, intervals):
+        p = (lo + hi) / 2
+        alphas.append(math.log(math.log(1 - p) / math.log(p)) / math.log((5 + lb) / (5 + la)))
+    finite(alphas, "the recovered alpha")
+    agree = abs(alphas[0] - alphas[1]) <= float(claim.params.get("agreement", 0.01))
+    return Measurement(round(alphas[0], 4), None if agree else False, (
+        f"{_where(search)}: choice flips at p = {', '.join(f'{(lo + hi) / 2:.5f}' for lo, hi in intervals)} for "
+        f"lengths {ALPHA_PAIRS}; alpha {alphas[0]:.4f} and {alphas[1]:.4f}"
+        + ("" if agree else " (they disagree: the penalty is not GNMT's ((5 + |Y|) / 6)^alpha)")))
 
 
 @checker("decode.max_length")
 def max_length(claim: Claim, ctx: CheckContext) -> Measurement:
     """A model that does not end (EOS always far less likely than each of 30 other tokens, so that
-    it never ranks among the beam): the output must stop at the limit. Measured: output length -
-    input length (the paper: 50; Section 6.3: 300)."""
-    beam, alpha, offset = _settings(claim)
-    going_on = log_probs({**{t: (1 - 1e-9) / 30 for t in range(FILLER, FILLER + 30)}, EOS: 1e-9})
-    script = Script(lambda prefix: going_on, SOURCE_LENGTH + offset + 1)
-    out = ctx.target.search(script, SOURCE_LENGTH, VOCAB, beam_size=beam, alpha=alpha, max_len_offset=offset)
-    return Measurement(len(out) - SOURCE_LENGTH, detail=f"{len(out)} output tokens for {SOURCE_LENGTH} input tokens")
+    it never ranks among the beam), for sentences of several source lengths in one batch: each
+    output must stop at its own limit. Measured: output length - input length (the paper: 50;
+    Section 6.3: 300), one value when every sentence agrees, else all of them."""
+    going_on = {**{t: (1 - 1e-9) / 30 for t in range(FILLER, FILLER + 30)}, EOS: 1e-9}
+    sources = [4, SOURCE_LENGTH, 17]
+    search = searcher(claim, ctx)
+    outputs, _ = search([lambda prefix: going_on] * len(sources), sources)
+    offsets = sorted({len(out) - n for out, n in zip(outputs, sources)})
+    value = offsets[0] if len(offsets) == 1 else [len(out) - n for out, n in zip(outputs, sources)]
+    return Measurement(value, detail=f"{_where(search)}: {[len(o) for o in outputs]} output tokens for "
+                                     f"{sources} input tokens")
 
 
 @checker("decode.early_stop")
 def early_stop(claim: Claim, ctx: CheckContext) -> Measurement:
     """"Terminate early when possible": the likeliest first tokens end at once (EOS next with
-    probability 0.9), whatever does not end then never ends. Measured: how many tokens the search looked at in its longest prefix (a
-    search that runs on to the limit looks at input length + offset)."""
-    beam, alpha, offset = _settings(claim)
-    ending = {t: 0.8 / beam for t in range(4, 4 + beam)}
-    never = {t: 0.2 / beam for t in range(4 + beam, 4 + 2 * beam)}
+    probability 0.9), whatever does not end then never ends; batched with a sentence that runs on
+    for 12 tokens. Measured: how many tokens the search looked at in the longest prefix of the
+    early sentence (a search that runs on to the limit, or that decodes a finished sentence while
+    its batch goes on, looks at more)."""
+    search = searcher(claim, ctx)
+    beam = search.settings.beam_size
+    ending = {t: 0.8 / beam for t in range(10, 10 + beam)}
+    never = {t: 0.2 / beam for t in range(10 + beam, 10 + 2 * beam)}
 
     def rule(prefix: tuple[int, ...]) -> dict[int, float]:
         if not prefix:
@@ -127,38 +163,49 @@ def early_stop(claim: Claim, ctx: CheckContext) -> Measurement:
             return {EOS: 0.9, FILLER: 0.1}  # most end here; the rest could go on to the limit
         return {FILLER: 1.0}
 
-    script = Script(rule, SOURCE_LENGTH + offset)
-    out = ctx.target.search(script, SOURCE_LENGTH, VOCAB, beam_size=beam, alpha=alpha, max_len_offset=offset)
-    return Measurement(script.longest + 1, detail=(
-        f"{beam} hypotheses end after one token; the search stopped after {script.longest + 1} step(s) "
-        f"({script.calls} distributions asked for; the limit was {SOURCE_LENGTH + offset}); output {out}"))
+    def long_rule(prefix: tuple[int, ...]) -> dict[int, float]:
+        return {EOS: 1.0} if len(prefix) >= 12 else {FILLER: 1.0}
+
+    outputs, watch = search([rule, long_rule], [SOURCE_LENGTH, SOURCE_LENGTH])
+    steps = watch[0].longest + 1
+    return Measurement(steps, detail=(
+        f"{_where(search)}: {beam} hypotheses end after one token; the search stopped after {steps} step(s) "
+        f"({watch[0].calls} distributions asked for; the limit was {SOURCE_LENGTH + search.settings.max_len_offset}; "
+        f"its batch-mate ran {watch[1].longest + 1} steps); output {outputs[0]}"))
+
+
+#: How many ranks the beam-width probe offers (it can measure widths up to this).
+WIDEST = 60
 
 
 @checker("decode.beam_width")
 def beam_width(claim: Claim, ctx: CheckContext) -> Measurement:
-    """The number of hypotheses the search keeps, observed: the best path starts with the r-th
-    likeliest first token (every other path loses a factor 20 at its second token); the search
-    finds it only when it keeps at least r hypotheses. Measured: the largest r it finds."""
-    beam, _, offset = _settings(claim)
-    top = beam + 2
-    firsts = [4 + r for r in range(top)]
-    raw = [0.9**r for r in range(top)]
+    """The number of hypotheses the search keeps, observed: sentence r's best path starts with the
+    r-th likeliest first token (every other path loses a factor 50 at its second token); the search
+    finds it only when it keeps at least r + 1 hypotheses. All sentences are searched in one batch.
+    Measured: the number of ranks r = 0, 1, ... found in a row."""
+    firsts = [10 + r for r in range(WIDEST)]
+    raw = [0.95**r for r in range(WIDEST)]
     first = {t: q / sum(raw) for t, q in zip(firsts, raw)}
-    spread = {t: 1 / 20 for t in range(30, 50)}
-    widest = 0
-    for r in range(top):
-        def rule(prefix: tuple[int, ...], best: int = firsts[r]) -> dict[int, float]:
+    spread = {t: 1 / 50 for t in range(100, 150)}
+
+    def make(best: int):
+        def rule(prefix: tuple[int, ...]) -> dict[int, float]:
             if not prefix:
                 return first
             if len(prefix) == 1:
                 return {FILLER: 1.0} if prefix[0] == best else spread
             return {EOS: 1.0}
+        return rule
 
-        out = ctx.target.search(Script(rule, SOURCE_LENGTH + offset), SOURCE_LENGTH, VOCAB, beam_size=beam,
-                                alpha=0.0, max_len_offset=offset)
-        if out[:1] == [firsts[r]]:
-            widest = r + 1
-    return Measurement(widest, detail=f"found the best path through the r-th likeliest first token for r <= {widest}")
+    search = searcher(claim, ctx)
+    outputs, _ = search([make(t) for t in firsts], [SOURCE_LENGTH] * WIDEST)
+    found = [out[:1] == [t] for out, t in zip(outputs, firsts)]
+    widest = next((r for r, ok in enumerate(found) if not ok), WIDEST)
+    later = sum(found[widest:])
+    return Measurement(widest, None if later == 0 else False, (
+        f"{_where(search)}: found the best path through the r-th likeliest first token for r < {widest}"
+        + (f"; and {later} deeper ranks (a beam that keeps no fixed number)" if later else "")))
 
 
 #: Models built (each from its own seed) before the dropout-off claim gives up on finding one whose
@@ -192,6 +239,8 @@ def dropout_off(claim: Claim, ctx: CheckContext) -> Measurement:
                 parts.module.train(train)
                 return ctx.target.beam_search(parts, src, beam_size=beam, alpha=alpha, max_len_offset=offset)
 
+            with torch.no_grad():  # a model whose logits are NaN decodes the same garbage every time: no pass
+                finite(parts.forward(src, src), "the model's logits")
             reference, first = search(False), search(True)
             try:
                 require_informative(reference, "the outputs of the search (eval mode)", special=SPECIAL_IDS)

@@ -34,6 +34,7 @@ from repro.checks.placement import OTHER, norm_modules, norm_placement, residual
 from repro.checks.positional import stack_table
 from repro.checks.registry import checker
 from repro.claims.claim import Claim
+from repro.claims.compare import finite
 from repro.claims.outcome import Absent, CheckContext, Measurement, NotApplicable
 
 SIZE = dict(vocab_size=40, d_model=32, n_heads=4, d_ff=64, n_layers=2)
@@ -60,6 +61,8 @@ class Site:
 
 
 def observe(name: str, observed: Tensor, clean: Tensor, p: float, exact: bool = True) -> Site:
+    finite(observed, f"the {name}")
+    finite(clean, f"the {name} without dropout")
     live = clean.abs() > 1e-6
     zeroed = (observed.abs() <= 1e-7) & live
     kept = live & ~zeroed
@@ -121,6 +124,7 @@ def _layer_sites(name: str, layer_call: Callable[[], Tensor], x: Tensor, norms, 
     call when its sub-layers are deterministic, :data:`REPEATS` pooled calls when one is random
     (its scale is then a statistical estimate, and more elements make it precise)."""
     norms = norm_modules(norms)
+    finite(layer_call(), f"the output of {name}")  # NaN follows no residual stream: a failure, not "not applicable"
     if len(norms) != len(sublayers):
         raise NotApplicable(f"{name} gives {len(norms)} norms for {len(sublayers)} sub-layers")
     traces = [trace_layer(layer_call, x, norms)]

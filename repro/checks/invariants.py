@@ -6,7 +6,8 @@ that breaks one gives different numbers in training and evaluation than the pape
 * a sentence's output does not depend on the padding in its batch (padding masks on the
   encoder's self-attention, the encoder-decoder attention and the decoder);
 * decoding incrementally over the key/value cache gives the logits of a full recomputation,
-  one position at a time or several at once;
+  one position at a time or several at once, and beam search over the cache (whose rows are
+  reordered as hypotheses survive) returns what the same search returns recomputing every prefix;
 * each encoder position attends to every source position (Section 3.2.3: "Each position in the
   encoder can attend to all positions in the previous layer of the encoder").
 """
@@ -18,6 +19,7 @@ import torch
 from repro.checks.registry import checker
 from repro.checks.vacuity import require_informative
 from repro.claims.claim import Claim
+from repro.claims.compare import Worst, changed, finite, max_abs_diff
 from repro.claims.outcome import CheckContext, Measurement, NotApplicable
 
 SIZE = dict(vocab_size=40, d_model=32, n_heads=4, d_ff=64, n_layers=2)
@@ -32,7 +34,7 @@ def padding_invariance(claim: Claim, ctx: CheckContext) -> Measurement:
     """The logits of a sentence alone vs in a batch with a longer one (so that it is padded on
     the source and the target side): max |difference| over its real target positions."""
     gen = torch.Generator().manual_seed(ctx.seed)
-    worst, details = 0.0, []
+    worst, details = Worst(), []
     for path, parts in ctx.target.model_paths(**SIZE).items():
         pad = parts.pad_id
         short_src, short_tgt = _tokens(gen, 1, 5), _tokens(gen, 1, 4)
@@ -44,18 +46,20 @@ def padding_invariance(claim: Claim, ctx: CheckContext) -> Measurement:
             alone = parts.forward(short_src, short_tgt)[0]
             require_informative(alone, f"the logits ({path})")
             batched = parts.forward(src, tgt)[0, :4]
-        err = (alone - batched).abs().max().item()
-        worst = max(worst, err)
+        err = worst.add(max_abs_diff(batched, alone, f"the logits of path {path}"), path)
         details.append(f"{path}: {err:.1e}")
-    return Measurement(worst, detail="max |logits alone - logits padded in a batch|: " + ", ".join(details))
+    return Measurement(worst.value, detail="max |logits alone - logits padded in a batch|: " + ", ".join(details))
 
 
 @checker("model.incremental")
 def incremental(claim: Claim, ctx: CheckContext) -> Measurement:
     """Logits from the incremental decoder (through its cache) against a full recomputation,
-    feeding the target one position at a time and in chunks of several positions."""
+    feeding the target one position at a time and in chunks of several positions; and beam
+    search over the cache, whose rows the search reorders as hypotheses survive, against the same
+    search recomputing every prefix (:func:`beam_over_cache`). Measured: the worst logit
+    difference; any sentence the two searches decode differently (beyond a tie) fails the claim."""
     gen = torch.Generator().manual_seed(ctx.seed)
-    worst, details = 0.0, []
+    worst, details = Worst(), []
     for path, parts in ctx.target.model_paths(**SIZE).items():
         if parts.incremental is None:
             raise NotApplicable(f"{ctx.target.name} exposes no incremental decoder (ModelParts.incremental)")
@@ -64,10 +68,67 @@ def incremental(claim: Claim, ctx: CheckContext) -> Measurement:
             full = parts.forward(src, tgt)
             require_informative(full, f"the logits ({path})")
             for chunks in ([1] * 10, [3, 1, 4, 2], [2, 5, 3]):
-                err = (parts.incremental(src, tgt, chunks) - full).abs().max().item()
-                worst = max(worst, err)
+                err = worst.add(max_abs_diff(parts.incremental(src, tgt, chunks), full, f"the logits of path {path}"))
                 details.append(f"{path} {chunks}: {err:.1e}")
-    return Measurement(worst, detail="max |incremental - recomputed| logits; " + "; ".join(details))
+    differ, beam = beam_over_cache(claim, ctx, gen)
+    return Measurement(worst.value, False if differ else None,
+                       "max |incremental - recomputed| logits; " + "; ".join(details) + f"; {beam}")
+
+
+#: The search of the beam half: Section 6.1's width and penalty, a short output limit (cost).
+BEAM = dict(beam_size=4, alpha=0.6, max_len_offset=6)
+
+
+def beam_over_cache(claim: Claim, ctx: CheckContext, gen: torch.Generator) -> tuple[int, str]:
+    """(sentences decoded differently, a line saying what was seen): the implementation's beam
+    search over a model of its own, through its key/value cache and recomputing every prefix
+    (``use_cache=False``), on a padded batch of sentences of several lengths.
+
+    Two outputs that differ only by a tie (the same GNMT score, recomputed by a full forward pass,
+    to 1e-4) are not counted. A search that outputs nothing (every sentence empty) proves nothing
+    and fails. Not measured (said so) when the implementation has no beam search or cannot run
+    it without its cache."""
+    params = {**BEAM, **claim.params.get("beam", {})}
+    try:
+        parts = ctx.target.model(**SIZE)
+        lengths = [3, 8, 5, 7, 4, 6]
+        src = torch.full((len(lengths), max(lengths)), parts.pad_id, dtype=torch.long)
+        for row, n in enumerate(lengths):
+            src[row, :n] = _tokens(gen, 1, n)[0]
+        uncached = ctx.target.beam_search(parts, src, use_cache=False, **params)
+    except NotApplicable as why:
+        return 0, f"beam search over the cache not measured ({why})"
+    except TypeError as err:
+        if "use_cache" not in str(err):
+            raise
+        return 0, f"beam search over the cache not measured ({ctx.target.name}'s beam_search takes no use_cache)"
+    try:
+        cached = ctx.target.beam_search(parts, src, **params)
+    except (RuntimeError, IndexError) as err:  # the same search without the cache ran: the cache broke it
+        return len(lengths), f"beam search over the cache raised {type(err).__name__}: {str(err)[:160]}"
+    if not any(len(out) for out in cached + uncached):
+        return 1, "beam search over the cache: every output is empty, so nothing was compared"
+    differ, ties = 0, 0
+    for row, (a, b) in enumerate(zip(cached, uncached)):
+        if a == b:
+            continue
+        if abs(_score(parts, src[row:row + 1], a, params["alpha"]) - _score(parts, src[row:row + 1], b, params["alpha"])) < 1e-4:
+            ties += 1
+        else:
+            differ += 1
+    tied = f" ({ties} differ by a tie of equal scores)" if ties else ""
+    return differ, (f"beam search (width {params['beam_size']}) over the cache vs recomputing every prefix: "
+                    f"{differ} of {len(cached)} sentences decoded differently{tied}")
+
+
+def _score(parts, src: torch.Tensor, output: list[int], alpha: float) -> float:
+    """GNMT's log P(Y | X) / lp(Y) of ``output`` (+ EOS), by a full forward pass (BOS 1, EOS 2)."""
+    target = torch.tensor([output + [2]])
+    tgt_in = torch.cat([torch.tensor([[1]]), target[:, :-1]], dim=1)
+    with torch.no_grad():
+        logp = finite(parts.forward(src, tgt_in), "the logits").double().log_softmax(-1)
+    total = logp[0].gather(1, target[0][:, None]).sum().item()
+    return total / ((5 + target.size(1)) / 6) ** alpha
 
 
 @checker("model.encoder_all_positions")
@@ -85,10 +146,10 @@ def encoder_all_positions(claim: Claim, ctx: CheckContext) -> Measurement:
             base = parts.encode(src)
             require_informative(base, f"the encoder's outputs ({path})")
             for j in range(src.size(1)):
-                changed = src.clone()
-                changed[0, j] = 4 + (changed[0, j] - 4 + 11) % (SIZE["vocab_size"] - 4)
-                delta = (parts.encode(changed) - base).abs().amax(dim=-1)[0]
-                path_blind += int((delta <= 1e-6).sum())
+                perturbed = src.clone()
+                perturbed[0, j] = 4 + (perturbed[0, j] - 4 + 11) % (SIZE["vocab_size"] - 4)
+                moved = changed(parts.encode(perturbed), base, 1e-6, -1, f"the encoder output of path {path}")[0]
+                path_blind += int((~moved).sum())
         blind += path_blind
         details.append(f"{path}: {path_blind}")
     return Measurement(blind, detail="(i, j) pairs where encoder output i ignores source token j: " + ", ".join(details))

@@ -6,12 +6,13 @@ import math
 
 import torch
 
-from repro.checks.census import TRACE_VOCAB, buildable, forward_dimensions
+from repro.checks.census import TRACE_VOCAB, buildable, forward_dimensions, job_dimensions
+from repro.checks.jobs import job_config, own, watches_jobs
 from repro.checks.registry import checker
 from repro.checks.vacuity import require_informative
 from repro.claims.claim import Claim
+from repro.claims.compare import finite, max_abs_diff
 from repro.claims.outcome import CheckContext, Measurement, NotApplicable
-from repro.model import Transformer, get_preset
 
 
 @checker("layers.feed_forward")
@@ -41,7 +42,7 @@ def feed_forward(claim: Claim, ctx: CheckContext) -> Measurement:
         with torch.no_grad():
             for b, value in saved:
                 b.copy_(value)
-    err = (got - want).abs().max().item()
+    err = max_abs_diff(got, want, "FFN(x)")
     missing = [name for name, b in biases.items() if b is None]
     perturbed = f"; zero biases given random values for the check ({len(saved)})" if saved else ""
     if before is not None and torch.equal(before, got):
@@ -89,12 +90,12 @@ def post_norm(claim: Claim, ctx: CheckContext) -> Measurement:
             want = norm_2(h + parts.feed_forward(h))
             got = parts.layer(x)
             require_informative(got, "the layer's outputs")
-            same_norms = (norm_1(x) - norm_2(x)).abs().max().item() < 1e-6
+            same_norms = max_abs_diff(norm_1(x), norm_2(x), "the norms' outputs") < 1e-6
     finally:
         with torch.no_grad():
             for p, value in saved:
                 p.copy_(value)
-    err = (got - want).abs().max().item()
+    err = max_abs_diff(got, want, "the encoder layer's output")
     if same_norms:
         raise NotApplicable(
             f"{ctx.target.name}: the two norms of EncoderLayerParts compute the same function and are no torch "
@@ -113,10 +114,10 @@ def embedding_scale(claim: Claim, ctx: CheckContext) -> Measurement:
         raise NotApplicable(f"{ctx.target.name} exposes no source embedding (ModelParts.embed_source)")
     tokens = torch.arange(1, 50)
     with torch.no_grad():
-        emb = parts.embed_source(tokens[None])[0].double()
-        raw = parts.source_embedding[tokens].double()
-    factor = ((emb * raw).sum() / (raw * raw).sum()).item()
-    residual = (emb - factor * raw).abs().max().item()
+        emb = finite(parts.embed_source(tokens[None])[0].double(), "the embedding")
+        raw = finite(parts.source_embedding[tokens].double(), "the embedding matrix")
+    factor = finite(((emb * raw).sum() / (raw * raw).sum()).item(), "embedding / weight")
+    residual = max_abs_diff(emb, factor * raw, "the embedding")
     detail = f"embedding = {factor:.4f} x weight (residual {residual:.1e}); sqrt(d_model) = {math.sqrt(d_model):.4f}"
     # Not a multiple of the weight at all: fail whatever the factor.
     return Measurement(factor, False if residual >= 1e-5 else None, detail)
@@ -145,27 +146,31 @@ def embedding_shared(claim: Claim, ctx: CheckContext) -> Measurement:
 
 @checker("model.base_dimensions")
 def base_dimensions(claim: Claim, ctx: CheckContext) -> Measurement:
-    """Section 3: the base model's dimensions, read off the parameter shapes of repro's base
-    preset; for another implementation, off the matrix products of one forward pass of the
-    model its adapter builds at the base sizes (:func:`repro.checks.census.forward_dimensions`)."""
-    if not ctx.target.has_repro_presets:
-        base = buildable("base")
-        parts = ctx.target.model(TRACE_VOCAB, base.d_model, base.n_heads, base.d_ff, base.n_layers)
-        measured, seen = forward_dimensions(parts)
-        return Measurement(measured, detail=", ".join(f"{k}={v}" for k, v in measured.items()) + f"; {seen}")
-    model = Transformer(get_preset("base").model)
-    layer = model.encoder_layers[0]
-    attn = layer.self_attn
-    measured = {
-        "N_encoder": len(model.encoder_layers),
-        "N_decoder": len(model.decoder_layers),
-        "d_model": model.src_embed.weight.shape[1],
-        "d_ff": layer.feed_forward.w_1.weight.shape[0],
-        "h": attn.n_heads,
-        "d_k": attn.w_q.weight.shape[0] // attn.n_heads,
-        "d_v": attn.w_v.weight.shape[0] // attn.n_heads,
-    }
-    return Measurement(measured, detail=", ".join(f"{k}={v}" for k, v in measured.items()))
+    """Section 3: the base model's dimensions, read off the matrix products of one forward pass
+    (:mod:`repro.checks.census`): for repro, of the model the base job's training loop builds
+    (params.experiment, :func:`repro.checks.census.job_dimensions`); for another implementation,
+    of the model its adapter builds at the base sizes."""
+    if watches_jobs(ctx, "model"):
+        experiment = claim.params.get("experiment", "table2-base-ende")
+        measured, seen = job_dimensions(job_config(experiment, claim.params.get("job")))
+        return Measurement(measured, detail=f"job {claim.params.get('job') or experiment}: "
+                                            + ", ".join(f"{k}={v}" for k, v in measured.items()) + f"; {seen}")
+    base = buildable("base")
+    parts = ctx.target.model(TRACE_VOCAB, base.d_model, base.n_heads, base.d_ff, base.n_layers)
+    measured, seen = forward_dimensions(parts)
+    return Measurement(measured, detail=", ".join(f"{k}={v}" for k, v in measured.items()) + f"; {seen}")
+
+
+@checker("run.job_dimensions")
+def job_model_dimensions(claim: Claim, ctx: CheckContext) -> Measurement:
+    """The dimensions of the model a paper job's training loop builds (params.experiment, .job),
+    read off one forward pass of it (:func:`repro.checks.census.job_dimensions`): N, d_model,
+    d_ff, h, d_k, d_v as the model runs them, whatever its configuration says."""
+    own(ctx)
+    experiment, job = claim.params["experiment"], claim.params.get("job")
+    measured, seen = job_dimensions(job_config(experiment, job))
+    return Measurement(measured, detail=f"job {job or experiment}: " + ", ".join(f"{k}={v}" for k, v in measured.items())
+                                        + f"; {seen}")
 
 
 @checker("layers.position_wise")
@@ -181,6 +186,70 @@ def position_wise(claim: Claim, ctx: CheckContext) -> Measurement:
     with torch.no_grad():
         out = parts.module(x)
         require_informative(out, "the feed-forward layer's outputs")
-        permuted = (parts.module(x[:, perm]) - out[:, perm]).abs().max().item()
-        alone = max((parts.module(x[:, i : i + 1])[:, 0] - out[:, i]).abs().max().item() for i in range(9))
+        permuted = max_abs_diff(parts.module(x[:, perm]), out[:, perm], "FFN of the permuted positions")
+        alone = max(max_abs_diff(parts.module(x[:, i : i + 1])[:, 0], out[:, i], f"FFN of position {i} alone")
+                    for i in range(9))
     return Measurement(max(permuted, alone), detail=f"permuted {permuted:.1e}, one position at a time {alone:.1e}")
+
+
+def _layer_norm_fit(norm: torch.nn.Module, d_model: int, gen: torch.Generator) -> tuple[float, str | None]:
+    """(worst residual of out = a z + c per feature, what departs from LayerNorm's parameters)
+    for one norm whose parameters have been set to random values."""
+    params = [p for p in norm.parameters() if p.requires_grad]
+    if not params:
+        return 0.0, "it has no learned gain and bias"
+    x = torch.randn(256, d_model, generator=gen) * (torch.rand(256, 1, generator=gen) * 3 + 0.2) \
+        + torch.randn(256, 1, generator=gen) * 2
+    with torch.no_grad():
+        out = finite(norm(x[None])[0], "the norm's output").double()
+    x = x.double()
+    best: tuple[float, torch.Tensor] | None = None
+    for eps in (1e-5, 1e-6, 1e-12):
+        z = (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, unbiased=False, keepdim=True) + eps)
+        design = torch.stack([z, torch.ones_like(z)], dim=-1).transpose(0, 1)  # (d, rows, 2)
+        coef = torch.linalg.lstsq(design, out.T[..., None]).solution[..., 0]  # (d, 2)
+        residual = float((design @ coef[..., None])[..., 0].sub(out.T).abs().max())
+        if best is None or residual < best[0]:
+            best = (residual, coef)
+    assert best is not None
+    residual, coef = best
+    gain, bias = coef[:, 0], coef[:, 1]
+    flat = [p.detach().double().flatten() for p in params]
+    match = lambda v: [i for i, p in enumerate(flat) if p.numel() == d_model and float((p - v).abs().max()) < 1e-4]
+    gains, biases = match(gain), match(bias)
+    if not gains or not biases or (gains == biases and len(gains) == 1):
+        return residual, (f"its {len(params)} parameter tensor(s) are not a gain and a bias per feature "
+                          f"({'a gain' if gains else 'no gain'}, {'a bias' if biases else 'no bias'} found)")
+    return residual, None
+
+
+@checker("layers.layer_norm")
+def layer_norm(claim: Claim, ctx: CheckContext) -> Measurement:
+    """Section 3.1, "followed by layer normalization [1]": every norm of an encoder and a decoder
+    layer is Ba et al.'s LayerNorm: each position's d_model features standardised, (x - mean) /
+    sqrt(var + eps), then scaled and shifted by a learned gain and bias per feature. The norms'
+    parameters are set to random values (restored afterwards); per feature, the output is fitted
+    as a z + c on the standardised input z; a and c must be the norm's own gain and bias.
+    Measured: the worst residual of the fit; a norm without a learned gain and bias fails."""
+    d_model = claim.params.get("d_model", 64)
+    enc = ctx.target.encoder_layer(d_model, claim.params.get("heads", 4), 128)
+    dec = ctx.target.decoder_layer(d_model, claim.params.get("heads", 4), 128)
+    norms = [*enc.norms, *dec.norms]
+    if not all(isinstance(n, torch.nn.Module) for n in norms):
+        raise NotApplicable(f"{ctx.target.name}: the layer norms are not torch modules whose parameters can be set")
+    gen = torch.Generator().manual_seed(ctx.seed)
+    saved = _perturb_norms(tuple(norms), gen)
+    worst, problems = 0.0, []
+    try:
+        for i, norm in enumerate(norms):
+            residual, problem = _layer_norm_fit(norm, d_model, gen)
+            worst = max(worst, residual)
+            if problem:
+                problems.append(f"norm {i + 1} of {len(norms)}: {problem}")
+    finally:
+        with torch.no_grad():
+            for p, value in saved:
+                p.copy_(value)
+    detail = (f"{len(norms)} norms (2 encoder, 3 decoder): worst residual of a z + c per feature {worst:.1e}"
+              + ("; " + "; ".join(problems) if problems else "; a and c are each norm's own gain and bias"))
+    return Measurement(worst, False if problems else None, detail)

@@ -7,6 +7,7 @@ import torch
 from repro.claims.outcome import Absent, CheckContext, Measurement, NotApplicable
 from repro.checks.registry import checker
 from repro.claims.claim import Claim
+from repro.claims.compare import Worst, finite, max_abs_diff
 from repro.checks.sinusoids import PAPER_LAYOUT, NotSinusoidPairs, SinusoidPairs, find_pairs
 
 
@@ -26,20 +27,20 @@ def _table(ctx: CheckContext, claim: Claim) -> torch.Tensor:
     table = ctx.target.positional_encoding(length, d_model)
     if tuple(table.shape) != (length, d_model):
         raise ValueError(f"positional_encoding returned shape {tuple(table.shape)}, expected {(length, d_model)}")
-    return table.detach().double()
+    return finite(table.detach().double(), "the positional table")
 
 
 @checker("positional.equations")
 def equations(claim: Claim, ctx: CheckContext) -> Measurement:
     """Max |PE - the paper's sin/cos formula| over several model widths."""
-    worst = 0.0
+    worst = Worst()
     for d_model in claim.params.get("d_models", [16, 64, 512]):
         length = claim.params.get("length", 200)
         table = ctx.target.positional_encoding(length, d_model).detach().double()
         if tuple(table.shape) != (length, d_model):
             return Measurement(float("inf"), False, f"shape {tuple(table.shape)} for d_model={d_model}")
-        worst = max(worst, (table - reference_encoding(length, d_model)).abs().max().item())
-    return Measurement(worst, detail=f"max abs error {worst:.2e}")
+        worst.add(max_abs_diff(table, reference_encoding(length, d_model), f"the table at d_model={d_model}"))
+    return Measurement(worst.value, detail=f"max abs error {worst.value:.2e}")
 
 
 def _pairs(ctx: CheckContext, claim: Claim) -> SinusoidPairs:
@@ -90,7 +91,7 @@ def relative_linear(claim: Claim, ctx: CheckContext) -> Measurement:
         return Measurement(float("inf"), False, str(why))
     length = table.shape[0]
     half = length // 2
-    worst = 0.0
+    worst = Worst()
     for k in claim.params.get("offsets", [1, 5, 17]):
         fits = []
         for lo, hi in ((0, half - k), (half, length - k)):
@@ -99,11 +100,12 @@ def relative_linear(claim: Claim, ctx: CheckContext) -> Measurement:
             for columns in zip(pairs.sine, pairs.cosine):
                 cols = list(columns)
                 sol = torch.linalg.lstsq(src[:, cols], dst[:, cols]).solution
-                worst = max(worst, (src[:, cols] @ sol - dst[:, cols]).abs().max().item())
+                worst.add(max_abs_diff(src[:, cols] @ sol, dst[:, cols], f"PE(pos + {k})"))
                 blocks.append(sol)
             fits.append(torch.stack(blocks))
-        worst = max(worst, (fits[0] - fits[1]).abs().max().item())
-    return Measurement(worst, detail=f"worst residual or disagreement between ranges {worst:.2e}; layout {pairs.layout()}")
+        worst.add(max_abs_diff(fits[0], fits[1], f"the maps of offset {k}"))
+    return Measurement(worst.value, detail=f"worst residual or disagreement between ranges {worst.value:.2e}; "
+                                           f"layout {pairs.layout()}")
 
 
 @checker("positional.layout")
@@ -190,7 +192,8 @@ def both_stacks(claim: Claim, ctx: CheckContext) -> Measurement:
     with torch.no_grad():
         received = {"encoder": parts.encoder_input(tokens).double(), "decoder": parts.decoder_input(tokens).double()}
         embedded = {"encoder": parts.embed_source(tokens).double(), "decoder": parts.embed_target(tokens).double()}
-    errors = {k: (received[k] - embedded[k] - tables[k]).abs().max().item() for k in received}
+    errors = {k: max_abs_diff(received[k] - embedded[k], tables[k].double().expand_as(received[k]),
+                              f"the {k}'s input - embedding") for k in received}
     note = f" (against the paper's sinusoids: the adapter exposes no table for the {' and '.join(paper)})" if paper else ""
     normed = [k for k in received if errors[k] > 1e-5 and _is_normalised_sum(received[k], embedded[k] + tables[k])]
     if normed:

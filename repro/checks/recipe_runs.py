@@ -20,12 +20,15 @@ import numpy as np
 import torch
 
 import repro.train.loss as loss_module
-from repro.cluster.paper_jobs import PAPER_PROFILE, job_config, job_spec
+from repro.checks.dropout import observe
+from repro.checks.jobs import PAPER_PROFILE, SIZE, job_config, job_spec, own, shrunk
+from repro.checks.positional import reference_encoding
+from repro.checks.sinusoids import NotSinusoidPairs, find_pairs
 from repro.cluster.profiles import load_profile
-from repro.checks.dropout import SIZE, observe
 from repro.checks.registry import checker
 from repro.claims.claim import Claim
-from repro.claims.outcome import CheckContext, Measurement, NotApplicable, NotRun
+from repro.claims.compare import finite, max_abs, max_abs_diff
+from repro.claims.outcome import CheckContext, Measurement, NotRun
 from repro.data.batching import TokenBatcher, collate
 from repro.data.corpus import read_parallel
 from repro.data.registry import get_dataset, resolve_data_dir
@@ -35,15 +38,12 @@ from repro.eval.perplexity import perplexity
 from repro.train.config import TrainConfig
 from repro.train.data import encode_pairs, prepare_training_data
 from repro.train.loop import batcher_for, build
+from repro.train.probes import last_update
+from repro.train.step import accumulate
 from repro.train.update import plan_update
 
 #: Real WMT 2014 EN-DE sentence pairs (10000; tensor2tensor-style tokenized) from the data directory.
 SAMPLE = "opennmt-wmt-ende-sample"
-
-
-def _own(ctx: CheckContext) -> None:
-    if not ctx.target.has_repro_presets:
-        raise NotApplicable(f"{ctx.target.name}: this claim is measured on repro's own experiments and data path")
 
 
 @lru_cache(maxsize=2)
@@ -63,8 +63,9 @@ def tokens_per_update(claim: Claim, ctx: CheckContext) -> Measurement:
     """The job's update on a cluster profile (``profile``, default the paper's 8 P100): the batcher
     the training loop builds for every rank (:func:`repro.train.loop.batcher_for`, ranks simulated by
     shards) and the accumulation it plans, on real WMT text. Measured: mean [source, target] real
-    tokens per update over ``updates`` updates (the padded sizes are given in the detail)."""
-    _own(ctx)
+    tokens per update over ``updates`` updates (the padded sizes are given in the detail); a pass
+    that holds more padded tokens than the device's cap fails the claim."""
+    own(ctx)
     profile = load_profile(claim.params.get("profile", PAPER_PROFILE))
     cfg = job_config(claim.params.get("experiment", "table2-base-ende"), profile=profile.name)
     world = profile.world_size
@@ -72,17 +73,20 @@ def tokens_per_update(claim: Claim, ctx: CheckContext) -> Measurement:
     examples = _sample_examples(claim.params.get("vocab_size", 8000))
     shards = [iter(batcher_for(cfg, examples, world, rank)) for rank in range(world)]
     updates = min(len(examples) // 64, claim.params.get("updates", 20))
-    src, tgt, padded = [], [], []
+    src, tgt, padded, largest = [], [], [], 0
     for _ in range(updates):
         batches = [next(it) for it in shards for _ in range(plan.accumulation)]
         src.append(sum(b.src_tokens for b in batches))
         tgt.append(sum(b.tgt_tokens for b in batches))
         padded.append((sum(b.src.numel() for b in batches), sum(b.tgt_out.numel() for b in batches)))
+        largest = max(largest, *(max(b.src.numel(), b.tgt_out.numel()) for b in batches))
     measured = [round(statistics.mean(src)), round(statistics.mean(tgt))]
-    return Measurement(measured, detail=(
+    over = largest > cfg.max_tokens_per_device  # a device's pass may hold no more than its cap, padding included
+    return Measurement(measured, False if over else None, (
         f"{plan.describe()}; {updates} updates of {SAMPLE}: real source {min(src)}-{max(src)}, target "
         f"{min(tgt)}-{max(tgt)} per update; padded {round(statistics.mean(p for p, _ in padded))} + "
-        f"{round(statistics.mean(t for _, t in padded))}"))
+        f"{round(statistics.mean(t for _, t in padded))}; the largest pass holds {largest} padded tokens"
+        + (f" (over the device's cap of {cfg.max_tokens_per_device})" if over else "")))
 
 
 @checker("run.batch_by_length")
@@ -90,7 +94,7 @@ def batch_by_length(claim: Claim, ctx: CheckContext) -> Measurement:
     """"Sentence pairs were batched together by approximate sequence length": the padding the
     job's batcher leaves, as a fraction of the padding of batches drawn at random (same token
     budget), over one epoch of real WMT text."""
-    _own(ctx)
+    own(ctx)
     cfg = job_config("table2-base-ende")
     examples = _sample_examples(claim.params.get("vocab_size", 8000))
     batcher = TokenBatcher(examples, cfg.max_tokens_per_device, shuffle=True, seed=cfg.seed)
@@ -118,7 +122,7 @@ def shared_vocabulary(claim: Claim, ctx: CheckContext) -> Measurement:
     """Section 5.1: "a shared source-target vocabulary": the training data path learns one BPE on
     both sides. On a corpus whose two sides share no word, the vocabulary it builds must hold
     merged word-pieces of each side. Measured: True when both sides' frequent words are whole."""
-    _own(ctx)
+    own(ctx)
     src_words, tgt_words = ["alpha", "bravo", "charlie"], ["xylo", "quartz", "zephyr"]
     with tempfile.TemporaryDirectory(prefix="repro-vocab-") as tmp:
         folder = Path(tmp) / "disjoint"
@@ -141,7 +145,7 @@ def shifted_right(claim: Claim, ctx: CheckContext) -> Measurement:
     """Section 3.1: "the output embeddings are offset by one position": in the batches the loop
     trains on, the decoder's input at position t is the target at t - 1 (BOS first), so that the
     prediction at t sees only earlier targets. Measured: True when every batch is so."""
-    _own(ctx)
+    own(ctx)
     examples = [([5, 6, 7], [8, 9, 10, 11]), ([5], [12, 13])]
     batch = collate(examples)
     ok = True
@@ -153,13 +157,10 @@ def shifted_right(claim: Claim, ctx: CheckContext) -> Measurement:
     return Measurement(bool(ok), detail=f"decoder input {batch.tgt_in.tolist()}, targets {batch.tgt_out.tolist()}")
 
 
-@checker("run.objective_smoothing")
-def objective_smoothing(claim: Claim, ctx: CheckContext) -> Measurement:
-    """The label smoothing the training objective of the job hands to its loss kernel when the
-    loop calls it (the kernel itself is checked by sec5.label-smoothing.loss)."""
-    _own(ctx)
-    cfg = _shrunk(job_config(claim.params.get("experiment", "table2-base-ende")))
-    trainer = build(cfg, [([5, 6], [7, 8])], 40)
+def objective_epsilon(cfg: TrainConfig) -> list[float]:
+    """The smoothing the training objective the loop builds for ``cfg`` (shrunk in size only)
+    hands to its loss kernel, at each call of one training step."""
+    trainer = build(shrunk(cfg), [([5, 6], [7, 8])], 40)
     seen: list[float] = []
     kernel = loss_module.projection_loss
 
@@ -170,27 +171,30 @@ def objective_smoothing(claim: Claim, ctx: CheckContext) -> Measurement:
     batch = collate([([5, 6, 7], [8, 9]), ([10], [11, 12, 13])])
     with mock.patch.object(loss_module, "projection_loss", spy):
         trainer.objective(batch.src, batch.tgt_in, batch.tgt_out, 1.0)
+    return seen
+
+
+@checker("run.objective_smoothing")
+def objective_smoothing(claim: Claim, ctx: CheckContext) -> Measurement:
+    """The label smoothing the training objective of the job hands to its loss kernel when the
+    loop calls it (the kernel itself is checked by sec5.label-smoothing.loss)."""
+    own(ctx)
+    experiment = claim.params.get("experiment", "table2-base-ende")
+    seen = objective_epsilon(job_config(experiment, claim.params.get("job")))
     if not seen:
         return Measurement(None, False, "the objective never called the loss kernel")
-    return Measurement(seen[0], detail=f"epsilon passed to the loss by the objective the loop builds: {seen}")
-
-
-def _shrunk(cfg: TrainConfig) -> TrainConfig:
-    """The job's config on a small model: its training settings (and P_drop) kept, on the CPU in
-    fp32 (the paper's arithmetic, whatever ``auto`` would pick on this machine)."""
-    keep = cfg.model_config().dropout
-    return cfg.replace(model_overrides={"n_layers": SIZE["n_layers"], "d_model": SIZE["d_model"],
-                                        "d_ff": SIZE["d_ff"], "n_heads": SIZE["n_heads"], "dropout": keep},
-                       device="cpu", threads=0, precision="fp32")
+    job = claim.params.get("job") or experiment
+    return Measurement(finite(seen[0], "the smoothing"), detail=(
+        f"job {job}: epsilon passed to the loss by the objective the loop builds: {seen}"))
 
 
 @checker("run.job_dropout")
 def job_dropout(claim: Claim, ctx: CheckContext) -> Measurement:
     """P_drop of a job, observed: the model the loop builds for the job (shrunk in size only), in
     train mode, at every sub-layer output. Measured: the mean fraction zeroed."""
-    _own(ctx)
-    spec = job_spec(claim.params["experiment"])
-    cfg = _shrunk(TrainConfig.from_dict(spec.train))
+    own(ctx)
+    spec = job_spec(claim.params["experiment"], claim.params.get("job"))
+    cfg = shrunk(TrainConfig.from_dict(spec.train))
     trainer = build(cfg, [([5, 6], [7, 8])], SIZE["vocab_size"])
     model = trainer.model.train()
     gen = torch.Generator().manual_seed(ctx.seed)
@@ -213,9 +217,9 @@ def perplexity_per_wordpiece(claim: Claim, ctx: CheckContext) -> Measurement:
     evaluation's perplexity (the one cluster jobs report for table3.ppl.*) against exp of the mean
     negative log-likelihood of every target wordpiece and EOS, computed here from the model's
     logits. Measured: |relative difference|."""
-    _own(ctx)
+    own(ctx)
     gen = torch.Generator().manual_seed(ctx.seed)
-    model = build(_shrunk(job_config("table3", "table3-base")), [([5, 6], [7, 8])], SIZE["vocab_size"]).model.eval()
+    model = build(shrunk(job_config("table3", "table3-base")), [([5, 6], [7, 8])], SIZE["vocab_size"]).model.eval()
     examples = [(torch.randint(4, SIZE["vocab_size"], (int(n),), generator=gen).tolist(),
                  torch.randint(4, SIZE["vocab_size"], (int(m),), generator=gen).tolist())
                 for n, m in torch.randint(2, 12, (9, 2), generator=gen)]
@@ -229,3 +233,164 @@ def perplexity_per_wordpiece(claim: Claim, ctx: CheckContext) -> Measurement:
             tokens += len(tgt) + 1
     want = math.exp(nll / tokens)
     return Measurement(abs(measured / want - 1), detail=f"evaluation {measured:.4f}, exp(NLL / {tokens} wordpieces) {want:.4f}")
+
+
+@checker("run.job_positions")
+def job_positions(claim: Claim, ctx: CheckContext) -> Measurement:
+    """Section 3.5 and Table 3 row (E): what a job's model adds to the embeddings, observed on the
+    model its training loop builds (shrunk in size only, dropout off): the first encoder layer's
+    input minus the scaled embedding. It is ``learned`` when a parameter other than the embedding
+    receives a gradient through it, ``sinusoidal`` when it is Section 3.5's table (to 1e-5) and
+    no parameter does, else ``other``. Measured: that word."""
+    own(ctx)
+    experiment, job = claim.params["experiment"], claim.params.get("job")
+    kind, how = added_positions(job_config(experiment, job), ctx.seed)
+    return Measurement(kind, detail=f"job {job or experiment}: the encoder's input minus the scaled embedding {how}")
+
+
+def added_positions(cfg: TrainConfig, seed: int = 0) -> tuple[str, str]:
+    """(``learned``, ``sinusoidal`` or ``other``, what was seen) for what the model the loop
+    builds for ``cfg`` adds to the embeddings (:func:`job_positions`)."""
+    model = build(shrunk(cfg), [([5, 6], [7, 8])], SIZE["vocab_size"]).model.eval()
+    tokens = torch.randint(4, SIZE["vocab_size"], (2, 12), generator=torch.Generator().manual_seed(seed))
+    embedding = model.src_embed(tokens)
+    added = model._embed(tokens, model.src_embed, model.src_pos) - embedding
+    finite(added, "what the model adds to the embeddings")
+    others = [(name, p) for name, p in model.named_parameters() if p is not model.src_embed.weight]
+    grads = torch.autograd.grad(added.sum(), [p for _, p in others], allow_unused=True)
+    learned = sorted({name.rsplit(".", 1)[0] for (name, _), g in zip(others, grads) if g is not None and g.abs().sum() > 0})
+    table = reference_encoding(12, SIZE["d_model"])
+    sinusoid = (added[0].detach().double() - table).abs().max().item() <= 1e-5
+    kind = "learned" if learned else "sinusoidal" if sinusoid else "other"
+    how = (f"moves parameters {', '.join(learned)}" if learned else "depends on no parameter") + (
+        "; it is Section 3.5's sinusoid table" if sinusoid else "")
+    return kind, how
+
+
+@checker("run.job_steps")
+def job_steps(claim: Claim, ctx: CheckContext) -> Measurement:
+    """Section 5.2's training steps, observed: the last update the training loop makes when it
+    runs the job's settings (params.experiment, .job), found by resuming it from relabelled
+    checkpoints (:func:`repro.train.probes.last_update`, at most one update per probe). The paper's
+    figure only says where to look first (after update S - 1 an update, after S none); where the
+    loop does otherwise, a bisection finds where it stops."""
+    own(ctx)
+    experiment, job = claim.params["experiment"], claim.params.get("job")
+    last = last_update(job_config(experiment, job), guess=int(claim.expected))
+    return Measurement(last, detail=f"job {job or experiment}: resumed after update {last - 1} the loop makes one "
+                                    f"more update; resumed after update {last} it stops")
+
+
+@checker("run.lengths_below_width")
+def lengths_below_width(claim: Claim, ctx: CheckContext) -> Measurement:
+    """Section 4: self-attention is faster than recurrence "when the sequence length n is smaller
+    than the representation dimensionality d, which is most often the case with sentence
+    representations used by state-of-the-art models in machine translations, such as word-piece
+    and byte-pair representations". On real WMT 2014 EN-DE text encoded with a joint BPE by the
+    training data path, against d_model of the base job's model: the fraction of sentence pairs
+    whose longer side has n < d. Measured: that fraction."""
+    own(ctx)
+    d = job_config(claim.params.get("experiment", "table2-base-ende")).model_config().d_model
+    examples = _sample_examples(claim.params.get("vocab_size", 8000))
+    lengths = [max(len(s), len(t)) for s, t in examples]
+    below = sum(n < d for n in lengths) / len(lengths)
+    return Measurement(round(below, 4), detail=(
+        f"{len(lengths)} pairs of {SAMPLE}: {below:.2%} have n < d = {d} wordpieces (median n "
+        f"{statistics.median(lengths):.0f}, longest {max(lengths)})"))
+
+
+@checker("run.parser_training_size", audits=False)
+def parser_training_size(claim: Claim, ctx: CheckContext) -> Measurement:
+    """Section 6.3's training sets ("the Wall Street Journal (WSJ) portion of the Penn Treebank,
+    about 40K training sentences"; semi-supervised "approximately 17M sentences"): the sentences
+    of the training split the parser job (params.experiment) trains on, counted where its
+    prepared folder is on this machine; "not run" where it is not (the corpora are the user's)."""
+    own(ctx)
+    cfg = job_config(claim.params["experiment"])
+    try:
+        dataset = get_dataset(cfg.dataset, resolve_data_dir(cfg.data_dir))
+        source, _ = dataset.split("train")
+    except DataError as err:
+        raise NotRun(f"needs the job's training data on this machine ({err})") from None
+    with open(source, encoding="utf-8") as fh:
+        count = sum(1 for _ in fh)
+    return Measurement(count, detail=f"job {claim.params['experiment']}: {count} sentences in {source}")
+
+
+def _one_step_error(table: torch.Tensor, seen: int) -> float:
+    """max |PE(p + 1) - M PE(p)| over the positions p >= ``seen``, with M fitted on the positions
+    below ``seen`` only: the table's columns are grouped into (sine, cosine) pairs on those
+    positions (:func:`repro.checks.sinusoids.find_pairs`) and a 2 x 2 map fitted per pair; a table
+    that is no set of such pairs on the seen positions cannot be continued (infinite error)."""
+    try:
+        pairs = find_pairs(table[:seen])
+    except NotSinusoidPairs:
+        return float("inf")
+    worst = 0.0
+    for columns in zip(pairs.sine, pairs.cosine):
+        cols = list(columns)
+        m = torch.linalg.lstsq(table[: seen - 1, cols], table[1:seen, cols]).solution
+        worst = max(worst, float((table[seen:-1, cols] @ m - table[seen + 1:, cols]).abs().max()))
+    return worst
+
+
+@checker("run.position_extrapolation")
+def position_extrapolation(claim: Claim, ctx: CheckContext) -> Measurement:
+    """Section 3.5: "We chose the sinusoidal version because it may allow the model to extrapolate
+    to sequence lengths longer than the ones encountered during training." Observed on what the
+    base job's model adds to its embeddings (the model its loop builds, shrunk in width): the
+    linear map from one position's encoding to the next, fitted on the positions a training
+    sequence can reach (the job's max_len), must still hold on positions up to four times
+    further. Measured: its worst error there. The detail gives the same for the learned positions
+    of Table 3's row (E), which carry no such structure beyond what training touches."""
+    own(ctx)
+    cfg = job_config(claim.params.get("experiment", "table2-base-ende"))
+    seen = min(cfg.max_len, 256)
+    errors = {}
+    for name, job_cfg in (("sinusoids", cfg), ("learned (row E)", job_config("table3", "table3-E-learned"))):
+        model = build(shrunk(job_cfg), [([5, 6], [7, 8])], SIZE["vocab_size"]).model.eval()
+        length = min(4 * seen, model.cfg.max_positions)
+        tokens = torch.full((1, length), 5, dtype=torch.long)
+        with torch.no_grad():
+            table = finite((model._embed(tokens, model.src_embed, model.src_pos) - model.src_embed(tokens))[0],
+                           "what the model adds to its embeddings").double()
+        errors[name] = _one_step_error(table, seen)
+    learned = errors["learned (row E)"]
+    return Measurement(finite(errors["sinusoids"], "the extrapolation error"), detail=(
+        f"PE(p + 1) = M PE(p), M fitted on positions < {seen} (the job's max_len caps training sequences), "
+        f"applied up to {length}: worst error {errors['sinusoids']:.1e} with the base job's sinusoids, "
+        + (f"{learned:.2g}" if learned != float("inf") else "no continuation (no sine/cosine pairs)")
+        + " with row (E)'s learned positions at initialisation"))
+
+
+@checker("run.update_gradient")
+def update_gradient(claim: Claim, ctx: CheckContext) -> Measurement:
+    """Section 5.1: "each training batch contained a set of sentence pairs containing approximately
+    25000 source tokens and 25000 target tokens": one update is one batch, however the loop splits
+    it into passes to fit a device. The gradient the loop's ``accumulate`` forms for the job's
+    objective (a small model of its settings, dropout off) over nine pairs taken in one pass, and
+    over the same pairs split into passes of unequal token counts. Measured: the largest difference
+    relative to the largest gradient (0: the gradient of the mean loss over all of the update's
+    target tokens)."""
+    own(ctx)
+    cfg = shrunk(job_config(claim.params.get("experiment", "table2-base-ende")))
+    gen = torch.Generator().manual_seed(ctx.seed)
+    examples = [(torch.randint(4, SIZE["vocab_size"], (int(n),), generator=gen).tolist(),
+                 torch.randint(4, SIZE["vocab_size"], (int(m),), generator=gen).tolist())
+                for n, m in torch.randint(2, 14, (9, 2), generator=gen)]
+    gradients = {}
+    for split in ((9,), (3, 3, 3), (1, 2, 6)):
+        trainer = build(cfg, [([5, 6], [7, 8])], SIZE["vocab_size"])  # seeded: the same initial model each time
+        trainer.model.eval()
+        bounds = [sum(split[:i]) for i in range(len(split) + 1)]
+        micro = [collate(examples[a:b]) for a, b in zip(bounds, bounds[1:])]
+        trainer.optimizer.zero_grad(set_to_none=True)
+        accumulate(trainer.objective, micro, trainer.device, step=1, precision=trainer.precision)
+        gradients[split] = torch.cat([p.grad.flatten().double() for p in trainer.model.parameters() if p.grad is not None])
+    whole = gradients[(9,)]
+    scale = max_abs(whole, "the update's gradient")
+    if scale == 0:
+        return Measurement(None, False, "the update's gradient is zero: nothing was compared")
+    worst = max(max_abs_diff(g, whole, f"the gradient over passes {split}") for split, g in gradients.items()) / scale
+    return Measurement(worst, detail=f"9 pairs ({sum(len(t) + 1 for _, t in examples)} target tokens) in one pass, in "
+                                     f"3 + 3 + 3 and in 1 + 2 + 6: largest difference {worst:.1e} of the largest gradient")

@@ -18,24 +18,44 @@ CHECKERS: dict[str, CheckerFn] = {}
 #: Checkers that measure the implementation under audit (the others measure the paper's own
 #: arithmetic or mathematics, or read stored runs, whatever the implementation).
 AUDITING: set[str] = set()
+#: Checkers whose value is not a measurement of behaviour: ``setting`` (they read configuration)
+#: or ``paper arithmetic`` (they compute on the paper's own numbers). A claim naming one may not
+#: call itself ``behaviour`` or ``result`` (:func:`basis_allowed`), so that coverage never counts
+#: a statement as measured on the strength of a setting read.
+EVIDENCE: dict[str, str] = {}
 
 
-def checker(name: str, *, audits: bool = True, reads_results: bool = False) -> Callable[[CheckerFn], CheckerFn]:
+def checker(name: str, *, audits: bool = True, reads_results: bool = False,
+            evidence: str | None = None) -> Callable[[CheckerFn], CheckerFn]:
     """Register ``fn`` as the checker that claims name ``name``; ``audits=False`` for checkers
     that do not look at the implementation (they are left out of ``repro audit``);
     ``reads_results=True`` for checkers that derive their value from stored results (their
-    records are not stored again as measurements)."""
+    records are not stored again as measurements); ``evidence`` (``setting`` or ``paper
+    arithmetic``) for checkers that measure no behaviour."""
 
     def register(fn: CheckerFn) -> CheckerFn:
         if name in CHECKERS:
             raise RuntimeError(f"checker '{name}' registered twice")
+        if evidence not in (None, "setting", "paper arithmetic"):
+            raise RuntimeError(f"checker '{name}': evidence must be 'setting' or 'paper arithmetic', got {evidence!r}")
         fn.reads_results = reads_results  # type: ignore[attr-defined]
         CHECKERS[name] = fn
         if audits:
             AUDITING.add(name)
+        if evidence is not None:
+            EVIDENCE[name] = evidence
         return fn
 
     return register
+
+
+def basis_allowed(claim: Claim) -> str | None:
+    """Why ``claim``'s basis overstates what its checker measures, or ``None`` when it does not."""
+    evidence = EVIDENCE.get(claim.checker)
+    if evidence is not None and claim.basis != evidence:
+        return (f"its checker '{claim.checker}' gives {evidence} evidence, not '{claim.basis}': set basis = "
+                f"\"{evidence}\"")
+    return None
 
 
 def audits_implementation(name: str) -> bool:

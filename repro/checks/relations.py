@@ -22,7 +22,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from repro.checks.registry import checker
+from repro.checks.step_time import comparable_results
 from repro.claims.claim import Claim
+from repro.claims.compare import finite
 from repro.claims.outcome import CheckContext, Measurement, NotRun
 from repro.results.provenance import Provenance
 from repro.results.store import Result
@@ -92,7 +94,7 @@ def relation_result(claim: Claim, results: Mapping[str, Result]) -> Result | Non
     if any(cid not in results for cid in ids):
         return None
     used = [results[cid] for cid in ids]
-    value = evaluate(claim, {cid: results[cid].measured for cid in ids})
+    value = evaluate(claim, {cid: finite(results[cid].measured, f"the stored value of {cid}") for cid in ids})
     newest = max(used, key=lambda r: r.provenance.date)
     scale = _scale(used)
     provenance = Provenance(
@@ -110,9 +112,12 @@ def relation_result(claim: Claim, results: Mapping[str, Result]) -> Result | Non
 @checker("relation.expression", audits=False, reads_results=True)
 def relation(claim: Claim, ctx: CheckContext) -> Measurement:
     """The relation on the newest stored result of every claim it names."""
-    missing = [cid for cid in operands(claim) if cid not in ctx.results]
+    results = comparable_results(ctx.results)
+    missing = [cid for cid in operands(claim) if cid not in results]
     if missing:
-        raise NotRun(f"needs stored results of {', '.join(missing)}")
-    result = relation_result(claim, ctx.results)
+        incomparable = [cid for cid in missing if cid in ctx.results]
+        why = f" ({', '.join(incomparable)}: not comparable on this hardware)" if incomparable else ""
+        raise NotRun(f"needs stored results of {', '.join(missing)}{why}")
+    result = relation_result(claim, results)
     assert result is not None
     return Measurement(result.measured, detail=f"{result.detail} [{result.provenance.scale}]")

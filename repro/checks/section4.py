@@ -17,6 +17,7 @@ import torch
 
 from repro.checks.registry import checker
 from repro.claims.claim import Claim
+from repro.claims.compare import finite
 from repro.claims.outcome import CheckContext, Measurement
 from repro.complexity.flops import count_flops
 from repro.complexity.layers import (
@@ -49,6 +50,7 @@ def attention_vs_recurrent(claim: Claim, ctx: CheckContext) -> Measurement:
         lengths = [d // 8, d // 4, d // 2, 2 * d, 4 * d, 8 * d]
         cost = {n: _flops(_build(SelfAttentionLayer, d), n, d) / _flops(_build(RecurrentLayer, d), n, d)
                 for n in lengths}
+        finite(list(cost.values()), f"the FLOP ratios at d = {d}")
         consistent &= all((cost[n] < 1) == (n < d) for n in lengths)
         below, above = max(n for n in lengths if cost[n] < 1), min(n for n in lengths if cost[n] >= 1)
         t = -math.log(cost[below]) / (math.log(cost[above]) - math.log(cost[below]))
@@ -66,7 +68,7 @@ def convolution_factor_k(claim: Claim, ctx: CheckContext) -> Measurement:
     n, d = claim.params.get("n", 32), claim.params.get("d", 64)
     kernels = claim.params.get("k", [2, 3, 5, 9, 17])
     rnn = _flops(_build(RecurrentLayer, d), n, d)
-    ratios = [_flops(_build(ConvolutionalLayer, d, k), n, d) / rnn for k in kernels]
+    ratios = finite([_flops(_build(ConvolutionalLayer, d, k), n, d) / rnn for k in kernels], "the FLOP ratios")
     xs, ys = [math.log(k) for k in kernels], [math.log(r) for r in ratios]
     mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
     slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
@@ -90,6 +92,7 @@ def separable_convolution(claim: Claim, ctx: CheckContext) -> Measurement:
     separable = [(n, d, _flops(_build(SeparableConvolutionalLayer, d, n), n, d)) for n, d in grid]
     combined = [(n, d, _flops(_build(SelfAttentionLayer, d), n, d) + _flops(_build(FeedForwardLayer, d, 4 * d), n, d))
                 for n, d in grid]
+    finite([f for *_, f in separable + combined], "the FLOP counts")
     res_sep, res_comb = _two_term_residual(separable), _two_term_residual(combined)
     return Measurement(max(res_sep, res_comb), detail=(
         f"relative residual of a n^2 d + b n d^2: separable convolution (k = n) {res_sep:.1e}, "

@@ -14,6 +14,7 @@ import torch
 from repro.checks.registry import checker
 from repro.checks.vacuity import require_informative
 from repro.claims.claim import Claim
+from repro.claims.compare import changed, finite, max_abs_diff
 from repro.claims.outcome import CheckContext, Measurement, NotApplicable
 
 D_MODEL, HEADS, D_FF = 32, 4, 64
@@ -50,7 +51,7 @@ def post_norm_decoder(claim: Claim, ctx: CheckContext) -> Measurement:
         want = n3(h2 + parts.feed_forward(h2))
         got = parts.layer(x, z)
         require_informative(got, "the decoder layer's outputs")
-    err = (got - want).abs().max().item()
+    err = max_abs_diff(got, want, "the decoder layer's output")
     return Measurement(err, detail=f"max |layer(x, z) - the paper's composition of its parts|: {err:.2e}")
 
 
@@ -71,15 +72,17 @@ def encoder_decoder_attention(claim: Claim, ctx: CheckContext) -> Measurement:
         base = parts.cross_attention(x, z)
         moved = x.clone()
         moved[:, 3] += 1.0
-        delta = (parts.cross_attention(moved, z) - base).abs().amax(dim=(0, 2))
-        if delta[3] <= 1e-6 or torch.cat([delta[:3], delta[4:]]).max() > 1e-5:
+        out = parts.cross_attention(moved, z)
+        own = changed(out, base, 1e-6, (0, 2), "the cross-attention")[3]
+        others = changed(out, base, 1e-5, (0, 2), "the cross-attention")
+        if not own or torch.cat([others[:3], others[4:]]).any():
             failed.append("(a) output i does not follow query row i alone")
         perm = torch.randperm(z.size(1), generator=gen)
-        if (parts.cross_attention(x, z[:, perm]) - base).abs().max() > 1e-5:
+        if max_abs_diff(parts.cross_attention(x, z[:, perm]), base, "the cross-attention") > 1e-5:
             failed.append("(b) not invariant to the order of the memory rows")
-        if (parts.cross_attention(x, z + 1.0) - base).abs().max() <= 1e-6:
+        if max_abs_diff(parts.cross_attention(x, z + 1.0), base, "the cross-attention") <= 1e-6:
             failed.append("(c) blind to the memory")
-        if (parts.layer(x, z + 1.0) - parts.layer(x, z)).abs().max() <= 1e-6:
+        if max_abs_diff(parts.layer(x, z + 1.0), parts.layer(x, z), "the decoder layer") <= 1e-6:
             failed.append("(d) the layer is blind to the memory")
     return Measurement(len(failed), detail="; ".join(failed) or "queries from the decoder, keys and values from the memory")
 
@@ -108,13 +111,13 @@ def stacks(claim: Claim, ctx: CheckContext) -> Measurement:
     with torch.no_grad():
         memory = _compose_encoder(parts, src)
         require_informative(memory, "the encoder stack's outputs")
-        encoder_err = (parts.encode(src) - memory).abs().max().item()
+        encoder_err = max_abs_diff(parts.encode(src), memory, "the encoder stack")
         y = parts.decoder_input(tgt)
         for layer in parts.decoder_layers:
             y = layer.layer(y, memory)
         logits = parts.forward(src, tgt)
         require_informative(logits, "the logits")
-        logits_err = (logits - y @ parts.output_projection.T).abs().max().item()
+        logits_err = max_abs_diff(logits, y @ parts.output_projection.T, "the logits")
     err = max(encoder_err, logits_err)
     return Measurement(err, detail=f"encoder stack {encoder_err:.1e}, logits {logits_err:.1e} "
                                    f"({len(parts.encoder_layers)} + {len(parts.decoder_layers)} layers)")
@@ -136,7 +139,7 @@ def distinct_parameters(claim: Claim, ctx: CheckContext) -> Measurement:
     for group in (outs, outs_dec):
         for i in range(len(group)):
             for j in range(i + 1, len(group)):
-                same += int((group[i] - group[j]).abs().max() <= 1e-6)
+                same += int(max_abs_diff(group[i], group[j], "the layers' outputs") <= 1e-6)
     return Measurement(same, detail=f"{same} pairs of layers computing the same function "
                                     f"({len(outs)} encoder, {len(outs_dec)} decoder layers)")
 
@@ -153,17 +156,20 @@ def widths(claim: Claim, ctx: CheckContext) -> Measurement:
     tokens = torch.randint(4, 40, (2, 6), generator=gen)
     x, z = _x(gen, 6, d_model), _x(gen, 5, d_model)
     seen: dict[str, int] = {}
+    def width(name: str, out: torch.Tensor) -> None:
+        seen[name] = finite(out, f"the {name}'s output").size(-1)  # a width of NaNs is no output
+
     with torch.no_grad():
-        seen["source embedding"] = parts.embed_source(tokens).size(-1)
+        width("source embedding", parts.embed_source(tokens))
         if parts.embed_target is not None:
-            seen["target embedding"] = parts.embed_target(tokens).size(-1)
+            width("target embedding", parts.embed_target(tokens))
         for i, layer in enumerate(parts.encoder_layers):
-            seen[f"encoder {i} self-attention"] = layer.self_attention(x).size(-1)
-            seen[f"encoder {i} feed-forward"] = layer.feed_forward(x).size(-1)
+            width(f"encoder {i} self-attention", layer.self_attention(x))
+            width(f"encoder {i} feed-forward", layer.feed_forward(x))
         for i, layer in enumerate(parts.decoder_layers):
-            seen[f"decoder {i} self-attention"] = layer.self_attention(x).size(-1)
-            seen[f"decoder {i} encoder-decoder attention"] = layer.cross_attention(x, z).size(-1)
-            seen[f"decoder {i} feed-forward"] = layer.feed_forward(x).size(-1)
+            width(f"decoder {i} self-attention", layer.self_attention(x))
+            width(f"decoder {i} encoder-decoder attention", layer.cross_attention(x, z))
+            width(f"decoder {i} feed-forward", layer.feed_forward(x))
     off = {k: v for k, v in seen.items() if v != d_model}
     return Measurement(sorted(set(seen.values())) == [d_model], detail=(
         f"all {len(seen)} outputs have width {d_model}" if not off else f"not {d_model} wide: {off}"))

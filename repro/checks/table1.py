@@ -19,6 +19,7 @@ from torch import nn
 from repro.claims.outcome import CheckContext, Measurement
 from repro.checks.registry import checker
 from repro.claims.claim import Claim
+from repro.claims.compare import finite
 from repro.complexity.flops import fit_exponents, measure_complexity
 from repro.complexity.layers import (
     ConvolutionalLayer,
@@ -152,6 +153,7 @@ def path(claim: Claim, ctx: CheckContext) -> Measurement:
             {"max_path": math.inf}, False, f"{bad['unconnected']} required pairs never connected at n={bad['n']}",
             extra={"points": every},
         )
+    finite([q["max_path"] for q in every], "the measured path lengths")
     measured: dict[str, float] = {}
     fits: dict[str, dict] = {}
     if "log_k(n)" in claim.expected:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from repro.claims.outcome import CheckContext, Measurement, NotRun
+from repro.results.normalise import FOOTNOTE5_TFLOPS
 from repro.results.store import Result
 from repro.checks.registry import checker
 from repro.claims.claim import Claim
+from repro.claims.compare import NonFinite, finite
 
-#: Footnote 5: sustained single-precision TFLOPS assumed per GPU.
-FOOTNOTE5_TFLOPS = {"K80": 2.8, "K40": 3.7, "M40": 6.0, "P100": 9.5}
 
 
 def training_cost(hours: float, gpus: int, gpu: str) -> float:
@@ -16,13 +16,14 @@ def training_cost(hours: float, gpus: int, gpu: str) -> float:
     return hours * 3600 * gpus * FOOTNOTE5_TFLOPS[gpu] * 1e12
 
 
-@checker("table2.cost", audits=False)
+@checker("table2.cost", audits=False, evidence="paper arithmetic")
 def cost(claim: Claim, ctx: CheckContext) -> Measurement:
     """Table 2's cost recomputed from the training time and hardware of Section 5.2.
 
     ``params.hours`` is the wall time the text gives (12 hours; 3.5 days); with
     ``params.seconds_per_step`` and ``params.steps`` the time is derived from the step time
-    instead, which shows how much the paper rounded. Measured: FLOPs."""
+    instead, which shows how much the paper rounded. Computed on the paper's own numbers alone:
+    basis ``paper arithmetic``, a check of the paper's consistency, not of a run."""
     p = claim.params
     if "seconds_per_step" in p:
         hours = p["seconds_per_step"] * p["steps"] / 3600
@@ -56,7 +57,7 @@ def cost_from_run(claim: Claim, ctx: CheckContext) -> Measurement:
     else:
         raise NotRun(f"{source}: the run recorded no device peak (peak_flops) and its device is not in footnote 5")
     steps = claim.params["steps"]
-    flops = float(stored.measured) * steps * devices * peak
+    flops = finite(float(stored.measured), f"the stored step time of {source}") * steps * devices * finite(peak, "the peak")
     return Measurement(float(f"{flops:.3e}"), unit="FLOP", detail=(
         f"{stored.measured} s/step x {steps:,} steps x {devices} device(s) x {peak_from} "
         f"[{stored.provenance.scale}; {stored.provenance.hardware}]"))
@@ -70,6 +71,6 @@ def cost_result(claim: Claim, results: dict[str, Result]) -> Result | None:
         return None
     try:
         measured = cost_from_run(claim, CheckContext(target=None, results=dict(results)))
-    except NotRun:
+    except (NotRun, NonFinite):
         return None
     return Result(claim.id, measured.value, source.provenance, unit="FLOP", detail=measured.detail)

@@ -10,22 +10,80 @@ import torch
 
 from repro.claims.outcome import CheckContext, Measurement, NotApplicable
 from repro.checks.registry import checker
+from repro.checks.jobs import job_config, shrunk, watches_jobs
 from repro.claims.claim import Claim
+from repro.claims.compare import Worst, finite, max_abs_diff
+from repro.train.probes import ObservedSteps, job_rates, loop_adam_updates, optimizer_updates
+
+
+#: Gradients of the two observed Adam steps, per entry of the probed parameter: eight entries at
+#: the scale of epsilon (1e-11 .. 3e-8, the same in both steps), then (1, 0), (0, 1), (1, -1), (0, 0).
+EPSILON_PROBES = (1e-11, 3e-11, 1e-10, 3e-10, 1e-9, 3e-9, 1e-8, 3e-8)
+
+
+def adam_gradients() -> list[torch.Tensor]:
+    first = torch.tensor([*EPSILON_PROBES, 1.0, 0.0, 1.0, 0.0], dtype=torch.float64)
+    second = torch.tensor([*EPSILON_PROBES, 0.0, 1.0, -1.0, 0.0], dtype=torch.float64)
+    return [first, second]
+
+
+def recover_adam(seen: ObservedSteps) -> tuple[list[float], list[str]]:
+    """[beta1, beta2, epsilon] read off two steps (Kingma & Ba's update with bias correction), and
+    what departs from Adam's rule.
+
+    Step 1 moves an entry by -lr g / (|g| + eps) whatever the betas: the eight entries with g near
+    epsilon give eps = g (lr / |move| - 1). Step 2, gradient (1, -1): the move is
+    +lr (1 - beta1) / (1 + beta1); gradient (1, 0): -lr beta1 / (1 + beta1) sqrt((1 + beta2) /
+    beta2). The entry with gradient (0, 1) must then move by -lr sqrt(1 + beta2) / (1 + beta1), the
+    one with (0, 0) not at all, and a parameter whose gradient was zero must not move (weight decay)."""
+    finite([seen.before, *seen.after, seen.rates, seen.untouched], "the optimizer's steps")
+    lr1, lr2 = seen.rates
+    first = (seen.after[0] - seen.before) / lr1
+    second = (seen.after[1] - seen.after[0]) / lr2
+    n = len(EPSILON_PROBES)
+    fractions = -first[:n]
+    usable = [(g, f) for g, f in zip(EPSILON_PROBES, fractions.tolist()) if 0.02 < f < 0.98]
+    nearest = min(zip(EPSILON_PROBES, fractions.tolist()), key=lambda gf: abs(gf[1] - 0.5))
+    estimates = [g * (1 / f - 1) for g, f in (usable or [nearest])] if nearest[1] > 0 else [float("inf")]
+    eps = sorted(estimates)[len(estimates) // 2]
+    e = float(second[n + 2])
+    beta1 = (1 - e) / (1 + e)
+    s2 = (float(-second[n]) * (1 + beta1) / beta1) ** 2 if beta1 > 0 else float("nan")
+    beta2 = 1 / (s2 - 1) if s2 > 1 else float("nan")
+    departures = []
+    if math.isfinite(beta1) and math.isfinite(beta2) and beta2 > 0:
+        want = math.sqrt(1 + beta2) / (1 + beta1)
+        if abs(float(-second[n + 1]) / want - 1) > 1e-4:
+            departures.append(f"a first gradient after a zero one moved by {float(-second[n + 1]):.6f} lr, "
+                              f"Adam's rule with these betas gives {want:.6f} lr")
+    if float(first[n + 3].abs()) > 0 or float(second[n + 3].abs()) > 0:
+        departures.append("an entry with zero gradient moved")
+    if seen.untouched > 0:
+        departures.append(f"a parameter with zero gradient moved by {seen.untouched:.3g} (weight decay)")
+    return [beta1, beta2, eps], departures
 
 
 @checker("training.adam")
 def adam(claim: Claim, ctx: CheckContext) -> Measurement:
-    """Section 5.3: the optimizer's class and [beta1, beta2, epsilon], read off the optimizer built."""
-    opt = ctx.target.optimizer([torch.nn.Parameter(torch.zeros(3))])
-    group = opt.param_groups[0]
-    betas = group.get("betas")
-    if betas is None or "eps" not in group:
-        return Measurement(None, False, f"{type(opt).__name__} has no Adam moments")
-    decay = group.get("weight_decay", 0.0)
-    kind = type(opt).__name__
-    measured = [float(betas[0]), float(betas[1]), float(group["eps"])]
-    ok = claim.within(measured) and kind in ("Adam", "AdamW") and decay == 0
-    return Measurement(measured, ok, f"{kind}, betas={tuple(betas)}, eps={group['eps']:g}, weight_decay={decay:g}")
+    """Section 5.3: Adam with beta1 = 0.9, beta2 = 0.98 and epsilon = 1e-9, recovered from two
+    observed steps (:func:`recover_adam`). repro: two updates of the training loop's own
+    ``update()`` with the optimizer the loop builds for the job (params.experiment), at the rate
+    Eq. 3 gives updates warmup and warmup + 1 (the largest, so that weight decay would show);
+    another implementation: two steps of the optimizer its adapter builds."""
+    if watches_jobs(ctx, "optimizer"):
+        cfg = shrunk(job_config(claim.params.get("experiment", "table2-base-ende")))
+        # At the peak of Eq. 3 (the rate is largest there, so that weight decay would show).
+        seen = loop_adam_updates(cfg, adam_gradients(), (cfg.warmup_steps, cfg.warmup_steps + 1))
+        where = f"the loop's update() of job {claim.params.get('experiment', 'table2-base-ende')}"
+    else:
+        seen = optimizer_updates(ctx.target.optimizer, adam_gradients())
+        where = f"two steps of {ctx.target.name}'s optimizer"
+    measured, departures = recover_adam(seen)
+    finite(measured, "the recovered Adam settings")
+    detail = (f"{where}: beta1 {measured[0]:.6f}, beta2 {measured[1]:.6f}, epsilon {measured[2]:.4g} "
+              f"(rates {seen.rates[0]:.3e}, {seen.rates[1]:.3e})")
+    return Measurement([round(v, 6) if i < 2 else float(f"{v:.5g}") for i, v in enumerate(measured)],
+                       False if departures else None, detail + ("; " + "; ".join(departures) if departures else ""))
 
 
 def eq3(step: int, d_model: int, warmup: int) -> float:
@@ -70,21 +128,67 @@ def schedule(claim: Claim, ctx: CheckContext) -> Measurement:
     steps = sorted({1, 2, 10, 100, 1000, 3999, 4000, 4001, 8000, 50_000, 100_000, 300_000})
 
     def rate(s: int) -> float:
-        return ctx.target.learning_rate(s, d_model, warmup)
+        return finite(float(ctx.target.learning_rate(s, d_model, warmup)), f"the rate of update {s}")
 
-    worst = max(abs(rate(s) / eq3(s, d_model, warmup) - 1) for s in steps)
-    shift = step_shift(rate, d_model, warmup, steps) if worst > 1e-6 else None
-    return Measurement(worst, detail=f"worst relative error {worst:.1e} over {len(steps)} steps{_shift_text(shift, warmup)}")
+    worst = Worst()
+    for s in steps:
+        worst.add(abs(rate(s) / eq3(s, d_model, warmup) - 1), f"update {s}")
+    shift = step_shift(rate, d_model, warmup, steps) if worst.value > 1e-6 else None
+    return Measurement(worst.value, detail=f"worst relative error {worst.value:.1e} over {len(steps)} steps"
+                                           f"{_shift_text(shift, warmup)}")
+
+
+#: An update far beyond any warm-up: Eq. 3 is d_model^-0.5 step^-0.5 there.
+FAR = 1_000_000
+
+
+#: The rates the loop applied, by (experiment, update): several claims watch the same updates.
+_APPLIED: dict[tuple[str, int], float] = {}
+
+
+def applied_rates(experiment: str, steps: list[int]) -> list[float]:
+    """The rate the training loop applies in each of ``steps`` running the job's settings
+    (:func:`repro.train.probes.job_rates`), each update watched once per process."""
+    missing = sorted({s for s in steps if (experiment, s) not in _APPLIED})
+    if missing:
+        _APPLIED.update(zip(((experiment, s) for s in missing), job_rates(job_config(experiment), missing)))
+    return finite([_APPLIED[(experiment, s)] for s in steps], f"the rates the loop applies for job {experiment}")
+
+
+def loop_peak(experiment: str) -> tuple[int, dict[int, float]]:
+    """The update at which the training loop's rate peaks when it runs the job's settings,
+    recovered from what it applies: Eq. 3's two branches give rate(1) = c w^-1.5 and rate(s) =
+    c s^-0.5 past the peak, so w = (rate(FAR) FAR^0.5 / rate(1))^(2/3), whatever c (d_model^-0.5
+    times the recipe's scale). The rates around w are observed too, to show the peak."""
+    first, far = applied_rates(experiment, [1, FAR])
+    if first <= 0 or far <= 0:
+        return 0, {1: first, FAR: far}
+    w = max(2, round((far * FAR**0.5 / first) ** (2 / 3)))
+    rates = dict(zip([w - 1, w, w + 1], applied_rates(experiment, [w - 1, w, w + 1])))
+    return w, {1: first, **rates, FAR: far}
 
 
 @checker("training.lr_peak")
 def lr_peak(claim: Claim, ctx: CheckContext) -> Measurement:
-    """Eq. 3: the update (counted from 1) at which the learning rate peaks, and its value,
-    found by scanning the schedule."""
-    d_model, warmup = claim.params.get("d_model", 512), claim.params.get("warmup", 4000)
-    rates = [ctx.target.learning_rate(s, d_model, warmup) for s in range(1, 3 * warmup)]
-    best = max(range(len(rates)), key=rates.__getitem__)
+    """Eq. 3: the update (counted from 1) at which the learning rate peaks, and its value. repro:
+    observed on the training loop running the job's settings (params.experiment; :func:`loop_peak`),
+    so the warm-up is the job's, not this claim's; another implementation: its schedule scanned
+    with the claim's d_model and warmup (the protocol takes them as arguments)."""
     what = claim.params.get("measure", "value")
+    if watches_jobs(ctx, "learning_rate"):
+        experiment = claim.params.get("experiment", "table2-base-ende")
+        w, rates = loop_peak(experiment)
+        if not w:
+            return Measurement(None, False, f"job {experiment}: the loop's rates {rates} do not rise from update 1")
+        peak = rates[w] >= rates[w - 1] and rates[w] > rates[w + 1]
+        shown = ", ".join(f"update {s}: {r:.4e}" for s, r in sorted(rates.items()))
+        return Measurement(w if what == "step" else rates[w], None if peak else False,
+                           f"job {experiment}, the loop's rates: {shown}; peak at update {w}"
+                           + ("" if peak else " (not a peak: the rate does not fall after it)"))
+    d_model, warmup = claim.params.get("d_model", 512), claim.params.get("warmup", 4000)
+    rates = [finite(float(ctx.target.learning_rate(s, d_model, warmup)), f"the rate of update {s}")
+             for s in range(1, 3 * warmup)]
+    best = max(range(len(rates)), key=rates.__getitem__)
     value = best + 1 if what == "step" else rates[best]
     shift = step_shift(lambda s: rates[s - 1], d_model, warmup, [1, 2, warmup - 1, warmup, warmup + 1, 2 * warmup])
     first = f"; first update at rate {rates[0]:.3e}" if rates[0] == 0 else ""
@@ -106,6 +210,7 @@ def label_smoothing(claim: Claim, ctx: CheckContext) -> Measurement:
     # a small one to compare value and gradient (where a 1/V share of the smoothing shows).
     off_target, pad_grad, _ = _smoothing_probe(ctx, gen, 1000, smoothing)
     _, pad_grad_small, mismatch = _smoothing_probe(ctx, gen, 12, smoothing)
+    finite([off_target, pad_grad, pad_grad_small, mismatch], "the loss's gradient and value")
     pad_grad = max(pad_grad, pad_grad_small)
     ok = pad_grad == 0 and mismatch <= 1e-4 and claim.within(off_target)
     return Measurement(off_target, ok, f"mass off the label {off_target:.4f}; gradient at padding {pad_grad:.1e}; "
@@ -120,8 +225,9 @@ def _smoothing_probe(ctx: CheckContext, gen: torch.Generator, vocab: int, smooth
     target = torch.randint(1, vocab, (6,), generator=gen)
     target[-1] = pad
     loss = ctx.target.loss(logits, target, pad, smoothing)
+    finite(loss, "the loss")
     loss.backward()
-    grad = logits.grad
+    grad = finite(logits.grad, "the loss's gradient")
     logp = torch.log_softmax(logits.detach().double(), -1)[:-1]
     q = logp.exp() - grad[:-1].double()
     off_target = (1 - q.gather(1, target[:-1, None])).mean().item()
@@ -129,7 +235,7 @@ def _smoothing_probe(ctx: CheckContext, gen: torch.Generator, vocab: int, smooth
     return off_target, grad[-1].abs().max().item(), abs(implied - loss.item()) / max(abs(implied), 1e-12)
 
 
-@checker("recipe.value")
+@checker("recipe.value", evidence="setting")
 def recipe_value(claim: Claim, ctx: CheckContext) -> Measurement:
     """A setting of the training or decoding recipe as the implementation's defaults have it."""
     key = claim.params["key"]
@@ -149,14 +255,25 @@ def recipe_value(claim: Claim, ctx: CheckContext) -> Measurement:
 def loop_rates(claim: Claim, ctx: CheckContext) -> Measurement:
     """Eq. 3 as the training loop applies it: the rate the optimizer holds in updates 1, 2, ...,
     4000, 4001, ... (the first update is update 1: it must not run at rate 0, and the peak must
-    land on update ``warmup_steps``, not one later). Measured: the worst relative error."""
+    land on update ``warmup_steps``, not one later), against Eq. 3 with the paper's d_model and
+    warm-up (params). repro: the loop runs the job's own settings (params.experiment: its warm-up,
+    rate scale and model width; :func:`repro.train.probes.job_rates`); another implementation:
+    its ``update_rates`` with the claim's d_model and warm-up. Measured: the worst relative error."""
     d_model, warmup = claim.params.get("d_model", 512), claim.params.get("warmup", 4000)
     steps = claim.params.get("steps", [1, 2, warmup - 1, warmup, warmup + 1, 2 * warmup])
-    rates = ctx.target.update_rates(steps, d_model, warmup)
-    errors = [abs(r / eq3(s, d_model, warmup) - 1) for s, r in zip(steps, rates)]
-    worst = max(errors)
+    if watches_jobs(ctx, "update_rates"):
+        experiment = claim.params.get("experiment", "table2-base-ende")
+        rates, where = applied_rates(experiment, list(steps)), f"job {experiment}'s settings in the loop: "
+    else:
+        rates, where = ctx.target.update_rates(steps, d_model, warmup), ""
+    finite(list(rates), "the loop's rates")
+    worst = Worst()
+    for s, r in zip(steps, rates):
+        worst.add(abs(r / eq3(s, d_model, warmup) - 1), f"update {s}")
     shown = ", ".join(f"update {s}: {r:.3e}" for s, r in zip(steps, rates))
-    return Measurement(worst, None if rates[0] > 0 else False, f"{shown}; worst relative error {worst:.1e}")
+    return Measurement(worst.value, None if rates[0] > 0 else False,
+                       f"{where}{shown}; worst relative error {worst.value:.1e} against Eq. 3 (d_model {d_model}, "
+                       f"warmup {warmup})")
 
 
 @checker("training.checkpoint_cadence")
@@ -187,11 +304,12 @@ def average_last(claim: Claim, ctx: CheckContext) -> Measurement:
     shapes = {"w": (3, 4), "b": (4,)}
     states = [{n: torch.randn(shape, generator=gen) for n, shape in shapes.items()} for _ in range(total)]
     got = ctx.target.average_last(states, k)
-    worst = 0.0
+    worst = Worst()
     for name in shapes:
         want = torch.stack([s[name] for s in states[-k:]]).double().mean(0)
-        worst = max(worst, (got[name].double() - want).abs().max().item())
-    return Measurement(worst, detail=f"average of the last {k} of {total} checkpoints: max |difference| {worst:.1e}")
+        worst.add(max_abs_diff(got[name].double(), want, f"the average's '{name}'"), name)
+    return Measurement(worst.value, detail=f"average of the last {k} of {total} checkpoints: max |difference| "
+                                           f"{worst.value:.1e}")
 
 
 class AdapterValueError(ValueError):

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass, field
 from typing import Any
+
+from repro.claims.compare import is_finite, within
 
 KINDS = ("equation", "hyperparameter", "count", "complexity", "cost", "metric", "relation", "invariant", "structure")
 SCALES = ("local", "cluster")
 #: The kind of evidence a claim's measurement is: a ``setting`` read from the code's configuration,
-#: a ``behaviour`` measured on the code that runs, or the ``result`` of a run (a metric).
-BASES = ("setting", "behaviour", "result")
+#: a ``behaviour`` measured on the code that runs, the ``result`` of a run (a metric), or ``paper
+#: arithmetic``: a computation on the paper's own numbers that touches no code of the project (a
+#: check of the paper's consistency, printed apart from what is measured).
+BASES = ("setting", "behaviour", "result", "paper arithmetic")
 
 
 @dataclass(frozen=True)
@@ -59,24 +62,16 @@ class Claim:
         """Whether ``measured`` agrees with the paper's value under this claim's tolerance."""
         expected = self.expected
         if isinstance(expected, bool) or isinstance(measured, bool):
-            return bool(measured) == bool(expected)
+            return is_finite(measured) and bool(measured) == bool(expected)  # bool(nan) is True
         if isinstance(expected, (int, float)) and isinstance(measured, (int, float)):
-            if math.isnan(float(measured)):
-                return False
-            if self.bound == "at_least":
-                return measured >= expected
-            if self.bound == "at_most":
-                return measured <= expected
-            if self.rounding is not None:
-                step = self.rounding
-                return math.isclose(round(measured / step) * step, expected, rel_tol=1e-9, abs_tol=1e-12)
-            abs_tol = self.tolerance.get("abs", 0.0)
-            rel_tol = self.tolerance.get("rel", 0.0)
-            return abs(measured - expected) <= max(abs_tol, rel_tol * abs(expected))
+            return within(measured, expected, abs_tol=self.tolerance.get("abs", 0.0),
+                          rel_tol=self.tolerance.get("rel", 0.0), rounding=self.rounding, bound=self.bound)
         if isinstance(expected, list) and isinstance(measured, list):
             return len(expected) == len(measured) and all(
                 _scalar_within(self, e, m) for e, m in zip(expected, measured)
             )
+        if not is_finite(measured):  # a table or anything else holding a NaN or an infinity
+            return False
         return measured == expected
 
 

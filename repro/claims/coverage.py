@@ -1,10 +1,22 @@
 """How much of the paper the claims cover: ``claims/statements.csv`` lists every checkable
-statement of the paper (one per row: its section, the statement, the claims that check it, and
-a note where none does), and this module sets it against the claims.
+statement of the paper (one per row: its section, the statement, the claims that check it, the
+kind of evidence they give, and a note where it is a proxy or none), and this module sets it
+against the claims.
 
-A statement is covered by a *behavioural* check when at least one of its claims measures the code
-or a run (basis ``behaviour`` or ``result``); by a *setting* only when all its claims read
-configuration; or not at all (the note says why).
+The ``evidence`` column says what a reader can trust:
+
+- ``code path``: a claim measures the code that produces the paper's numbers (the model, the loop,
+  the search and averaging of the evaluation, each job's settings as they run);
+- ``proxy``: a claim measures something that stands in for it (Table 1's reference layers, a
+  scripted model, a small model of the same code; the note says which);
+- ``run``: a claim is the result of a run (a metric, or a relation over such results);
+- ``setting``: the claims only read configuration (the note says why nothing can be measured);
+- ``paper arithmetic``: the claims compute on the paper's own numbers, no code measured;
+- ``none``: no claim checks it (the note says why).
+
+The column is checked against the claims' ``basis``: a statement whose claims are all settings
+cannot say ``code path`` (nor can one checked by paper arithmetic alone), and one measured by a
+claim of basis ``behaviour`` or ``result`` cannot say ``setting``.
 """
 
 from __future__ import annotations
@@ -17,7 +29,9 @@ from repro.claims.claim import Claim
 from repro.errors import ClaimFileError
 
 STATEMENTS_FILE = "statements.csv"
-COLUMNS = ["id", "section", "statement", "claims", "note"]
+COLUMNS = ["id", "section", "statement", "claims", "evidence", "note"]
+#: The evidence a statement's claims give, strongest first (module docstring).
+EVIDENCE = ("code path", "proxy", "run", "setting", "paper arithmetic", "none")
 
 
 @dataclass(frozen=True)
@@ -27,13 +41,31 @@ class Statement:
     statement: str
     claims: tuple[str, ...]
     note: str = ""
+    evidence: str = ""
 
     def coverage(self, claims: dict[str, Claim]) -> str:
-        """``behaviour`` (a claim measures code or a run), ``setting`` (claims only read settings) or ``none``."""
+        """``behaviour`` (a claim measures code or a run), ``paper arithmetic`` (claims compute on the
+        paper's numbers), ``setting`` (claims only read settings) or ``none``, from the claims' bases."""
         bases = {claims[c].basis for c in self.claims}
         if bases & {"behaviour", "result"}:
             return "behaviour"
+        if "paper arithmetic" in bases:
+            return "paper arithmetic"
         return "setting" if bases else "none"
+
+    def consistent(self, claims: dict[str, Claim]) -> str | None:
+        """Why the ``evidence`` column overstates or understates the claims, or ``None``."""
+        found = self.coverage(claims)
+        allowed = {"behaviour": ("code path", "proxy", "run"), "paper arithmetic": ("paper arithmetic",),
+                   "setting": ("setting",), "none": ("none",)}[found]
+        if self.evidence not in allowed:
+            return (f"statement {self.id} says '{self.evidence}' but its claims give {found} evidence "
+                    f"(allowed: {', '.join(allowed)})")
+        if self.evidence == "run" and not any(claims[c].basis == "result" for c in self.claims):
+            return f"statement {self.id} says 'run' but none of its claims is the result of a run"
+        if self.evidence == "code path" and not any(claims[c].basis == "behaviour" for c in self.claims):
+            return f"statement {self.id} says 'code path' but none of its claims measures behaviour"
+        return None
 
 
 def load_statements(claims_dir: str | Path) -> list[Statement]:
@@ -46,16 +78,25 @@ def load_statements(claims_dir: str | Path) -> list[Statement]:
             rows = list(reader)
     except OSError as err:
         raise ClaimFileError(f"{path}: cannot read the statements ({err})") from None
-    return [Statement(r["id"], r["section"], r["statement"], tuple(r["claims"].split()), r["note"]) for r in rows]
+    for line, r in enumerate(rows, start=2):
+        if r["evidence"] not in EVIDENCE:
+            raise ClaimFileError(f"{path}:{line}: field 'evidence' must be one of {', '.join(EVIDENCE)}, "
+                                 f"got {r['evidence']!r}")
+    return [Statement(r["id"], r["section"], r["statement"], tuple(r["claims"].split()), r["note"], r["evidence"])
+            for r in rows]
 
 
 def coverage(statements: list[Statement], claims: list[Claim]) -> dict[str, list[Statement]]:
-    """The statements by how they are covered; a statement naming an unknown claim is an error."""
+    """The statements by the evidence the claims give them (:data:`EVIDENCE`); a statement naming
+    an unknown claim, or whose ``evidence`` the claims do not bear out, is an error."""
     known = {c.id: c for c in claims}
-    groups: dict[str, list[Statement]] = {"behaviour": [], "setting": [], "none": []}
+    groups: dict[str, list[Statement]] = {e: [] for e in EVIDENCE}
     for st in statements:
         unknown = [c for c in st.claims if c not in known]
         if unknown:
             raise ClaimFileError(f"{STATEMENTS_FILE}: statement {st.id} names unknown claim(s) {', '.join(unknown)}")
-        groups[st.coverage(known)].append(st)
+        wrong = st.consistent(known)
+        if wrong:
+            raise ClaimFileError(f"{STATEMENTS_FILE}: {wrong}")
+        groups[st.evidence].append(st)
     return groups

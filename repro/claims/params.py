@@ -20,7 +20,14 @@ NON_NEGATIVE: dict[str, Any] = {"type": "number", "minimum": 0}
 TEXT: dict[str, Any] = {"type": "string", "minLength": 1}
 NUMBERS: dict[str, Any] = {"type": "object", "additionalProperties": {"type": "number"}}
 
-_SEARCH = {"beam_size": COUNT, "alpha": NON_NEGATIVE, "max_len_offset": OFFSET}
+#: The paper's job a checker observes (``repro.checks.jobs``), and one of its runs (a Table 3 row).
+_JOB = {"experiment": TEXT, "job": TEXT}
+#: The search settings, the job whose evaluation search is watched and which of its settings
+#: (the translation's or the parser's) a claim is about (``repro.checks.search_probe``).
+_SEARCH = {"beam_size": COUNT, "alpha": NON_NEGATIVE, "max_len_offset": OFFSET, "experiment": TEXT,
+           "settings": {"enum": ["translation", "parsing"]}}
+_SEARCH_SIZES = {"beam_size": COUNT, "alpha": NON_NEGATIVE, "max_len_offset": OFFSET}
+_ATTENTION_TIMING = {"batch": COUNT, "length": COUNT, "d_k": COUNT}
 _WIDTHS = {"d_model": COUNT, "d_ff": COUNT}
 _TABLE1_GRID = {"type": "object", "additionalProperties": COUNTS, "minProperties": 1}
 _KERNEL_ROWS = {"type": "array", "minItems": 1,
@@ -29,14 +36,19 @@ _KERNEL_ROWS = {"type": "array", "minItems": 1,
 
 #: checker name -> the params it reads (all optional unless listed in :data:`REQUIRED`).
 PARAMS: dict[str, dict[str, Any]] = {
+    "attention.additive_space": _ATTENTION_TIMING,
+    "attention.additive_speed": {**_ATTENTION_TIMING, "repeats": COUNT},
     "attention.causal_mask": {},
     "attention.constant_compute": {"d_model": COUNT, "heads": COUNTS, "length": COUNT},
     "attention.eq1": {"trials": COUNT},
     "attention.eq1_paths": {"trials": COUNT},
-    "attention.footnote4": {"samples": {"type": "integer", "minimum": 2}, "d_k": COUNTS},
+    "attention.footnote4": {"samples": {"type": "integer", "minimum": 2}, "d_k": COUNTS, "d_model": COUNT,
+                            "mean_bound": POSITIVE},
+    "attention.saturation": {"d_k": COUNTS, "stable": POSITIVE},
     "attention.multihead_cost": {"d_model": COUNT, "heads": COUNT, "length": COUNT},
     "attention.weighted_sum": {"d_model": COUNT, "heads": COUNT},
     "bleu.paper_protocol": {},
+    "decode.alpha": {**_SEARCH, "rounds": COUNT, "agreement": POSITIVE},
     "decode.beam_width": _SEARCH,
     "decode.dropout_off": _SEARCH,
     "decode.early_stop": _SEARCH,
@@ -49,13 +61,15 @@ PARAMS: dict[str, dict[str, Any]] = {
     "layers.distinct_parameters": {},
     "layers.encoder_decoder_attention": {},
     "layers.feed_forward": _WIDTHS,
+    "layers.layer_norm": {"d_model": COUNT, "heads": COUNT},
     "layers.position_wise": _WIDTHS,
     "layers.post_norm": {"d_model": COUNT, "heads": COUNT},
     "layers.post_norm_decoder": {},
-    "metric.result": {"preset": TEXT},  # the Table 3 row the metric's run trains (for readers)
-    "model.base_dimensions": {},
+    "metric.result": {"preset": TEXT},
+    "metric.step_time": {},  # the Table 3 row the metric's run trains (for readers)
+    "model.base_dimensions": _JOB,
     "model.encoder_all_positions": {},
-    "model.incremental": {},
+    "model.incremental": {"beam": {"type": "object", "additionalProperties": False, "properties": _SEARCH_SIZES}},
     "model.padding_invariance": {},
     "model.stacks": {},
     "model.widths": {"d_model": COUNT},
@@ -66,9 +80,19 @@ PARAMS: dict[str, dict[str, Any]] = {
     "positional.wavelengths": {"d_model": COUNT, "length": COUNT},
     "recipe.value": {"key": TEXT},
     "relation.expression": {"expression": TEXT, "constants": NUMBERS},
+    "run.attention_maps": {"run_claim": TEXT},
     "run.batch_by_length": {"vocab_size": COUNT},
-    "run.job_dropout": {"experiment": TEXT},
-    "run.objective_smoothing": {"experiment": TEXT},
+    "run.evaluation_average": {**_JOB, "extra_checkpoints": OFFSET},
+    "run.job_dimensions": _JOB,
+    "run.job_dropout": _JOB,
+    "run.job_positions": _JOB,
+    "run.job_steps": _JOB,
+    "run.lengths_below_width": {"experiment": TEXT, "vocab_size": COUNT},
+    "run.objective_smoothing": _JOB,
+    "run.parser_training_size": {"experiment": TEXT},
+    "run.parser_unchanged": {"experiment": TEXT, "base": TEXT},
+    "run.position_extrapolation": {"experiment": TEXT},
+    "run.update_gradient": {"experiment": TEXT},
     "run.perplexity_per_wordpiece": {},
     "run.shared_vocabulary": {},
     "run.shifted_right": {},
@@ -88,21 +112,25 @@ PARAMS: dict[str, dict[str, Any]] = {
                                   "paper_counts": NUMBERS},
     "table3.params": {"row": TEXT, "vocab_size": COUNT},
     "table3.params_difference": {"row": TEXT, "minus": TEXT, "vocab_size": COUNT},
-    "training.adam": {},
+    "training.adam": {"experiment": TEXT},
     "training.average_last": {"k": COUNT, "checkpoints": COUNT},
     "training.checkpoint_cadence": {"seconds_per_update": POSITIVE, "paper_seconds_per_update": POSITIVE,
                                     "updates": COUNT},
     "training.eq3": {"d_model": COUNT, "warmup": COUNT},
     "training.label_smoothing": {"smoothing": RATE},
-    "training.loop_rates": {"d_model": COUNT, "warmup": COUNT, "steps": COUNTS},
-    "training.lr_peak": {"d_model": COUNT, "warmup": COUNT, "measure": {"enum": ["value", "step"]}},
+    "training.loop_rates": {"d_model": COUNT, "warmup": COUNT, "steps": COUNTS, "experiment": TEXT},
+    "training.lr_peak": {"d_model": COUNT, "warmup": COUNT, "measure": {"enum": ["value", "step"]}, "experiment": TEXT},
 }
 
 #: Params a checker cannot do without.
 REQUIRED: dict[str, list[str]] = {
     "recipe.value": ["key"],
     "relation.expression": ["expression"],
+    "run.evaluation_average": ["experiment"],
+    "run.job_dimensions": ["experiment"],
     "run.job_dropout": ["experiment"],
+    "run.job_positions": ["experiment"],
+    "run.job_steps": ["experiment"],
     "table1.complexity": ["layer", "grid"],
     "table1.path": ["layer"],
     "table1.sequential": ["layer", "n"],

@@ -7,7 +7,9 @@ not happened, ``not applicable`` when the implementation under audit does not ex
 it needs, ``fail`` with the reason "absent" when the implementation has no such part at all (a
 departure), ``inconclusive`` when the outputs compared could not show a difference, and
 ``error`` when the checker or the adapter broke (the record names the adapter method that
-raised). One claim's error never stops the others.
+raised). One claim's error never stops the others. A NaN or an infinity is always ``fail``:
+met by a comparison (:class:`repro.claims.compare.NonFinite`) or in the measured value, whatever
+the checker decided.
 
 The engine is generic: it is handed the checkers (``repro.checks`` binds its registry) and the
 implementation (an adapter, :mod:`repro.audit.adapter`).
@@ -21,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from repro.claims.claim import Claim
+from repro.claims.compare import NonFinite, is_finite
 from repro.claims.outcome import Absent, CheckContext, Inconclusive, Measurement, NotApplicable, NotRun, Outcome
 
 if TYPE_CHECKING:
@@ -107,6 +110,10 @@ def run_claim(claim: Claim, check: CheckerFn, target: Any, results: Mapping[str,
                            extra={ABSENT: str(why)})
     except Inconclusive as why:
         return CheckRecord(claim, Outcome.INCONCLUSIVE, detail=str(why), seconds=time.perf_counter() - start)
+    except NonFinite as why:  # a NaN or an infinity met on the way: a departure, never a pass
+        return CheckRecord(claim, Outcome.FAIL, None,
+                           f"{why}" + (f" (after adapter method '{traced.last_method}')" if traced.last_method else ""),
+                           seconds=time.perf_counter() - start)
     except Exception as err:  # noqa: BLE001 - a broken adapter must not stop the audit
         where = (f"adapter method '{traced.last_method}' of {target.name}" if traced.last_method
                  else f"checker '{claim.checker}'")
@@ -116,6 +123,8 @@ def run_claim(claim: Claim, check: CheckerFn, target: Any, results: Mapping[str,
         )
     passed = measurement.passed if measurement.passed is not None else claim.within(measurement.value)
     status = Outcome.PASS if passed else (Outcome.INCONSISTENT if claim.inconsistency else Outcome.FAIL)
+    if not is_finite(measurement.value):  # whatever the checker decided: NaN and infinity never pass
+        status = Outcome.FAIL
     return CheckRecord(
         claim, status, measurement.value, measurement.detail,
         measurement.unit, time.perf_counter() - start, measurement.extra,

@@ -22,11 +22,11 @@ def format_value(value: Any, width: int = 28) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def render(records: Sequence[CheckRecord]) -> str:
-    """A fixed-width table: id, source, paper, measured, status."""
-    header = ("id", "source", "paper", "measured", "status")
+def _table(records: Sequence[CheckRecord]) -> list[str]:
+    header = ("id", "source", "basis", "paper", "measured", "status")
     rows = [
-        (r.claim.id, r.claim.source, format_value(r.claim.expected), format_value(r.measured), r.status.value)
+        (r.claim.id, r.claim.source, r.claim.basis, format_value(r.claim.expected), format_value(r.measured),
+         r.status.value)
         for r in records
     ]
     widths = [min(max(len(str(row[i])) for row in [header, *rows]), 40) for i in range(len(header))]
@@ -34,5 +34,19 @@ def render(records: Sequence[CheckRecord]) -> str:
     def line(row: Sequence[str]) -> str:
         return "  ".join(str(cell)[: widths[i]].ljust(widths[i]) for i, cell in enumerate(row)).rstrip()
 
-    summary = ", ".join(f"{n} {status}" for status, n in sorted(count(records).items()))
-    return "\n".join([line(header), line(["-" * w for w in widths]), *map(line, rows), "", summary])
+    return [line(header), line(["-" * w for w in widths]), *map(line, rows)]
+
+
+def render(records: Sequence[CheckRecord]) -> str:
+    """Fixed-width tables: id, source, basis, paper, measured, status. The claims of basis
+    ``paper arithmetic`` (computed on the paper's own numbers, no code measured) come apart, after
+    the others, so that they are never read as measurements of an implementation."""
+    measured = [r for r in records if r.claim.basis != "paper arithmetic"]
+    arithmetic = [r for r in records if r.claim.basis == "paper arithmetic"]
+    summary = ", ".join(f"{n} {status}" for status, n in sorted(count(measured).items()))
+    lines = _table(measured) + ["", summary] if measured else []
+    if arithmetic:
+        lines += ["", "Paper arithmetic (the paper's own numbers recomputed; no code of the implementation measured):",
+                  *_table(arithmetic), "",
+                  ", ".join(f"{n} {status}" for status, n in sorted(count(arithmetic).items()))]
+    return "\n".join(lines)

@@ -60,19 +60,32 @@ def show_claim(args: argparse.Namespace) -> int:
 
 
 def coverage_of_claims(args: argparse.Namespace) -> int:
-    """How the paper's statements are covered: by a check of code or a run, by settings only, or not."""
+    """How the paper's statements are covered: on the code path, through a proxy, by a run, by
+    settings only, by the paper's own arithmetic, or not at all (claims/statements.csv)."""
     claims = select_claims(claims_dir=args.claims_dir)
     statements = load_statements(args.claims_dir or default_claims_dir())
     groups = coverage(statements, claims)
+
+    def entry(s) -> dict:
+        return {"id": s.id, "section": s.section, "statement": s.statement, "claims": list(s.claims),
+                "evidence": s.evidence, "note": s.note}
+
     if args.json:
-        print(json.dumps({name: [{"id": s.id, "section": s.section, "statement": s.statement, "claims": list(s.claims),
-                                  "note": s.note} for s in group] for name, group in groups.items()}, indent=2))
+        # "behaviour", "setting" and "none" as before (measured, read, unchecked); "evidence" splits them.
+        measured = [s for e in ("code path", "proxy", "run") for s in groups[e]]
+        print(json.dumps({"behaviour": [entry(s) for s in measured], "setting": [entry(s) for s in groups["setting"]],
+                          "none": [entry(s) for s in groups["none"]],
+                          "paper arithmetic": [entry(s) for s in groups["paper arithmetic"]],
+                          "evidence": {e: [entry(s) for s in group] for e, group in groups.items()}}, indent=2))
         return 0
-    labels = {"behaviour": "measured on the code or a run", "setting": "read from settings only", "none": "not checked"}
+    labels = {"code path": "measured on the code that produces the paper's numbers",
+              "proxy": "measured through a proxy (the note says which)", "run": "the result of a run",
+              "setting": "read from settings only", "paper arithmetic": "the paper's own arithmetic, no code measured",
+              "none": "not checked"}
     print(f"{len(statements)} checkable statements of the paper (claims/statements.csv):")
     for name, group in groups.items():
         print(f"  {len(group):4d} {labels[name]}")
-    for name in ("setting", "none"):
+    for name in ("proxy", "setting", "paper arithmetic", "none"):
         for st in groups[name]:
-            print(f"{labels[name]:32s} {st.id} ({st.section}) {st.statement}" + (f" -- {st.note}" if st.note else ""))
+            print(f"{name:17s} {st.id} ({st.section}) {st.statement}" + (f" -- {st.note}" if st.note else ""))
     return 0

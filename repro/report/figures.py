@@ -32,6 +32,10 @@ from repro.train.schedule import learning_rate
 #: The input sentence of the paper's Figure 3 (the attention maps are drawn for it by default).
 FIGURE3_SENTENCE = ("It is in this spirit that a majority of American governments have passed new laws since 2009 "
                     "making the registration or voting process more difficult .")
+#: The input sentence of Figures 4 and 5 (anaphora resolution; heads that learned different tasks),
+#: drawn beside Figure 3's (claim fig3-5.attention-from-run measures the same attention).
+FIGURE4_SENTENCE = ("The Law will never be perfect , but its application should be just - this is what we are "
+                    "missing , in my opinion .")
 
 
 @dataclass(frozen=True)
@@ -266,6 +270,10 @@ def draw(results: dict[str, Result], runs: list[Run], attention_sentence: str | 
             add(curves_figure(run))
         if attention_sentence and run.path.is_dir():  # an absent run is noted once, by load_run
             add(run_attention_figure(run, attention_sentence))
+            if attention_sentence == FIGURE3_SENTENCE:  # and the sentence of Figures 4 and 5
+                drawn = run_attention_figure(run, FIGURE4_SENTENCE)
+                add(drawn if isinstance(drawn, str) else Figure(drawn.name + "-figures-4-5", drawn.title.replace(
+                    "Encoder self-attention", "Figures 4-5: encoder self-attention"), drawn.caption, drawn.png))
     seen: dict[str, int] = {}
     for i, fig in enumerate(out.figures):  # two runs with one label must not share a file
         seen[fig.name] = seen.get(fig.name, 0) + 1

@@ -162,7 +162,7 @@ def verdict(claim: Claim, result: Result | None) -> Verdict:
     """The report's status of ``claim`` given its newest ``result`` (or none)."""
     missing = NEEDS_CLUSTER if claim.scale == "cluster" else NOT_RUN
     if result is None or result.status == Outcome.NOT_RUN:
-        return Verdict(missing)
+        return Verdict(missing, result.detail if result is not None else "")
     if result.status == Outcome.ERROR:
         return Verdict(ERROR, result.detail)
     if result.status == Outcome.NOT_APPLICABLE:

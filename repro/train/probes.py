@@ -1,24 +1,32 @@
-"""The training loop observed from outside, for the claims of Sections 5.3 and 6.1.
+"""The training loop observed from outside, for the claims of Sections 5.2, 5.3 and 6.1.
 
-Each probe runs :func:`repro.train.loop.run` itself, on a tiny model and a synthetic corpus, and
-records what the loop does: the learning rate the optimizer holds when it steps (Eq. 3, with the
-loop's own numbering of updates), and the updates after which the loop writes checkpoints when
-updates take a given wall time (a fake clock). Nothing here restates the loop's rules.
+Each probe runs the loop's own code (:func:`repro.train.loop.run`, or its :func:`build` and
+:func:`repro.train.step.update`), on a tiny model and a synthetic corpus, and records what it does:
+the learning rate the optimizer holds when it steps (Eq. 3, with the loop's own numbering of
+updates), the updates after which the loop writes checkpoints when updates take a given wall time
+(a fake clock), the last update a job's loop makes, the checkpoints a run leaves for its
+evaluation, and what Adam does to a parameter over two updates whose gradients are chosen
+(:func:`loop_adam_updates`). Nothing here restates the loop's rules.
 """
 
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
 
 import torch
+from torch import Tensor, nn
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 
+from repro.data.batching import collate
 from repro.data.synthetic import SyntheticCorpus
 from repro.train.checkpoint import checkpoint_path, list_checkpoints, load_checkpoint, save_checkpoint, step_of
 from repro.train.config import TrainConfig
-from repro.train.loop import run
+from repro.train.loop import build, run
+from repro.train.step import update
 
 #: The smallest model the loop trains: the probes watch the loop, not the model.
 _TINY = {"n_layers": 1, "d_ff": 8, "n_heads": 1, "dropout": 0.0}
@@ -73,6 +81,9 @@ def update_rates(steps: Sequence[int], d_model: int, warmup_steps: int, base: Tr
         run_cfg = _tiny(cfg, tmp, d_model, warmup_steps=warmup_steps, checkpoint_every_steps=1,
                         checkpoint_every_minutes=0)
         for step in sorted(set(steps)):
+            if step > 1 and not list_checkpoints(tmp):  # a first update, to have a checkpoint to relabel
+                with _threads_kept():
+                    run(run_cfg.replace(max_steps=1), examples, 8, log=_quiet)
             existing = list_checkpoints(tmp)
             if existing and step > 1:
                 state = load_checkpoint(existing[-1])
@@ -105,4 +116,150 @@ def checkpoint_steps(cfg: TrainConfig, seconds_per_update: float, updates: int) 
         return [step_of(p) for p in list_checkpoints(tmp)]
 
 
-__all__ = ["checkpoint_steps", "optimizer_steps", "update_rates"]
+def job_rates(cfg: TrainConfig, steps: Sequence[int]) -> list[float]:
+    """The rate the loop applies in each of the updates ``steps`` when it runs ``cfg`` (a job's
+    training settings: its warm-up, its rate scale, the width of its model), on a one-layer model
+    of the job's d_model (Eq. 3's rate depends on the model's width, not on its depth)."""
+    return update_rates(steps, cfg.model_config().d_model, cfg.warmup_steps, base=cfg)
+
+
+class _StopAfterOneUpdate(Exception):
+    pass
+
+
+def last_update(cfg: TrainConfig, guess: int | None = None, limit: int = 1 << 24) -> int:
+    """The number of the last update the loop makes when it runs ``cfg`` (a job's settings, on a
+    tiny model): resumed from a checkpoint relabelled as update s, the loop either makes update
+    s + 1 or stops. With a ``guess`` S, two probes test it (an update after S - 1, none after S);
+    otherwise, or when they refute it, a bisection over s finds where the loop stops. Each probe
+    makes at most one update."""
+    examples = SyntheticCorpus().examples(8, cfg.seed)
+    with tempfile.TemporaryDirectory(prefix="repro-last-update-") as tmp:
+        run_cfg = _tiny(cfg, tmp, checkpoint_every_steps=1, checkpoint_every_minutes=0)
+        with _threads_kept():
+            run(run_cfg.replace(max_steps=1), examples, 8, log=_quiet)
+        first = load_checkpoint(list_checkpoints(tmp)[-1])
+
+        def updates_after(done: int) -> bool:
+            for path in list_checkpoints(tmp):
+                path.unlink()
+            if done:
+                save_checkpoint(checkpoint_path(tmp, done), {**_without_marker(first), "step": done})
+            made = []
+
+            def stop(step: int) -> None:
+                made.append(step)
+                raise _StopAfterOneUpdate
+
+            try:
+                with _threads_kept():
+                    run(run_cfg, examples, 8, log=_quiet, on_step=stop)
+            except _StopAfterOneUpdate:
+                pass
+            return bool(made)
+
+        if guess is not None and guess > 0 and updates_after(guess - 1) and not updates_after(guess):
+            return guess
+        if not updates_after(0):
+            return 0
+        low, high = 0, limit  # an update follows `low`; none follows `high`
+        if updates_after(high):
+            return limit
+        while high - low > 1:
+            mid = (low + high) // 2
+            low, high = (mid, high) if updates_after(mid) else (low, mid)
+        return high
+
+
+def run_for_evaluation(cfg: TrainConfig, out_dir: str | Path, examples: list[tuple[list[int], list[int]]],
+                       vocab_size: int, updates: int, seconds_per_update: float) -> list[Path]:
+    """Train ``cfg`` (a job's settings: its checkpoint cadence, how many checkpoints it keeps, on a
+    tiny model) for ``updates`` updates of ``seconds_per_update`` each (a fake clock) into
+    ``out_dir``; returns the checkpoints it left there for the evaluation, oldest first."""
+    updates_done = [0]
+    run_cfg = _tiny(cfg, str(out_dir), max_steps=updates, keep_checkpoints=cfg.keep_checkpoints)
+    handle = register_optimizer_step_pre_hook(lambda *_: updates_done.__setitem__(0, updates_done[0] + 1))
+    try:
+        with _threads_kept():
+            run(run_cfg, examples, vocab_size, log=_quiet, clock=lambda: updates_done[0] * seconds_per_update)
+    finally:
+        handle.remove()
+    return list_checkpoints(out_dir)
+
+
+@dataclass
+class ObservedSteps:
+    """Two optimizer steps watched on one parameter: its values (float64) before and after each
+    step, the gradient each step was given, the learning rate each step applied, and the largest
+    change of a parameter whose gradient was zero in both (weight decay would move it)."""
+
+    before: Tensor
+    after: list[Tensor]
+    gradients: list[Tensor]
+    rates: list[float]
+    untouched: float
+
+
+class _ChosenGradients(nn.Module):
+    """A training objective whose gradient is chosen: ``probe`` gets ``gradients[k]`` at the k-th
+    call, ``still`` gets zeros. Called as the loop calls its objective; returns (loss, nll, None)."""
+
+    def __init__(self, probe: Tensor, still: Tensor, gradients: Sequence[Tensor]) -> None:
+        super().__init__()
+        self.probe, self.still, self.gradients, self.calls = probe, still, list(gradients), 0
+
+    def forward(self, src: Tensor, tgt_in: Tensor, tgt_out: Tensor, scale: float) -> tuple[Tensor, Tensor, None]:
+        g = self.gradients[self.calls].to(self.probe.dtype)
+        self.calls += 1
+        loss = (self.probe * g).sum() + (self.still * 0.0).sum()
+        return loss, torch.zeros(()), None
+
+
+def loop_adam_updates(cfg: TrainConfig, gradients: Sequence[Tensor], steps: tuple[int, int] = (1, 2)) -> ObservedSteps:
+    """Two updates as the loop makes them (:func:`repro.train.step.update` with the optimizer
+    :func:`repro.train.loop.build` builds for ``cfg``, at Eq. 3's rate of the loop's updates
+    ``steps``; they are the optimizer's first two steps), with the gradient of the model's first
+    feed-forward bias (zero at initialisation) set to ``gradients[0]`` and ``gradients[1]`` and
+    every other gradient zero."""
+    trainer = build(cfg, [([5, 6], [7, 8])], 40)
+    layer = trainer.model.encoder_layers[0].feed_forward
+    probe, still = layer.w_1.bias, layer.w_1.weight
+    if probe.numel() < len(gradients[0]):
+        raise ValueError(f"the probed bias has {probe.numel()} entries, fewer than the {len(gradients[0])} gradients")
+    padded = [torch.cat([g, torch.zeros(probe.numel() - len(g), dtype=g.dtype)]) for g in gradients]
+    objective = _ChosenGradients(probe, still, padded)
+    micro = [collate([([5, 6], [7, 8])])]
+    before, still_before = probe.detach().double().clone(), still.detach().double().clone()
+    after, rates = [], []
+    for step in steps:
+        update(objective, trainer.optimizer, micro, trainer.device, step=step, d_model=trainer.model_cfg.d_model,
+               warmup_steps=cfg.warmup_steps, lr_scale=cfg.lr_scale, precision=trainer.precision)
+        after.append(probe.detach().double().clone()[: len(gradients[0])])
+        rates.append(float(trainer.optimizer.param_groups[0]["lr"]))
+    untouched = float((still.detach().double() - still_before).abs().max())
+    return ObservedSteps(before[: len(gradients[0])], after, [g.double() for g in gradients], rates, untouched)
+
+
+def optimizer_updates(make_optimizer: Callable[[list[nn.Parameter]], torch.optim.Optimizer],
+                      gradients: Sequence[Tensor], rate: float = 1e-3) -> ObservedSteps:
+    """Two steps of the optimizer ``make_optimizer`` builds (an implementation's, through the audit
+    protocol), at learning rate ``rate``, on a parameter starting at zero with the given gradients;
+    a second parameter (ones) gets zero gradients."""
+    probe = nn.Parameter(torch.zeros(len(gradients[0])))
+    still = nn.Parameter(torch.ones(4))
+    optimizer = make_optimizer([probe, still])
+    after, rates = [], []
+    for g in gradients:
+        for group in optimizer.param_groups:
+            group["lr"] = rate
+        probe.grad, still.grad = g.to(probe.dtype).clone(), torch.zeros_like(still)
+        optimizer.step()
+        after.append(probe.detach().double().clone())
+        rates.append(float(optimizer.param_groups[0]["lr"]))
+    untouched = float((still.detach().double() - 1.0).abs().max())
+    return ObservedSteps(torch.zeros(len(gradients[0]), dtype=torch.float64), after,
+                         [g.double() for g in gradients], rates, untouched)
+
+
+__all__ = ["ObservedSteps", "checkpoint_steps", "job_rates", "last_update", "loop_adam_updates", "optimizer_steps",
+           "optimizer_updates", "run_for_evaluation", "update_rates"]

@@ -83,7 +83,7 @@ def test_cli_prints_table_writes_json_and_exits_0_when_nothing_breaks(
     assert main(["audit", f"{user_module}:good", "--json", str(out)]) == 0
     table = capsys.readouterr().out
     assert table.splitlines()[0].split() == ["claim", "source", "status", "why"]
-    assert "sec3.eq1.scaled-dot-product" in table and "user attention: 3 pass" in table  # Eq. 1, every path, weighted sum (through attention)
+    assert "sec3.eq1.scaled-dot-product" in table and "user attention: 6 pass" in table  # Eq. 1, every path, weighted sum (through attention), Section 3.2.1's three
     records = json.loads(out.read_text())
     assert {"id", "status", "expected", "measured", "detail", "why"} <= set(records[0])
     by_id = {r["id"]: r for r in records}

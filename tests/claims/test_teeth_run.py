@@ -15,9 +15,9 @@ from unittest import mock
 import pytest
 import torch
 
-import repro.audit.repro_adapter as repro_adapter
 import repro.checks.recipe_runs as recipe_runs
 import repro.decode.beam as beam
+import repro.decode.translate as translate
 import repro.eval.bleu as bleu
 import repro.train.average as average
 from repro.audit.repro_adapter import ReproAdapter, model_parts
@@ -202,7 +202,8 @@ class GradientWithPadMass(ReproAdapter):
 
 class OffByOneRates(ReproAdapter):
     """Hugging Face Trainer style: the scheduler is stepped after the optimizer, so update k runs at
-    the rate of step k - 1 (update 1 at rate 0, the peak at update 4001)."""
+    the rate of step k - 1 (update 1 at rate 0, the peak at update 4001). Another implementation's
+    loop: repro's own is watched running its jobs (the loop patches below)."""
 
     def update_rates(self, steps, d_model, warmup_steps):
         return [0.0 if s == 1 else r for s, r in
@@ -264,15 +265,14 @@ def limit_one_more() -> Iterator[None]:
 
 @contextlib.contextmanager
 def no_early_stop() -> Iterator[None]:
-    """tensor2tensor's stopping rule instead of "terminate early when possible"."""
-    with mock.patch.object(repro_adapter, "beam_search",
-                           lambda *a, **k: beam.beam_search(*a, **{**k, "stop": "bound"})):
+    """tensor2tensor's stopping rule instead of "terminate early when possible", in the evaluation's search."""
+    with mock.patch.object(translate, "beam_search", lambda *a, **k: beam.beam_search(*a, **{**k, "stop": "bound"})):
         yield
 
 
 @contextlib.contextmanager
 def beam_of_three() -> Iterator[None]:
-    with mock.patch.object(repro_adapter, "beam_search", lambda *a, **k: beam.beam_search(*a, **{**k, "beam_size": 3})):
+    with mock.patch.object(translate, "beam_search", lambda *a, **k: beam.beam_search(*a, **{**k, "beam_size": 3})):
         yield
 
 

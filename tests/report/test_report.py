@@ -201,5 +201,6 @@ target = true
     assert "basis" in csv.splitlines()[0] and "ci95" in csv.splitlines()[0]
     for name in ("report.md", "report.html"):
         text = (out / name).read_text()
-        assert "target: 30" in text and re.search(r"\d+ reproduced \(\d+ setting, \d+ behaviour, \d+ result\)", text)
+        assert "target: 30" in text and re.search(r"\d+ reproduced \(\d+ setting, \d+ behaviour, \d+ result, \d+ paper arithmetic\)",
+                                                 text)
         assert "paper: 30" not in text

@@ -1,0 +1,81 @@
+"""Figures 3-5 (Section 4, "self-attention could yield more interpretable models"): the attention
+of the trained model, from the run.
+
+The report draws the encoder self-attention of a run's checkpoint for the sentences of Figures 3
+to 5 (:func:`repro.report.figures.draw`). This claim ties those pictures to a run: it reads the
+stored result of the local run (its ``run_dir`` and the checkpoint it decoded with), loads that
+checkpoint with the run's vocabulary where it is on this machine, and measures the attention the
+figures show: every head's weights over the sentence (each row a distribution), and how much the
+heads of the last layer differ from each other ("many of the attention heads exhibit behaviour
+that seems related to the structure of the sentence": heads that all attended alike would show
+one picture h times). Without the run on this machine it reads "not run".
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from repro.checks.registry import checker
+from repro.claims.claim import Claim
+from repro.claims.compare import finite
+from repro.claims.outcome import CheckContext, Measurement, NotRun
+from repro.data.vocab import SharedVocab
+from repro.model import Transformer, TransformerConfig
+from repro.train.checkpoint import load_checkpoint
+
+#: The input sentences of the paper's Figure 3 and of Figures 4 and 5.
+FIGURE_SENTENCES = {
+    "Figure 3": ("It is in this spirit that a majority of American governments have passed new laws since 2009 "
+                 "making the registration or voting process more difficult ."),
+    "Figures 4-5": "The Law will never be perfect , but its application should be just - this is what we are missing , "
+                   "in my opinion .",
+}
+
+
+def encoder_attention(model: Transformer, ids: list[int], layer: int = -1) -> torch.Tensor:
+    """(heads, n, n) encoder self-attention weights of ``layer`` for one sentence."""
+    attn = model.encoder_layers[layer].self_attn
+    attn.record_weights = True
+    try:
+        model.eval()
+        with torch.no_grad():
+            model.encode(torch.tensor([ids], dtype=torch.long))
+        return attn.last_weights[0].double()
+    finally:
+        attn.record_weights, attn.last_weights = False, None
+
+
+@checker("run.attention_maps", audits=False, reads_results=True)
+def attention_maps(claim: Claim, ctx: CheckContext) -> Measurement:
+    """The attention the report's Figures 3-5 draw, measured on the run's checkpoint (module
+    docstring). Measured: the smallest mean total-variation distance between two heads of the last
+    encoder layer, over the figures' sentences (0: two heads attend identically)."""
+    source = claim.params.get("run_claim", "local.multi30k.bleu")
+    stored = ctx.results.get(source)
+    if stored is None:
+        raise NotRun(f"needs the stored result of {source} (repro reproduce), which names its run")
+    extra = stored.provenance.extra
+    run_dir, checkpoint = Path(str(extra.get("run_dir", ""))), Path(str(extra.get("checkpoint", "")))
+    if not checkpoint.is_file() or not (run_dir / "vocab.json").is_file():
+        raise NotRun(f"the run of {source} ({run_dir}, {checkpoint.name}) is not on this machine; the report draws "
+                     "Figures 3-5 from it where it is")
+    state = load_checkpoint(checkpoint)
+    model = Transformer(TransformerConfig.from_dict(state["model_config"]))
+    model.load_state_dict(state["model"])
+    vocab = SharedVocab.load(run_dir / "vocab.json")
+    closest, lines = None, []
+    for figure, sentence in FIGURE_SENTENCES.items():
+        weights = finite(encoder_attention(model, vocab.encode(sentence)), f"the attention of {figure}")
+        if (weights.sum(-1) - 1).abs().max() > 1e-5:
+            return Measurement(None, False, f"{figure}: attention rows that do not sum to 1")
+        heads = weights.size(0)
+        distances = [0.5 * (weights[a] - weights[b]).abs().sum(-1).mean().item()
+                     for a in range(heads) for b in range(a + 1, heads)]
+        if not distances:
+            return Measurement(None, False, f"{figure}: a single head; nothing to compare")
+        closest = min(distances) if closest is None else min(closest, min(distances))
+        lines.append(f"{figure}: {heads} heads over {weights.size(-1)} wordpieces, head distances "
+                     f"{min(distances):.2f}-{max(distances):.2f}")
+    return Measurement(round(closest, 3), detail=f"{checkpoint} of {run_dir}: " + "; ".join(lines))

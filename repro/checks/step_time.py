@@ -1,0 +1,77 @@
+"""Section 5.2's step times (0.4 s base, 1.0 s big, on 8 P100), compared only where comparable.
+
+A step time measured by a cluster job is normalised to 8 P100 by peak throughput before it is set
+against the paper's, by the rule of :mod:`repro.results.normalise`; a run of another
+configuration, or on hardware whose peak it did not record, reads "not run: not comparable on
+this hardware", never a raw comparison of seconds on another machine. The relations built on the
+step times (Section 5.2's 12 hours and 3.5 days) read the same normalised values.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+
+from repro.checks.registry import checker
+from repro.claims.claim import Claim
+from repro.claims.compare import finite
+from repro.claims.outcome import CheckContext, Measurement, NotRun, Outcome
+from repro.results.normalise import NotComparable, comparable_step_time
+from repro.results.store import Result
+
+#: The claims whose stored value is a step time on the run's own hardware.
+STEP_TIME_CLAIMS = ("sec5.step-time.base", "sec5.step-time.big")
+
+
+def normalised(result: Result) -> tuple[float, str]:
+    """(seconds per step on 8 P100, how) of a stored step time, or NotComparable."""
+    prov = result.provenance
+    return comparable_step_time(result.measured, prov.scale, prov.hardware, {**result.extra, **prov.extra})
+
+
+@checker("metric.step_time", audits=False, reads_results=True)
+def step_time(claim: Claim, ctx: CheckContext) -> Measurement:
+    """The newest stored step time of this claim, normalised to 8 P100 (module docstring)."""
+    stored = ctx.results.get(claim.id)
+    if stored is None:
+        raise NotRun("no result yet; needs a cluster job (repro submit)")
+    finite(stored.measured, f"the stored step time of {claim.id}")
+    try:
+        value, how = normalised(stored)
+    except NotComparable as why:
+        raise NotRun(f"not comparable on this hardware: {why} (measured {stored.measured} s/step; "
+                     f"{stored.provenance.hardware})") from None
+    prov = stored.provenance
+    return Measurement(round(value, 4), unit="s/step on 8 P100 (normalised)",
+                       detail=f"{how} [{prov.scale}; {prov.hardware}; commit {prov.commit[:12]}]")
+
+
+def comparable_results(results: Mapping[str, Result]) -> dict[str, Result]:
+    """``results`` with each step time replaced by its 8-P100 equivalent (the detail says how) and
+    left out where it is not comparable, for the relations that read step times."""
+    out = dict(results)
+    for claim_id in STEP_TIME_CLAIMS:
+        if claim_id not in out:
+            continue
+        try:
+            value, how = normalised(out[claim_id])
+        except NotComparable:
+            del out[claim_id]
+            continue
+        out[claim_id] = dataclasses.replace(out[claim_id], measured=value, unit="s/step on 8 P100 (normalised)",
+                                            detail=how)
+    return out
+
+
+def step_time_result(claim: Claim, results: Mapping[str, Result]) -> Result | None:
+    """The report's result for a step-time claim: the normalised value, or the stored one marked
+    ``not run`` with why it is not comparable; ``None`` without a stored step time."""
+    stored = results.get(claim.id)
+    if stored is None:
+        return None
+    try:
+        value, how = normalised(stored)
+    except NotComparable as why:
+        return dataclasses.replace(stored, status=Outcome.NOT_RUN.value,
+                                   detail=f"not comparable on this hardware: {why}; measured {stored.measured} s/step")
+    return dataclasses.replace(stored, measured=round(value, 4), unit="s/step on 8 P100 (normalised)", detail=how)
