@@ -29,12 +29,12 @@ def _dataset(trained: Trained) -> str:
 def run_mean(trained: Trained, request: Request) -> Measured | None:
     """Wall seconds per update of this run of the job (module docstring); measured on rank 0."""
     summary = trained.summary
+    if not trained.runtime.is_main:
+        return None
     steps = int(summary.get("steps", 0)) - int(summary.get("resumed_from", 0) or 0)
     if steps <= 0:
         log.warning("%s: not stored: this run of the job made no update (it resumed at step %s)",
                     request.result_id, summary.get("resumed_from"))
-        return None
-    if not trained.runtime.is_main:
         return None
     elapsed = float(summary.get("elapsed_s", 0.0))
     step = spread_of_log(trained.run_dir / "metrics.csv")

@@ -4,6 +4,7 @@ refused when the claims are loaded, and a measurement that gives NaN is never st
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -20,10 +21,11 @@ from repro.cli import main as cli_main
 from repro.cluster.experiments import EXPERIMENTS, Plan, plan_jobs
 from repro.cluster.profiles import load_profile
 from repro.errors import ClaimFileError, ConfigError
-from repro.measures import MEASUREMENTS, Measured, Request, claim_requests, record
-from repro.model import TABLE3_ROWS
+from repro.decode.settings import TRANSLATION
+from repro.measures import MEASUREMENTS, Measured, Request, Trained, claim_requests, combine_seeds, measure, record
 from repro.pipeline import local, parsing
 from repro.results import ResultStore
+from repro.runtime import Runtime
 
 CLAIMS = {c.id: c for c in load_claims(checkers=CHECKERS)}
 METRIC = {cid: c for cid, c in CLAIMS.items() if c.checker.startswith("metric.")}
@@ -132,3 +134,27 @@ def test_a_measurement_of_nan_is_stored_as_a_failure_never_a_pass(tmp_path, bad)
     assert stored.status == "fail" and "not a finite number" in stored.detail and stored.ci95 is None
     claim = CLAIMS["table2.bleu.base-ende"]
     assert run_claim(claim, CHECKERS[claim.checker], ReproAdapter(), {claim.id: stored}).status == Outcome.FAIL
+
+
+def _run(tmp_path: Path, summary: dict) -> Trained:
+    (tmp_path / "metrics.csv").write_text("step,elapsed_s\n1,1.0\n2,1.5\n3,2.0\n4,3.0\n")
+    return Trained(None, None, None, Runtime.resolve("cpu", "fp32"), TRANSLATION, tmp_path, summary=summary)
+
+
+def test_step_times_of_the_run(tmp_path):
+    run_mean, logged = (Request("sec5.step-time.base", "step-time.run-mean"),
+                        Request("local.multi30k.step-time", "step-time.logged-median"))
+    mean = measure(_run(tmp_path, {"steps": 12, "resumed_from": 2, "elapsed_s": 5.0}), run_mean)
+    assert mean.value == 0.5 and mean.provenance["peak_flops"] > 0 and mean.provenance["spread"]["intervals"] == 3
+    # a requeued job that resumed at its last step made no update: nothing to store
+    assert measure(_run(tmp_path, {"steps": 12, "resumed_from": 12, "elapsed_s": 5.0}), run_mean) is None
+    median = measure(_run(tmp_path, {}), logged)
+    assert median.value == 0.5 and median.ci95[0] <= 0.5 <= median.ci95[1] and median.extra["spread"]["max_s"] == 1.0
+
+
+def test_seeds_are_combined_into_their_mean_with_an_interval():
+    one = Measured(10.0, "u", "d", "x", 2, ci95=(9.0, 11.0), extra={"k": 1})
+    assert combine_seeds({1: one}) is one
+    both = combine_seeds({1: one, 2: dataclasses.replace(one, value=12.0, ci95=(11.0, 13.0))})
+    assert both.value == 11.0 and both.ci95[0] < 10.0 and both.ci95[1] > 12.0
+    assert both.extra["over_seeds"]["seeds"] == {"1": 10.0, "2": 12.0} and both.extra["k"] == 1
