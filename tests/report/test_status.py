@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from repro.claims.claim import Claim
-from repro.report.status import STATUSES, compare, paper_precision, verdict
+from repro.report.verdict import STATUSES, compare, paper_precision, verdict
 from repro.results import Provenance, Result
 
 
