@@ -265,3 +265,10 @@ def test_no_import_cycle_between_modules_counting_function_level_imports():
     assert "repro.pipeline.parsing" in graph and "repro.checks" in graph and "repro.cli" in graph
     assert "repro.checks.registry" in graph["repro.checks"]  # package and submodule edges are both seen
     assert strongly_connected(graph) == []
+
+
+def test_function_level_import_finder_sees_nested_imports_and_skips_type_checking():
+    tree = ast.parse("import os\ndef f():\n    import repro.x\n    def g():\n        from repro.y import z\n"
+                     "class C:\n    def m(self):\n        from . import v\n"
+                     "if TYPE_CHECKING:\n    def h():\n        import repro.w\n")
+    assert sorted(m for _, m in function_level_imports(tree)) == [".", "repro.x", "repro.y"]

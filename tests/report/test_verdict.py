@@ -1,4 +1,4 @@
-"""The status mapping: every status, and the rules that keep it honest."""
+"""The verdict on each claim (repro.report.verdict): every status, and the rules that keep it honest."""
 
 from __future__ import annotations
 

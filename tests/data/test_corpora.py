@@ -1,4 +1,4 @@
-"""The registry resolves the shared data directory; folder inference; register()."""
+"""The corpora registry (repro.data.corpora) resolves the shared data directory; folder inference; register()."""
 
 from __future__ import annotations
 
