@@ -2,7 +2,7 @@
 
 The CLI prints one line, ``repro: error: <message>``, and exits with the error's ``exit_code``:
 2 for input the user got wrong (a flag, a file, a directory, a record), 1 for a run that failed
-on valid input (training diverged). The README's "Exit codes" table lists every code.
+on valid input (training diverged). docs/exit-codes.md lists every code.
 """
 
 from __future__ import annotations

@@ -169,7 +169,7 @@ def _table3(row: str) -> Recipe:
 # every source word is one token, rare words become Berkeley-style unknown-word classes
 # (repro.data.signatures), so the source has exactly one token per XX of the target. With a BPE
 # vocabulary a rare word is several pieces and the model must count words from pieces: on the PTB
-# sample 215-237 of 245 test outputs had too few leaves (README, "Constituency parsing").
+# sample 215-237 of 245 test outputs had too few leaves (reports/notes/2026-11-24-parser-issue18.md).
 # The paper does not mention averaging for 6.3: off.
 _PARSER_TRAINING = {"max_len": 1024, "average_last": 1, "keep_checkpoints": 5, "bpe_split": "word-level"}
 
@@ -206,7 +206,7 @@ LOCAL = Recipe("local", "the project's laptop-scale check of Sections 5 and 6.1 
 
 #: Section 6.3's parser shrunk to the NLTK Penn Treebank sample (3396 training trees), issue 18.
 #: The same post-norm Transformer, linearised trees and search; what the scale changes, each
-#: measured side by side (README, "Constituency parsing"; dev F1, greedy, after 1600 updates):
+#: measured side by side (reports/notes/2026-11-24-parser-issue18.md; dev F1, greedy, after 1600 updates):
 #: - one layer (N 1, d_model 128, d_ff 512, 4 heads): at this budget the decoder learns to look at
 #:   the word it writes only with few layers (leaf attention at chance with N 4; N 4 <= 16, N 2 26,
 #:   N 1 40 with the same per-word tokens and 8000-token vocabulary);
@@ -296,7 +296,7 @@ def _scaled_base(name: str, **train: Any) -> Recipe:
 #: job's; 300 updates of ~2000 + 2000 tokens (~1.6 epochs); Eq. 3 at twice the rule for scaled-down
 #: recipes (the local parser's rate: peak 1.4e-3 at d_model 128; a row's own d_model moves it as Eq. 3
 #: does). Sized so that the CPU subset (base, rows A and D, 2 seeds: 18 runs) is expected to fit
-#: about 30 minutes on 2 cores (README, "Table 3 at your scale").
+#: about 30 minutes on 2 cores (docs/cluster.md, "Table 3 at your scale").
 SMALL = Scale("small", "Multi30k EN-DE (29k pairs), dev = val (1014 pairs)", _scaled_base(
     "small", model_overrides={"n_layers": 3, "d_model": 128, "d_ff": 512, "n_heads": 8, "attention": "fused"},
     dataset="multi30k-en-de", vocab_size=8000, tokens_per_batch=2000, max_tokens_per_device=2000, max_len=100,

@@ -51,7 +51,7 @@ def test_table4_recipes_use_section_6_3_settings(tiny_parsing_data):
     assert local.decode == get_recipe("parser-wsj").decode and local.model.d_model == 128
     assert local.train.bpe_split == "word-level"
     peak = learning_rate(local.train.warmup_steps, 128, local.train.warmup_steps, local.train.lr_scale)
-    # twice the rate rule (the base model's peak, 7.0e-4), as measured ahead of the rule (README, issue 18)
+    # twice the rate rule (the base model's peak, 7.0e-4), as measured ahead of the rule (reports/notes/2026-11-24-parser-issue18.md, item 5)
     assert peak == pytest.approx(2 * 512**-0.5 * 4000**-0.5)
     assert (local.model.n_layers, local.train.vocab_size) == (1, 4000)
 

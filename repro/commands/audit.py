@@ -33,7 +33,7 @@ class AuditUsageError(ReproError):
     exit_code = 2
 
 
-#: The exit code of an audit in which every claim was "not applicable" (README, "Exit codes").
+#: The exit code of an audit in which every claim was "not applicable" (docs/exit-codes.md).
 NOTHING_CHECKED = 3
 
 
@@ -76,7 +76,7 @@ def main(args: argparse.Namespace) -> int:
     if args.json:
         atomic_write_text(Path(args.json), json.dumps([r.to_dict() for r in records], indent=2, default=str) + "\n")
     if all(r.status == Outcome.NOT_APPLICABLE for r in records):
-        # a check never passes because nothing ran: exit 3, not 0 (README, "Exit codes")
+        # a check never passes because nothing ran: exit 3, not 0 (docs/exit-codes.md)
         print(f"repro audit: {adapter.name} exposes no part any claim needs: nothing was checked", file=sys.stderr)
         return NOTHING_CHECKED
     return 1 if broken(records) else 0

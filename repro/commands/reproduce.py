@@ -26,7 +26,7 @@ PIPELINES = ["local", "local-parsing", "table3-small"]
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("reproduce", help="run the whole recipe end to end (--profile local: 2-core CPU)")
+    parser = sub.add_parser("reproduce", help="run the whole recipe end to end (--pipeline local: 2-core CPU)")
     parser.add_argument("--pipeline", dest="profile", default="local", choices=PIPELINES,
                         help="local: Multi30k on a CPU; local-parsing: the Section 6.3 parser on the PTB sample; "
                              "table3-small: Table 3's base, (A) and (D) rows at scale small, 2 seeds each, with the "
@@ -82,7 +82,7 @@ def main(args: argparse.Namespace) -> int:
     if args.profile == "local-parsing":
         return _parsing(args, out_dir, overrides)
     if args.test_limit is not None:
-        raise ConfigError("--test-limit applies to --profile local-parsing only")
+        raise ConfigError("--test-limit applies to --pipeline local-parsing only")
     seeds = 1 if args.seeds is None else args.seeds
     if seeds < 1:
         raise ConfigError(f"--seeds must be positive, got {seeds}")
@@ -122,7 +122,7 @@ def _table3(args: argparse.Namespace, out_dir: str, overrides: dict) -> int:
 
 def _parsing(args: argparse.Namespace, out_dir: str, overrides: dict) -> int:
     if args.seeds not in (None, 1):
-        raise ConfigError("--seeds applies to --profile local only")
+        raise ConfigError("--seeds applies to --pipeline local only")
     report = reproduce_parsing_local(out_dir=out_dir, reports_dir=f"{args.reports}/local", data_dir=args.data_dir,
                                      fresh=args.fresh, overrides=overrides, test_limit=args.test_limit)
     print(json.dumps({k: report[k] for k in ("f1", "precision", "recall", "repaired", "at_length_limit",

@@ -12,8 +12,8 @@ an unseen one is not a word, and a spelling class would stand for nothing the tr
 backs off instead to a nearer tree token that still holds the word's leaf (:func:`tree_backoffs`):
 its closing brackets and ``XX`` (``)NP_XX``), else ``XX`` alone. The output keeps one token, and
 one leaf, per word and loses brackets only. (Cutting such a token into known pieces loses nothing,
-but output i is then no longer word i's, and that was measured far worse: README, "Constituency
-parsing".)
+but output i is then no longer word i's, and that was measured far worse:
+reports/notes/2026-11-24-parser-issue18.md, item 10.)
 """
 
 from __future__ import annotations

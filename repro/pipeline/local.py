@@ -1,4 +1,4 @@
-"""``repro reproduce --profile local``: the whole recipe of Sections 5 and 6.1 at laptop scale.
+"""``repro reproduce --pipeline local``: the whole recipe of Sections 5 and 6.1 at laptop scale.
 
 1. the local claims (equation-level checks of the implementation), recorded in the store;
 2. training of the ``local`` recipe (:mod:`repro.recipes`) on Multi30k EN-DE, checkpointing;

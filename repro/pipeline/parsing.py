@@ -1,4 +1,4 @@
-"""``repro reproduce --profile local-parsing``: Section 6.3's constituency parser at laptop scale.
+"""``repro reproduce --pipeline local-parsing``: Section 6.3's constituency parser at laptop scale.
 
 1. the NLTK Penn Treebank sample prepared as sentence / linearised-tree pairs, split by file
    (:mod:`repro.parsing.prepare`: 3396 training trees from WSJ 00-01, 245 test trees);

@@ -9,7 +9,7 @@ would learn it. Every run logs train and dev NLL and greedy dev F1 at its checkp
 with Section 6.3's search and with greedy search. If F1 grows with K at a fixed budget, the sample
 limits the run; if it stays flat while the training NLL stays near the dev NLL, the budget does.
 
-The full size need not be trained twice: the summary of ``repro reproduce --profile local-parsing``
+The full size need not be trained twice: the summary of ``repro reproduce --pipeline local-parsing``
 (``REPORTS/local_parsing_run.json``) is taken as its point when it ran the same recipe on the same
 target units. The units are the recipe's (``Recipe.targets``); ``--targets`` (the same as
 ``--set targets=...``) picks the other: per-word tokens (:mod:`repro.parsing.linearize`) or
@@ -51,7 +51,7 @@ from repro.train.loop import runtime_of, train
 #: The issue's sizes below the whole training split (3396 trees), which the pipeline's own run gives.
 SIZES = (400, 800, 1600)
 CURVE_FILE = "parsing_curve.json"
-PIPELINE = "repro reproduce --profile local-parsing"
+PIPELINE = "repro reproduce --profile local-parsing"  # the source named in committed records
 
 
 def _say(msg: str) -> None:

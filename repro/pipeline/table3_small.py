@@ -1,6 +1,6 @@
 """``repro reproduce --pipeline table3-small``: Section 6.2's conclusions at the small scale, on this machine.
 
-The subset of Table 3 a 2-core CPU runs in about half an hour (README, "Table 3 at your scale"):
+The subset of Table 3 a 2-core CPU runs in about half an hour (docs/cluster.md, "Table 3 at your scale"):
 the base row, rows (A) (the number of heads, h · d_k kept) and rows (D) (dropout, label
 smoothing), 2 seeds each, at scale ``small`` (:data:`repro.recipes.SMALL`: Multi30k). Every job
 is one that ``repro submit table3 --scale small`` submits (:func:`repro.cluster.experiments.plan_jobs`

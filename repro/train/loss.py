@@ -174,7 +174,7 @@ def dense_projection_loss(hidden: Tensor, weight: Tensor, target: Tensor, *, eps
 
 
 #: Which projection loss the objective uses. Chunked (only the non-PAD rows, the softmax gradient
-#: formed in place) is 1.8x faster than full logits on a 2-core CPU (README, "Speed"); its row count
+#: formed in place) is 1.8x faster than full logits on a 2-core CPU (docs/benchmarks.md, "Speed"); its row count
 #: depends on the data, which costs a GPU a host sync per pass and torch.compile a graph break, so on
 #: CUDA and under compile the dense form runs. Both give the same loss (tests/train/test_loss.py).
 LOSS_IMPLS = ("chunked", "dense")

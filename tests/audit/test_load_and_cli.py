@@ -110,6 +110,6 @@ def test_cli_bad_target_is_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_cli_exits_3_when_nothing_was_checked(user_module: str, capsys: pytest.CaptureFixture[str]) -> None:
-    # the adapter has attention only: the post-norm claim is "not applicable", so nothing ran (README, Exit codes)
+    # the adapter has attention only: the post-norm claim is "not applicable", so nothing ran (docs/exit-codes.md)
     assert main(["audit", f"{user_module}:good", "--only", "sec3.sublayer.post-norm"]) == 3
     assert "nothing was checked" in capsys.readouterr().err

@@ -1,4 +1,5 @@
-"""``python -m repro.benchmarks.gpu`` runs on any device and writes the figures the README quotes."""
+"""``python -m repro.benchmarks.gpu`` runs on any device and writes the figures docs/cluster.md
+and docs/benchmarks.md quote once a GPU has run it."""
 
 from __future__ import annotations
 

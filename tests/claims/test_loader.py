@@ -84,4 +84,4 @@ def test_claims_list_json_has_the_documented_fields(repo_root, capsys):
 def test_claims_show(capsys):
     assert main(["claims", "show", "sec3.eq1.scaled-dot-product"]) == 0
     assert "Eq. 1" in capsys.readouterr().out
-    assert main(["claims", "show", "no.such.claim"]) == 2  # an unknown id is bad input (README, "Exit codes")
+    assert main(["claims", "show", "no.such.claim"]) == 2  # an unknown id is bad input (docs/exit-codes.md)

@@ -1,4 +1,4 @@
-"""``repro reproduce --profile local-parsing`` end to end on a tiny model: the result and the summary
+"""``repro reproduce --pipeline local-parsing`` end to end on a tiny model: the result and the summary
 are written, with provenance, and rerunning replaces the earlier record instead of adding one."""
 
 from __future__ import annotations
