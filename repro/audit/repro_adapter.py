@@ -22,7 +22,7 @@ from repro.audit.scripted import ScriptedModel
 from repro.decode.beam import beam_search
 from repro.model import Transformer, TransformerConfig
 from repro.model.attention import MultiHeadAttention, fused_attention, scaled_dot_product_attention
-from repro.model.config import ATTENTION_IMPLS
+from repro.model.transformer_config import ATTENTION_IMPLS
 from repro.model.feedforward import PositionwiseFeedForward
 from repro.model.layers import DecoderLayer, EncoderLayer
 from repro.model.masks import causal_mask

@@ -24,13 +24,13 @@ from typing import Any
 
 from repro.cluster.profiles import ClusterProfile
 from repro.data.synthetic import SyntheticCorpus
-from repro.data.registry import SEMI_PARSING, WSJ_PARSING, resolve_data_dir
+from repro.data.corpora import SEMI_PARSING, WSJ_PARSING, resolve_data_dir
 from repro.errors import ConfigError
 from repro.model import TABLE3_ROWS
 from repro.parsing.prepare import require_targets
 from repro.recipes import Recipe, Scale, apply_assignments, get_recipe, get_scale
 from repro.results.provenance import config_hash
-from repro.train.update import plan_update
+from repro.train.update_plan import plan_update
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ from repro.audit.repro_adapter import ReproAdapter
 from repro.checks import CHECKERS, run_checks, select_claims
 from repro.claims.loader import known_values
 from repro.claims.runner import count
-from repro.data.registry import Dataset, get_dataset, resolve_data_dir
+from repro.data.corpora import Dataset, get_dataset, resolve_data_dir
 from repro.data.vocab import SharedVocab
 from repro.decode.translate import load_model
 from repro.errors import ConfigError
@@ -47,7 +47,7 @@ from repro.paths import existing_dir, output_dir
 from repro.pipeline import run_dir
 from repro.eval.bootstrap import Interval, sacrebleu_interval
 from repro.eval.seeds import SeedSummary, over_seeds
-from repro.eval.steptime import spread_of_log
+from repro.eval.step_time_spread import spread_of_log
 from repro.eval.translation import BleuEvaluation, evaluate_bleu, evaluate_perplexity
 from repro.eval.perplexity import Perplexity
 from repro.runtime import Runtime

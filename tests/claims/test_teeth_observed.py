@@ -24,7 +24,7 @@ import repro.checks.search_probe as search_probe
 import repro.checks.training as training
 import repro.cluster.paper_jobs as paper_jobs
 import repro.decode.beam as beam
-import repro.decode.step as step
+import repro.decode.stepper as step
 import repro.eval.bleu as bleu
 import repro.model.attention as attention
 import repro.model.layers as layers

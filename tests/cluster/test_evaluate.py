@@ -1,11 +1,11 @@
-"""A job's claims are measured on the trained model after training (repro.cluster.evaluate)."""
+"""A job's claims are measured on the trained model after training (repro.cluster.job_evaluation)."""
 
 from __future__ import annotations
 
 
 import pytest
 
-from repro.cluster.evaluate import evaluate_claims, run_scale
+from repro.cluster.job_evaluation import evaluate_claims, run_scale
 from repro.decode.settings import TRANSLATION
 from repro.results import ResultStore
 from repro.train.config import TrainConfig

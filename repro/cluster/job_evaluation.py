@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from repro.cluster.experiments import PLACEMENT_FIELDS
-from repro.data.registry import get_dataset, resolve_data_dir
+from repro.data.corpora import get_dataset, resolve_data_dir
 from repro.data.vocab import SharedVocab
 from repro.decode.settings import DecodeSettings
 from repro.decode.translate import load_model, translate
@@ -41,19 +41,19 @@ from repro.errors import ConfigError
 from repro.eval.bleu import paper_tokens
 from repro.eval.bootstrap import evalb_interval, paper_interval, perplexity_interval
 from repro.eval.sharding import main_first, map_sharded
-from repro.eval.steptime import spread_of_log
+from repro.eval.step_time_spread import spread_of_log
 from repro.eval.translation import evaluate_bleu, evaluate_perplexity
 from repro.model import count_parameters
 from repro.runtime import Runtime
 from repro.train.config import TrainConfig
 from repro.train.loop import runtime_of
-from repro.parsing.evaluate import score_split
+from repro.parsing.scoring import score_split
 from repro.results import Result, ResultStore, collect_provenance
 from repro.results.hardware import measure_peak_flops
 from repro.train.average import average_last as average
 from repro.train.checkpoint import list_checkpoints
 
-log = logging.getLogger("repro.cluster.evaluate")
+log = logging.getLogger("repro.cluster.job_evaluation")
 
 
 def run_scale(spec: dict[str, Any], summary: dict[str, Any], world: int) -> str:
