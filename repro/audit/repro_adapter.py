@@ -152,9 +152,17 @@ class ReproAdapter(Adapter):
     def model_paths(self, vocab_size: int, d_model: int, n_heads: int, d_ff: int, n_layers: int) -> dict[str, ModelParts]:
         if "attention" in self.overrides:
             return {self.overrides["attention"]: self.model(vocab_size, d_model, n_heads, d_ff, n_layers)}
-        return {impl: model_parts(self._build(**self._model_config(vocab_size, d_model, n_heads, d_ff, n_layers,
-                                                                   attention=impl)).eval())
-                for impl in ATTENTION_IMPLS}
+        paths = {impl: model_parts(self._build(**self._model_config(vocab_size, d_model, n_heads, d_ff, n_layers,
+                                                                    attention=impl)).eval())
+                 for impl in ATTENTION_IMPLS}
+        # The attention maps (the report's Figures 3-5, the parser's alignments) run the fused
+        # model through the reference path, which then applies the causal flag itself.
+        recording = self._build(**self._model_config(vocab_size, d_model, n_heads, d_ff, n_layers, attention="fused"))
+        for module in recording.modules():
+            if isinstance(module, MultiHeadAttention):
+                module.record_weights = True
+        paths["fused, weights recorded"] = model_parts(recording.eval())
+        return paths
 
     def training_model(self, vocab_size: int, d_model: int, n_heads: int, d_ff: int, n_layers: int,
                        dropout: float) -> ModelParts:
