@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any, get_type_hints
 
 from repro import jsonfile
-from repro.data.registry import SEMI_PARSING, WSJ_PARSING
+from repro.data.corpora import SEMI_PARSING, WSJ_PARSING
 from repro.data.synthetic import SYNTHETIC
 from repro.decode.settings import PARSING, TRANSLATION, DecodeSettings
 from repro.errors import ConfigError

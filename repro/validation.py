@@ -1,7 +1,7 @@
 """The one validator of records read from disk: a JSON schema, and one line saying what is wrong.
 
 Claims (``claims/*.toml``, :mod:`repro.claims.schema`), result records
-(:mod:`repro.results.schema`) and the cluster ledger (:mod:`repro.cluster.status`) are each
+(:mod:`repro.results.record_schema`) and the cluster ledger (:mod:`repro.cluster.ledger`) are each
 described by a JSON schema and checked here, with ``jsonschema``. Beyond the schema: dates
 given as ``"format": "date-time"`` must be ISO 8601 (``2026-01-31T12:00:00+00:00`` or
 ``2026-01-31``), and no number may be NaN or infinite (TOML takes ``nan`` and ``inf``; a

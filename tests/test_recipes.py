@@ -9,7 +9,7 @@ import pytest
 from repro.decode.settings import DecodeSettings
 from repro.errors import ConfigError
 from repro.model import TABLE3_ROWS
-from repro.pipeline.parsing import on_prepared_data
+from repro.pipeline.parsing_recipe import on_prepared_data
 from repro.recipes import RECIPES, get_recipe, parse_assignments, recipe_names
 from repro.train.config import TrainConfig
 from repro.train.schedule import learning_rate, paper_peak_scale

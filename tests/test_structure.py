@@ -6,6 +6,7 @@ or inside a function, except those under ``if TYPE_CHECKING:``.
 
 from __future__ import annotations
 
+import argparse
 import ast
 import dataclasses
 from collections.abc import Iterator
@@ -148,3 +149,126 @@ def test_no_recipe_field_is_defined_in_two_classes():
             seen[f.name] = cls.__name__
     architecture_only = {f.name for f in dataclasses.fields(Preset)}
     assert architecture_only == {"name", "source", "model"}  # presets carry no training settings
+
+
+# --- Names say what they hold ------------------------------------------------------------------
+
+#: Modules kept under an old name after a rename, so that ``python -m`` paths and imports from
+#: outside keep working: path (from repro/) -> the new module it re-exports, and why it is kept.
+#: None today: no renamed module was run with ``python -m`` or part of the adapter protocol.
+SHIMS: dict[str, str] = {}
+
+
+def _exempt_from_unique_names(path: Path) -> str | None:
+    """Why ``path`` may share its basename with another module, or None."""
+    rel = path.relative_to(PACKAGE)
+    if rel.name in ("__init__.py", "__main__.py"):
+        return "package marker"
+    if rel.parts[0] == "commands" and len(rel.parts) == 2:
+        return "a CLI verb's module, named after its verb"
+    if rel.parts[0] == "checks" and len(rel.parts) == 2 and (PACKAGE / "model" / rel.name).exists():
+        return "the checker of the model module of the same name (claim -> checker -> model)"
+    if rel.as_posix() in SHIMS:
+        return f"a deprecated name kept for {SHIMS[rel.as_posix()]}"
+    return None
+
+
+def test_module_names_are_unique_across_the_package():
+    by_name: dict[str, list[str]] = {}
+    for path, _ in modules():
+        if _exempt_from_unique_names(path) is None:
+            by_name.setdefault(path.name, []).append(path.relative_to(PACKAGE.parent).as_posix())
+    assert {name: paths for name, paths in by_name.items() if len(paths) > 1} == {}
+
+
+def test_each_command_module_is_named_after_its_verb():
+    from repro.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    stems = {p.stem.replace("_", "-") for p in (PACKAGE / "commands").glob("*.py") if p.stem != "__init__"}
+    assert stems == set(sub.choices)
+
+
+# --- Function-level imports hide no cycle ------------------------------------------------------
+
+#: Third-party modules a function may import where it needs them: optional (the ``zoo`` extra,
+#: TensorBoard) or slow to import and needed by one path only (matplotlib: the report's figures).
+OPTIONAL_HEAVY = ("transformers", "x_transformers", "torch.utils.tensorboard", "tensorboard", "matplotlib")
+
+#: Files whose function-level imports are kept there on purpose, with the reason.
+LOCAL_IMPORTS_ALLOWED = {
+    "repro/audit/plugin.py": "the pytest11 entry point is loaded by every pytest run where repro is installed; "
+                             "repro (torch) is imported only when --repro-target is given",
+}
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def function_level_imports(tree: ast.Module) -> Iterator[tuple[int, str]]:
+    """(line, module) of every import inside a function body, outside ``if TYPE_CHECKING:``."""
+    skip = _type_checking_nodes(tree)
+    seen: set[int] = set()
+    for fn in ast.walk(tree):
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for node in ast.walk(fn):
+            if id(node) in skip or id(node) in seen:
+                continue
+            seen.add(id(node))
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    yield node.lineno, alias.name
+            elif isinstance(node, ast.ImportFrom):
+                yield node.lineno, "." * node.level + (node.module or "")
+
+
+def test_function_level_imports_are_of_optional_modules_or_justified():
+    offenders = []
+    for path, tree in modules():
+        rel = path.relative_to(PACKAGE.parent).as_posix()
+        for line, module in function_level_imports(tree):
+            optional = any(module == m or module.startswith(m + ".") for m in OPTIONAL_HEAVY)
+            if not optional and rel not in LOCAL_IMPORTS_ALLOWED:
+                offenders.append(f"{rel}:{line}: import {module} (move it to the top, or say why it is local)")
+    assert offenders == []
+    for rel in LOCAL_IMPORTS_ALLOWED:  # no stale entry
+        assert any(True for _ in function_level_imports(ast.parse((PACKAGE.parent / rel).read_text(encoding="utf-8")))), rel
+
+
+def module_import_graph() -> dict[str, set[str]]:
+    """Module -> the repro modules it imports, at module level or inside a function (as if all were
+    at the top). ``from pkg import name`` is an edge to ``pkg.name`` when that is a module, else to
+    ``pkg`` (its ``__init__``); the implicit import of a module's parent packages is not counted."""
+    trees = {_module_name(path): tree for path, tree in modules()}
+    graph: dict[str, set[str]] = {m: set() for m in trees}
+    for name, tree in trees.items():
+        skip = _type_checking_nodes(tree)
+        for node in ast.walk(tree):
+            if id(node) in skip:
+                continue
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                targets = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in trees else node.module
+                           for a in node.names]
+            else:
+                continue
+            graph[name].update(t for t in targets if t in trees and t != name)
+    return graph
+
+
+def test_no_import_cycle_between_modules_counting_function_level_imports():
+    graph = module_import_graph()
+    assert "repro.pipeline.parsing" in graph and "repro.checks" in graph and "repro.cli" in graph
+    assert "repro.checks.registry" in graph["repro.checks"]  # package and submodule edges are both seen
+    assert strongly_connected(graph) == []
+
+
+def test_function_level_import_finder_sees_nested_imports_and_skips_type_checking():
+    tree = ast.parse("import os\ndef f():\n    import repro.x\n    def g():\n        from repro.y import z\n"
+                     "class C:\n    def m(self):\n        from . import v\n"
+                     "if TYPE_CHECKING:\n    def h():\n        import repro.w\n")
+    assert sorted(m for _, m in function_level_imports(tree)) == [".", "repro.x", "repro.y"]

@@ -76,10 +76,10 @@ Conventions (every check relies on them; ``repro audit`` enforces the checkable 
 
 Methods added after the first version of the protocol (``attention_paths``, ``model_paths``,
 ``decoder_layer``, ``training_model``, ``update_rates``, ``search``, ``beam_search``,
-``average_last``, ``checkpoint_steps``, ``multi_head_cross_attention``) and the optional fields
+``average_last``, ``checkpoint_steps``, ``multi_head_cross_attention``, ``loss_paths``) and the optional fields
 of :class:`ModelParts` after ``module`` are optional like the rest: an adapter written before
 them runs unchanged, and the claims needing them read "not applicable" (``attention_paths`` and
-``model_paths`` default to ``attention`` and ``model``). :meth:`Adapter.absent` and
+``model_paths`` default to ``attention`` and ``model``, ``loss_paths`` to ``loss``). :meth:`Adapter.absent` and
 :func:`absent` are additions an older adapter never calls.
 """
 
@@ -314,6 +314,12 @@ class Adapter:
         *summed* over the tokens whose target is not ``pad_id`` (padding gets no gradient);
         differentiable in ``logits``. A mean is refused by the contract."""
         raise self._missing("loss")
+
+    def loss_paths(self) -> dict[str, Callable[[Tensor, Tensor, int, float], Tensor]]:
+        """Every implementation of the training loss the implementation's loop can call (e.g. one
+        for the CPU and one for an accelerator or a compiled step), each called as :meth:`loss`.
+        Default: :meth:`loss` alone."""
+        return {"loss": self.loss}
 
     def hyperparameters(self) -> dict[str, Any]:
         """The settings the implementation uses by default (or in its documented recipe):

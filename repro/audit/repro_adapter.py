@@ -22,14 +22,14 @@ from repro.audit.scripted import ScriptedModel
 from repro.decode.beam import beam_search
 from repro.model import Transformer, TransformerConfig
 from repro.model.attention import MultiHeadAttention, fused_attention, scaled_dot_product_attention
-from repro.model.config import ATTENTION_IMPLS
+from repro.model.transformer_config import ATTENTION_IMPLS
 from repro.model.feedforward import PositionwiseFeedForward
 from repro.model.layers import DecoderLayer, EncoderLayer
 from repro.model.masks import causal_mask
 from repro.model.positional import sinusoidal_encoding
 from repro.recipes import get_recipe
 from repro.train.average import average_of_run
-from repro.train.loss import projection_loss
+from repro.train.loss import LOSS_IMPLS, dense_projection_loss, projection_loss
 from repro.train.optimizer import optimizer_for
 from repro.train.probes import checkpoint_steps, update_rates
 from repro.train.schedule import learning_rate
@@ -152,9 +152,17 @@ class ReproAdapter(Adapter):
     def model_paths(self, vocab_size: int, d_model: int, n_heads: int, d_ff: int, n_layers: int) -> dict[str, ModelParts]:
         if "attention" in self.overrides:
             return {self.overrides["attention"]: self.model(vocab_size, d_model, n_heads, d_ff, n_layers)}
-        return {impl: model_parts(self._build(**self._model_config(vocab_size, d_model, n_heads, d_ff, n_layers,
-                                                                   attention=impl)).eval())
-                for impl in ATTENTION_IMPLS}
+        paths = {impl: model_parts(self._build(**self._model_config(vocab_size, d_model, n_heads, d_ff, n_layers,
+                                                                    attention=impl)).eval())
+                 for impl in ATTENTION_IMPLS}
+        # The attention maps (the report's Figures 3-5, the parser's alignments) run the fused
+        # model through the reference path, which then applies the causal flag itself.
+        recording = self._build(**self._model_config(vocab_size, d_model, n_heads, d_ff, n_layers, attention="fused"))
+        for module in recording.modules():
+            if isinstance(module, MultiHeadAttention):
+                module.record_weights = True
+        paths["fused, weights recorded"] = model_parts(recording.eval())
+        return paths
 
     def training_model(self, vocab_size: int, d_model: int, n_heads: int, d_ff: int, n_layers: int,
                        dropout: float) -> ModelParts:
@@ -176,6 +184,19 @@ class ReproAdapter(Adapter):
         logits as hidden states through an identity projection, so its gradient is dLoss/dlogits."""
         identity = torch.eye(logits.size(-1), dtype=logits.dtype)
         return projection_loss(logits, identity, target, epsilon=smoothing, pad_id=pad_id).loss
+
+    def dense_loss(self, logits: Tensor, target: Tensor, pad_id: int, smoothing: float) -> Tensor:
+        """The objective's dense form (:func:`repro.train.loss.dense_projection_loss`: what the loop
+        calls on an accelerator and under ``torch.compile``), fed as :meth:`loss` is."""
+        identity = torch.eye(logits.size(-1), dtype=logits.dtype)
+        return dense_projection_loss(logits, identity, target, epsilon=smoothing, pad_id=pad_id)[0]
+
+    def loss_paths(self) -> dict[str, Any]:
+        """Both forms of the objective the training loop runs (``repro.train.loss.loss_impl_for``):
+        the chunked one on a CPU, the dense one on an accelerator or compiled."""
+        paths = {"chunked": self.loss, "dense": self.dense_loss}
+        assert set(paths) == set(LOSS_IMPLS), "a loss form the loop can run is not watched"
+        return paths
 
     def hyperparameters(self) -> dict[str, Any]:
         """The paper's settings as ``repro submit`` resolves them into job specs, and as measured

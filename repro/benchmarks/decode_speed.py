@@ -26,7 +26,7 @@ from repro.benchmarks.machine import (
     spread,
 )
 from repro.decode import beam_search, greedy_decode
-from repro.decode.step import EOS
+from repro.decode.stepper import EOS
 from repro.model import Transformer, get_preset
 from repro.model.precision import Precision
 

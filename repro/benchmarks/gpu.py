@@ -45,7 +45,7 @@ from repro.runtime import Runtime
 from repro.train.loss import TranslationLoss, loss_impl_for
 from repro.train.optimizer import build_optimizer
 from repro.train.schedule import PAPER_WARMUP_STEPS
-from repro.train.step import update
+from repro.train.update_step import update
 
 
 def sustained_rate(device: torch.device, dtype: torch.dtype, n: int, seconds: float) -> float:

@@ -1,7 +1,7 @@
 """Training speed in fp32 against bf16 mixed precision, side by side in one process.
 
 repro's Transformer (the ``base`` recipe's model or the ``local`` main job's), its fused
-label-smoothed loss and the training loop's own update (repro.train.step: Eq. 3's rate, the
+label-smoothed loss and the training loop's own update (repro.train.update_step: Eq. 3's rate, the
 gradients, Adam), once with fp32 and once under bf16 autocast, from the same initial weights on
 the same batch of ``--sentences`` x ``--length`` tokens per side. The steps alternate (fp32, bf16,
 fp32, ...) so both see the same machine load; the report gives each precision's median step time
@@ -33,7 +33,7 @@ from repro.model.precision import Precision, matmul_probe, resolve_precision
 from repro.recipes import get_recipe
 from repro.train.loss import TranslationLoss
 from repro.train.optimizer import build_optimizer
-from repro.train.step import update
+from repro.train.update_step import update
 
 TARGET_SPEEDUP, GOAL_SPEEDUP = 3.0, 5.0
 

@@ -6,7 +6,7 @@ Adam (0.9, 0.98, 1e-9) and label smoothing 0.1, on the same batch of ``--sentenc
 ``--length`` tokens per side (default 128 x 32 = 4096). The reference computes logits for
 every target position and ``nn.CrossEntropyLoss(label_smoothing=0.1, ignore_index=PAD)``;
 repro projects only non-padding positions, in chunks, with the gradient formed in place
-(repro.train.loss). Both are stepped by the training loop's own update (repro.train.step: Eq. 3's
+(repro.train.loss). Both are stepped by the training loop's own update (repro.train.update_step: Eq. 3's
 rate, the gradients, Adam). Steps alternate between the two so that both see the same machine load;
 the speed-up is reported as the median and spread of the per-round ratios. The FLOP utilisation
 is relative to the sustained fp32 matmul rate (repro.benchmarks.matmul_peak).
@@ -39,7 +39,7 @@ from repro.model.positional import sinusoidal_encoding
 from repro.train.loss import TranslationLoss
 from repro.train.optimizer import build_optimizer
 from repro.train.schedule import PAPER_WARMUP_STEPS
-from repro.train.step import update
+from repro.train.update_step import update
 
 PAD = 0
 

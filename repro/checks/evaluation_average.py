@@ -7,7 +7,7 @@ Section 6.2 (Table 3): "... but no checkpoint averaging".
 
 The job's training settings run the training loop (a tiny model writing a checkpoint after every
 update, keeping as many as the job keeps) until it has written more checkpoints than the job
-averages; then the job's own evaluation (:func:`repro.cluster.evaluate.evaluate_claims`,
+averages; then the job's own evaluation (:func:`repro.cluster.job_evaluation.evaluate_claims`,
 for the job's first metric claim, on a three-sentence split) runs on that run directory, as it runs
 after a cluster job, while a forward hook watches the model it decodes with. Its embedding table
 is set against the mean of the newest j checkpoints for every j: the j that matches is how many
@@ -24,11 +24,11 @@ from torch import Tensor, nn
 
 from repro.checks.jobs import job_spec, own
 from repro.checks.registry import checker
-from repro.claims.measures import MODEL_MEASURES
+from repro.claims.measure_names import MODEL_MEASURES
 from repro.claims.claim import Claim
 from repro.claims.compare import finite, max_abs_diff
 from repro.claims.outcome import CheckContext, Measurement
-from repro.cluster.evaluate import evaluate_claims
+from repro.cluster.job_evaluation import evaluate_claims
 from repro.data.vocab import WORD_LEVEL, SharedVocab
 from repro.errors import ConfigError
 from repro.train.checkpoint import load_checkpoint

@@ -31,7 +31,7 @@ from repro.claims.compare import finite, max_abs, max_abs_diff
 from repro.claims.outcome import CheckContext, Measurement, NotRun
 from repro.data.batching import TokenBatcher, collate
 from repro.data.corpus import read_parallel
-from repro.data.registry import get_dataset, resolve_data_dir
+from repro.data.corpora import get_dataset, resolve_data_dir
 from repro.data.vocab import BOS, EOS, SharedVocab
 from repro.errors import DataError
 from repro.eval.perplexity import perplexity
@@ -39,8 +39,8 @@ from repro.train.config import TrainConfig
 from repro.train.data import encode_pairs, prepare_training_data
 from repro.train.loop import batcher_for, build
 from repro.train.probes import last_update
-from repro.train.step import accumulate
-from repro.train.update import plan_update
+from repro.train.update_step import accumulate
+from repro.train.update_plan import plan_update
 
 #: Real WMT 2014 EN-DE sentence pairs (10000; tensor2tensor-style tokenized) from the data directory.
 SAMPLE = "opennmt-wmt-ende-sample"

@@ -1,5 +1,5 @@
 """Section 4's comparisons of layer costs, measured with PyTorch's FLOP counter on the layers of
-:mod:`repro.complexity.layers` (Table 1's are in :mod:`repro.checks.table1`):
+:mod:`repro.complexity.layer_types` (Table 1's are in :mod:`repro.checks.table1`):
 
 * "self-attention layers are faster than recurrent layers when the sequence length n is smaller
   than the representation dimensionality d";
@@ -20,7 +20,7 @@ from repro.claims.claim import Claim
 from repro.claims.compare import finite
 from repro.claims.outcome import CheckContext, Measurement
 from repro.complexity.flops import count_flops
-from repro.complexity.layers import (
+from repro.complexity.layer_types import (
     ConvolutionalLayer,
     FeedForwardLayer,
     RecurrentLayer,

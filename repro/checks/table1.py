@@ -1,6 +1,6 @@
 """Checkers for Table 1 (Section 4): complexity, sequential operations and path length, measured.
 
-They measure the four layer types of :mod:`repro.complexity.layers`, not the implementation
+They measure the four layer types of :mod:`repro.complexity.layer_types`, not the implementation
 under audit (``audits=False``). Each returns the fitted growth (exponents, or the slope against
 log_k n) as its value and decides pass/fail itself, with the tolerance in the claim's params;
 ``extra`` holds the raw grid points and the fit, so the log-log plots can be drawn from stored
@@ -21,7 +21,7 @@ from repro.checks.registry import checker
 from repro.claims.claim import Claim
 from repro.claims.compare import finite
 from repro.complexity.flops import fit_exponents, measure_complexity
-from repro.complexity.layers import (
+from repro.complexity.layer_types import (
     ConvolutionalLayer,
     RecurrentLayer,
     RestrictedSelfAttentionLayer,

@@ -22,6 +22,7 @@ import numbers
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -47,8 +48,6 @@ def is_finite(value: Any) -> bool:
         return all(is_finite(v) for v in value)
     if hasattr(value, "dtype") and hasattr(value, "shape"):  # numpy arrays
         try:
-            import numpy as np
-
             return bool(np.isfinite(np.asarray(value, dtype=float)).all())
         except (TypeError, ValueError):
             return True

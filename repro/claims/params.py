@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from repro.claims.measures import MODEL_MEASURES, RUN_MEASURES, SPLITS
+from repro.claims.measure_names import MODEL_MEASURES, RUN_MEASURES, SPLITS
 
 COUNT: dict[str, Any] = {"type": "integer", "minimum": 1}
 OFFSET: dict[str, Any] = {"type": "integer", "minimum": 0}
@@ -67,7 +67,7 @@ PARAMS: dict[str, dict[str, Any]] = {
     "layers.position_wise": _WIDTHS,
     "layers.post_norm": {"d_model": COUNT, "heads": COUNT},
     "layers.post_norm_decoder": {},
-    # the measurement a job takes for the claim (repro.claims.measures), on which split of its data set;
+    # the measurement a job takes for the claim (repro.claims.measure_names), on which split of its data set;
     # preset: the Table 3 row the metric's run trains (for readers)
     "metric.result": {"preset": TEXT, "measure": {"enum": list(MODEL_MEASURES)}, "split": {"enum": list(SPLITS)}},
     "metric.step_time": {"measure": {"enum": list(RUN_MEASURES)}},

@@ -23,7 +23,7 @@ from repro.cluster.experiments import JobSpec
 from repro.cluster.job import JobSequence, TrainingJob
 from repro.cluster.job_state import RecordsState
 from repro.cluster.profiles import ClusterProfile, ClusterProfileError
-from repro.cluster.status import Ledger, SubmissionRecord
+from repro.cluster.ledger import Ledger, SubmissionRecord
 
 
 def slurm_reachable(timeout_s: float = 10.0) -> tuple[bool, str]:

@@ -24,14 +24,14 @@ from typing import Any
 
 from repro.cluster.profiles import ClusterProfile
 from repro.data.synthetic import SyntheticCorpus
-from repro.data.registry import SEMI_PARSING, WSJ_PARSING, resolve_data_dir
+from repro.data.corpora import SEMI_PARSING, WSJ_PARSING, resolve_data_dir
 from repro.errors import ConfigError
 from repro.measures import claim_requests
 from repro.model import TABLE3_ROWS
 from repro.parsing.prepare import require_targets
 from repro.recipes import Recipe, Scale, apply_assignments, get_recipe, get_scale
 from repro.results.provenance import config_hash
-from repro.train.update import plan_update
+from repro.train.update_plan import plan_update
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ class JobSpec:
     #: the seed; its results are stored as ``<claim>/<record>.json``, one per seed, replaced in place.
     scaled: dict[str, Any] | None = None
     #: What the job measures for each of its claims after training: the measurement and split its claim
-    #: names (:class:`repro.measures.Request` as dicts; :mod:`repro.cluster.evaluate` measures them).
+    #: names (:class:`repro.measures.Request` as dicts; :mod:`repro.cluster.job_evaluation` measures them).
     measures: tuple[dict[str, Any], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:

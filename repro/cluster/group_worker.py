@@ -18,7 +18,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from repro.data.registry import get_dataset, resolve_data_dir
+from repro.data.corpora import get_dataset, resolve_data_dir
 from repro.data.vocab import SharedVocab
 from repro.decode.settings import TRANSLATION
 from repro.decode.translate import load_model

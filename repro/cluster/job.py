@@ -4,21 +4,23 @@ submitit runs :class:`TrainingJob` on every task of the allocation (a torchrun-s
 may run it too). Each task finds its place in the job (:mod:`repro.cluster.rendezvous`),
 resolves its :class:`~repro.runtime.Runtime` (the GPU of its local rank, or the one SLURM bound
 to it), joins ``torch.distributed`` (NCCL on GPUs, gloo on CPUs), checks and logs the
-update-size invariant of Section 5.1 (:mod:`repro.train.update`) and trains with repro.train's
+update-size invariant of Section 5.1 (:mod:`repro.train.update_plan`) and trains with repro.train's
 loop; rank 0 prepares the data while the others wait (:mod:`repro.train.data`). On preemption or at the time limit SLURM sends
 USR2; submitit calls :meth:`TrainingJob.checkpoint`, which hands back a copy of the job with
 its requeue count raised, and the job is requeued; the copy resumes from the newest checkpoint
 in its ``out_dir``. After ``max_requeues`` requeues it refuses, and the job ends as failed.
 When training ends, rank 0 writes the run's record to the results store, and every rank takes
-its share of measuring the claims the job serves (:mod:`repro.cluster.evaluate`: the test set's
+its share of measuring the claims the job serves (:mod:`repro.cluster.job_evaluation`: the test set's
 decoding is split over the ranks; rank 0 scores and writes).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import os
+import sys
 import time
 from typing import Any
 
@@ -27,7 +29,7 @@ import torch
 
 from repro import jsonfile
 from repro.cluster import rendezvous
-from repro.cluster.evaluate import evaluate_claims
+from repro.cluster.job_evaluation import evaluate_claims
 from repro.cluster.experiments import check_parser_data, finished
 from repro.data.synthetic import SYNTHETIC, SyntheticCorpus
 from repro.errors import ConfigError
@@ -36,7 +38,7 @@ from repro.runtime import Runtime
 from repro.train.config import TrainConfig
 from repro.train.data import prepare_training_data
 from repro.train.loop import first_update_gradients, train
-from repro.train.update import plan_update
+from repro.train.update_plan import plan_update
 
 log = logging.getLogger("repro.cluster.job")
 
@@ -243,9 +245,6 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m repro.cluster.job SPEC.json [--results DIR]``: run one job spec (as ``repro submit
     --dry-run --json`` plans it) in this process, e.g. under ``torchrun --nproc_per_node N`` or an
     ``srun`` of the user's own; every process trains, rank 0 evaluates and stores the results."""
-    import argparse
-    import sys
-
     parser = argparse.ArgumentParser(prog="python -m repro.cluster.job", description=main.__doc__.split("\n")[0])
     parser.add_argument("spec", help="a job spec JSON file: one job of `repro submit ... --dry-run --json`, or "
                                      "JobSpec.to_dict()")

@@ -3,7 +3,7 @@
 The settings claims of Sections 5 and 6 are read from the job specs that ``repro submit`` builds
 for the paper's experiments on the paper's hardware (profile ``paper-p100``: one machine with 8
 P100), after every override a job applies, and from the decoding settings the job's evaluation
-runs with (:mod:`repro.cluster.evaluate` decodes with the spec's ``decode``). Each value says
+runs with (:mod:`repro.cluster.job_evaluation` decodes with the spec's ``decode``). Each value says
 which job it was read from.
 """
 

@@ -11,7 +11,7 @@ from repro.argtypes import output_dir, positive_int
 from repro.data.corpus import read_parallel
 from repro.data.fetch import fetch
 from repro.data.downloads import RECIPES
-from repro.data.registry import get_dataset, registered_names, resolve_data_dir
+from repro.data.corpora import get_dataset, registered_names, resolve_data_dir
 from repro.parsing.prepare import main as prepare_main
 from repro.paths import existing_dir
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from repro.argtypes import existing_dir, existing_file, output_file
 from repro.cli_flags import runtime_for_loaded, runtime_from_args
 from repro.commands.translate import add_search_arguments, check_search_flags, search_settings
-from repro.data.registry import get_dataset, resolve_data_dir
+from repro.data.corpora import get_dataset, resolve_data_dir
 from repro.decode.translate import find_vocab, load_model
 from repro.eval.translation import evaluate_bleu, evaluate_perplexity
 

@@ -39,7 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def skipped_records(result_dirs: list[Path], claims_dir: str | None = None) -> list[tuple[Path, str]]:
     """Every malformed record and stray file under ``result_dirs`` (path, why), read before any
-    report is written; records are checked against the claims too (:mod:`repro.results.schema`)."""
+    report is written; records are checked against the claims too (:mod:`repro.results.record_schema`)."""
     select_claims(claims_dir=claims_dir)  # the claims themselves first: a bad claims file is named before any record
     expected = known_values(claims_dir)
     skipped: list[tuple[Path, str]] = []

@@ -2,7 +2,7 @@
 with the results written under ``reports/local/`` (the README's first command).
 ``--pipeline local-parsing``: the constituency parser of Section 6.3 on the Penn Treebank sample.
 ``--pipeline table3-small``: Table 3's base, (A) and (D) rows at scale small, 2 seeds each, and the
-verdicts on Section 6.2's conclusions (:mod:`repro.pipeline.table3`)."""
+verdicts on Section 6.2's conclusions (:mod:`repro.pipeline.table3_small`)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from repro.errors import ConfigError
 from repro.model.precision import PRECISIONS
 from repro.pipeline.local import reproduce_local
 from repro.pipeline.parsing import reproduce_parsing_local
-from repro.pipeline.table3 import SUBSET, SUBSET_SEEDS, reproduce_table3
+from repro.pipeline.table3_small import SUBSET, SUBSET_SEEDS, reproduce_table3
 from repro.recipes import parse_assignments
 
 

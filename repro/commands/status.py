@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from repro.paths import existing_dir
-from repro.cluster.status import Ledger, default_state_dir, job_states
+from repro.cluster.ledger import Ledger, default_state_dir, job_states
 from repro.errors import ConfigError
 
 

@@ -15,12 +15,12 @@ from repro.argtypes import output_dir, positive_int, script_text
 from repro.cluster.executor import executor_parameters, new_submission_id, resolve_executor, submit_jobs
 from repro.cluster.experiments import EXPERIMENTS, SCALED_SEEDS, Plan, finished, plan_jobs, scale_signature
 from repro.cluster.profiles import load_profile
-from repro.cluster.status import Ledger, default_state_dir
+from repro.cluster.ledger import Ledger, default_state_dir
 from repro.errors import ConfigError
 from repro.model.precision import PRECISIONS
 from repro.recipes import SCALES, get_scale, parse_assignments
 from repro.results import DEFAULT_RESULTS
-from repro.train.update import plan_update
+from repro.train.update_plan import plan_update
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -7,7 +7,7 @@ convolutions, 2 FLOPs per multiply-add, and the fused attention kernels it does 
 analytically (:func:`flop_counter`). Element-wise work (softmax, tanh, bias adds, masking) is
 not counted; it is O(n d) or O(r n) for every layer here, below each layer's leading term.
 The position-wise projections of the attention layers (W^Q, W^K, W^V, W^O, O(n d^2)) are left
-out, as the paper leaves them out of Table 1 (see :mod:`repro.complexity.layers`); their FLOPs
+out, as the paper leaves them out of Table 1 (see :mod:`repro.complexity.layer_types`); their FLOPs
 are still recorded beside the count.
 
 The fit: least squares of log FLOPs on log n, log d (and log k or log r) over a full product

@@ -6,7 +6,7 @@ target tokens." A batch here is bounded by its *padded* size on each side,
 ``len(batch) * longest <= max_tokens``, so it never exceeds the device's memory; sorting by
 length keeps padding small. With a ``budget`` it is also bounded by the *real* tokens it holds
 (what the paper counts), the two sides taken together: ``(source + target) / 2 <= budget``. The
-training loop gives each pass its share of the update's ~25000 (:mod:`repro.train.update`), so that
+training loop gives each pass its share of the update's ~25000 (:mod:`repro.train.update_plan`), so that
 one update holds the paper's ~25000 source and ~25000 target tokens whatever the device's memory
 allows per pass (a bound per side would stop at the longer side and leave the shorter one short).
 

@@ -23,7 +23,7 @@ import torch
 from torch import Tensor
 
 from repro.decode.settings import TRANSLATION
-from repro.decode.step import BOS, EOS, Stepper, source_lengths
+from repro.decode.stepper import BOS, EOS, Stepper, source_lengths
 from repro.model import Transformer
 
 STOP_RULES = ("early", "bound")

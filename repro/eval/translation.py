@@ -13,7 +13,7 @@ import torch.distributed as dist
 
 from repro.atomic import atomic_write_text
 from repro.data.corpus import read_parallel
-from repro.data.registry import Dataset
+from repro.data.corpora import Dataset
 from repro.data.vocab import SharedVocab
 from repro.decode.settings import TRANSLATION, DecodeSettings
 from repro.decode.translate import translate

@@ -10,7 +10,7 @@ from pathlib import Path
 from repro.claims.claim import Claim
 from repro.claims.loader import default_claims_dir, load_claims
 from repro.errors import ConfigError
-from repro.measures.registry import Request
+from repro.measures.measure_registry import Request
 
 
 def _claims(claims_dir: str | None) -> dict[str, Claim]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from repro.eval.seeds import over_seeds
-from repro.measures.registry import Measured
+from repro.measures.measure_registry import Measured
 
 
 def combine_seeds(by_seed: dict[int, Measured]) -> Measured:

@@ -15,8 +15,8 @@ from repro.atomic import atomic_write_text
 from repro.decode.translate import translate_ids
 from repro.eval.bootstrap import evalb_interval
 from repro.eval.sharding import map_sharded
-from repro.measures.registry import Measured, Request, Trained, measurement
-from repro.parsing.evaluate import score_outputs
+from repro.measures.measure_registry import Measured, Request, Trained, measurement
+from repro.parsing.scoring import score_outputs
 from repro.parsing.prepare import gold_trees_file
 
 

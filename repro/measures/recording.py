@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from repro.claims.outcome import Outcome
-from repro.measures.registry import Measured, Request
+from repro.measures.measure_registry import Measured, Request
 from repro.results import Result, ResultStore, collect_provenance
 
 log = logging.getLogger("repro.measures.recording")

@@ -7,15 +7,15 @@
 - ``step-time.logged-median``: the median over the intervals of the training log (``metrics.csv``);
   nothing to store with fewer than two logged rows.
 
-Both keep the spread of the logged intervals (:mod:`repro.eval.steptime`).
+Both keep the spread of the logged intervals (:mod:`repro.eval.step_time_spread`).
 """
 
 from __future__ import annotations
 
 import logging
 
-from repro.eval.steptime import spread_of_log
-from repro.measures.registry import Measured, Request, Trained, measurement
+from repro.eval.step_time_spread import spread_of_log
+from repro.measures.measure_registry import Measured, Request, Trained, measurement
 from repro.results.hardware import measure_peak_flops
 
 log = logging.getLogger("repro.measures.step_seconds")

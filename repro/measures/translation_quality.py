@@ -16,7 +16,7 @@ from __future__ import annotations
 from repro.eval.bleu import paper_tokens
 from repro.eval.bootstrap import paper_interval, perplexity_interval, sacrebleu_interval
 from repro.eval.translation import BleuEvaluation, evaluate_bleu, evaluate_perplexity
-from repro.measures.registry import Measured, Request, Trained, measurement
+from repro.measures.measure_registry import Measured, Request, Trained, measurement
 
 
 def _search(trained: Trained) -> str:

@@ -6,10 +6,10 @@
 - ``positional``  sinusoids and learned positions (3.5, Table 3 E)
 - ``layers``      post-norm encoder and decoder layers (3.1, 5.4)
 - ``transformer`` the whole encoder-decoder
-- ``config``, ``presets``  the hyperparameters of Table 3
+- ``transformer_config``, ``presets``  the hyperparameters of Table 3
 """
 
-from repro.model.config import TransformerConfig
+from repro.model.transformer_config import TransformerConfig
 from repro.model.presets import PRESETS, TABLE3_ROWS, Preset, get_preset
 from repro.model.transformer import DecoderCache, Transformer, count_parameters
 

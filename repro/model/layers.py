@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from torch import Tensor, nn
 
 from repro.model.attention import KeyValueCache, MultiHeadAttention
-from repro.model.config import TransformerConfig
+from repro.model.transformer_config import TransformerConfig
 from repro.model.feedforward import PositionwiseFeedForward
 
 

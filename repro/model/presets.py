@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from repro.errors import ConfigError
-from repro.model.config import TransformerConfig
+from repro.model.transformer_config import TransformerConfig
 from repro.model.table3 import ROWS as TABLE3
 from repro.model.table3 import Row, changes
 

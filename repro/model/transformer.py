@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor, nn
 
-from repro.model.config import TransformerConfig
+from repro.model.transformer_config import TransformerConfig
 from repro.model.embedding import ScaledEmbedding
 from repro.model.layers import DecoderLayer, DecoderLayerCache, EncoderLayer
 from repro.model.masks import causal_mask, padding_mask

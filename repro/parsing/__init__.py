@@ -4,7 +4,7 @@
 - ``linearize``   tree <-> token sequence (Vinyals & Kaiser et al., 2014)
 - ``repair``      any decoder output -> a tree over the source words
 - ``prepare``     parallel source/target files: WSJ 02-21/22/23 or the local PTB sample
-- ``evaluate``    repaired outputs scored by EVALB
+- ``scoring``     repaired outputs scored by EVALB
 
 The parser's recipes (``parser-wsj``, ``parser-semi``, ``local-parsing``) are in :mod:`repro.recipes`.
 """

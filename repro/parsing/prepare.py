@@ -8,7 +8,7 @@ For each split, :func:`prepare` writes into an output directory
   that put punctuation back into decoded trees,
 - ``manifest.json`` the split, the files each split came from, and the sentence counts.
 
-The directory is a dataset for :func:`repro.data.registry.get_dataset` by folder inference
+The directory is a dataset for :func:`repro.data.corpora.get_dataset` by folder inference
 (``{split}.src`` / ``{split}.tgt``), and :func:`register_prepared` registers it under a name.
 
 Splits, always by file (whole documents), never by sentence:
@@ -27,7 +27,7 @@ The cluster experiments (``repro submit table4-wsj`` / ``table4-semi``) name the
     python -m repro.parsing.prepare $DATA_DIR/wsj-parsing-semi --semi SRC TGT --wsj-prepared $DATA_DIR/wsj-parsing
 
 (the semi-supervised corpus is the user's: it is not obtainable here). Both names are registered
-in :mod:`repro.data.registry`.
+in :mod:`repro.data.corpora`.
 The local sample: ``python -m repro.parsing.prepare OUT_DIR [--data-dir DIR]``. ``--targets per-word``
 cuts each target into one token per word (:mod:`repro.parsing.linearize`); the default is
 Vinyals & Kaiser et al.'s one token per symbol.
@@ -45,7 +45,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from repro import jsonfile
-from repro.data.registry import Dataset, register, resolve_data_dir
+from repro.data.corpora import Dataset, register, resolve_data_dir
 from repro.data.tree_tokens import is_per_word_token
 from repro.errors import ConfigError, DataError, ReproError
 from repro.parsing.linearize import TARGET_UNITS, group_by_word, linearize, source_sentence
@@ -248,7 +248,7 @@ def gold_trees_file(out_dir: str | Path, split: str) -> Path:
 
 
 def register_prepared(out_dir: str | Path, name: str, description: str = "") -> None:
-    """Register a prepared directory with :mod:`repro.data.registry` (absolute paths)."""
+    """Register a prepared directory with :mod:`repro.data.corpora` (absolute paths)."""
     splits = {s: (a.resolve(), b.resolve()) for s, (a, b) in split_files(out_dir).items()}
     register(Dataset(name=name, splits=splits, src_lang="words", tgt_lang="tree", tokenized=True,
                      description=description or f"constituency parsing data prepared in {out_dir}"),

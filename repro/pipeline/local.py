@@ -39,7 +39,7 @@ from repro.audit.repro_adapter import ReproAdapter
 from repro.checks import CHECKERS, run_checks, select_claims
 from repro.claims.loader import known_values
 from repro.claims.runner import count
-from repro.data.registry import Dataset, get_dataset, resolve_data_dir
+from repro.data.corpora import Dataset, get_dataset, resolve_data_dir
 from repro.data.vocab import SharedVocab
 from repro.decode.translate import load_model
 from repro.errors import ConfigError

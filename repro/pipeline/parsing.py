@@ -32,7 +32,7 @@ import torch
 from repro import jsonfile
 from repro.atomic import atomic_write_text
 from repro.data.corpus import read_parallel
-from repro.data.registry import get_dataset, resolve_data_dir
+from repro.data.corpora import get_dataset, resolve_data_dir
 from repro.data.vocab import SharedVocab
 from repro.decode.settings import DecodeSettings
 from repro.decode.translate import load_model, translate_ids
@@ -41,14 +41,14 @@ from repro.model import Transformer
 from repro.errors import ConfigError
 from repro.model.precision import Precision
 from repro.runtime import Runtime
-from repro.parsing.evaluate import ParseScore, score_outputs, vocabulary_ceiling
-from repro.parsing.prepare import (SplitInfo, gold_trees_file, prepare_ptb_sample, require_targets, sample_groups,
-                                   split_files)
+from repro.parsing.scoring import ParseScore, score_outputs, vocabulary_ceiling
+from repro.parsing.prepare import SplitInfo, gold_trees_file, prepare_ptb_sample, sample_groups
 from repro.paths import output_dir
 from repro.pipeline import run_dir
 from repro.parsing.alignment import leaf_attention
 from repro.parsing.symbol_accuracy import symbol_accuracy
 from repro.pipeline.local import Stages
+from repro.pipeline.parsing_recipe import RECIPE, on_prepared_data
 from repro.pipeline.parsing_sanity import Overfit, overfit_parser, training_texts
 from repro.recipes import Recipe, get_recipe
 from repro.measures import Request, Trained, measure, record
@@ -61,7 +61,6 @@ from repro.train.loop import runtime_of, train
 RECORD_NAME = "reproduce-local-parsing"
 
 RESULT_ID = "local.ptb-sample.f1"
-RECIPE = "local-parsing"
 TEST_SPLIT = "test"
 #: What the job measures (:mod:`repro.measures`): Table 4's F1, stored without a claim (the sample is not WSJ 23).
 REQUEST = Request(RESULT_ID, "f1.evalb", TEST_SPLIT)
@@ -76,16 +75,6 @@ TRAIN_PROBE_PAIRS = 273
 
 def _say(msg: str) -> None:
     print(f"repro reproduce: {msg}", file=sys.stderr, flush=True)
-
-
-def on_prepared_data(recipe: Recipe, prepared: Path) -> Recipe:
-    """``recipe`` reading its training and dev pairs from a folder made by :mod:`repro.parsing.prepare`,
-    whose target units must be the recipe's."""
-    require_targets(prepared, recipe.targets, f"recipe {recipe.name}")
-    splits = split_files(prepared, ("train", "dev"))
-    (train_src, train_tgt), (dev_src, dev_tgt) = splits["train"], splits["dev"]
-    return recipe.replace(dataset=str(prepared), train_src=str(train_src), train_tgt=str(train_tgt),
-                          dev_src=str(dev_src), dev_tgt=str(dev_tgt))
 
 
 def scale_description(recipe: Recipe, steps: int, train_trees: int, test_note: str, vocab_size: int) -> str:

@@ -35,15 +35,15 @@ import torch
 
 from repro import jsonfile
 from repro.atomic import atomic_write_text
-from repro.data.registry import resolve_data_dir
+from repro.data.corpora import resolve_data_dir
 from repro.data.vocab import SharedVocab
 from repro.decode.translate import load_model
 from repro.errors import ConfigError, ReproError
-from repro.parsing.evaluate import score_outputs
+from repro.parsing.scoring import score_outputs
 from repro.parsing.linearize import TARGET_UNITS
 from repro.parsing.prepare import prepare_ptb_sample, prepared_targets
-from repro.pipeline.parsing import (RECIPE, ParserProbe, decode_parses, epochs_seen, load_test_split,
-                                    on_prepared_data)
+from repro.pipeline.parsing import ParserProbe, decode_parses, epochs_seen, load_test_split
+from repro.pipeline.parsing_recipe import RECIPE, on_prepared_data
 from repro.recipes import Recipe, apply_assignments, get_recipe, parse_assignments
 from repro.train.checkpoint import list_checkpoints
 from repro.train.loop import runtime_of, train

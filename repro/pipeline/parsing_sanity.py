@@ -10,16 +10,27 @@ leaves to words, a rate that diverges), whatever it then does on unseen sentence
 
 from __future__ import annotations
 
+import argparse
 import json
+import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from repro.atomic import atomic_write_text
+from repro.data.corpora import resolve_data_dir
 from repro.data.vocab import SharedVocab
 from repro.decode.translate import load_model, translate_ids
-from repro.parsing.evaluate import score_outputs
-from repro.recipes import Recipe
+from repro.errors import ReproError
+from repro.model.precision import PRECISIONS
+from repro.parsing.prepare import prepare_ptb_sample
+from repro.parsing.scoring import score_outputs
+from repro.pipeline.parsing_recipe import RECIPE, on_prepared_data
+from repro.recipes import Recipe, get_recipe
+from repro.results.provenance import git_commit
 from repro.train.checkpoint import list_checkpoints
 from repro.train.loop import runtime_of, train
 from repro.train.schedule import paper_peak_scale
@@ -96,20 +107,6 @@ def training_texts(prepared: Path) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     """``python -m repro.pipeline.parsing_sanity --trees 200 --steps 1200``: one rung of the ladder as a
     committed record, ``REPORTS/parsing_overfit_{trees}.json``."""
-    import argparse
-    import sys
-    import time
-
-    import torch
-
-    from repro.data.registry import resolve_data_dir
-    from repro.errors import ReproError
-    from repro.model.precision import PRECISIONS
-    from repro.parsing.prepare import prepare_ptb_sample
-    from repro.pipeline.parsing import RECIPE, on_prepared_data
-    from repro.recipes import get_recipe
-    from repro.results.provenance import git_commit
-
     parser = argparse.ArgumentParser(prog="python -m repro.pipeline.parsing_sanity",
                                      description="overfit the first N training trees of the PTB sample (the sanity ladder)")
     parser.add_argument("--trees", type=int, default=TREES)

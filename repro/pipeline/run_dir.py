@@ -25,7 +25,7 @@ TRAINING = ("checkpoints/", "checkpoints/step_*.pt", "metrics.csv", "metrics.csv
 RESUMED_FROM = ("checkpoints/step_*.pt", "vocab.json", "metrics.csv")
 #: A cluster job's ``out_dir`` (:class:`repro.cluster.job.TrainingJob`): training and the corpus it encoded.
 JOB = (*TRAINING, "encoded/", "encoded/*")
-#: Table 3 at a scale run here (:mod:`repro.pipeline.table3`): ``<signature>/<job>/``, each a job's ``out_dir``.
+#: Table 3 at a scale run here (:mod:`repro.pipeline.table3_small`): ``<signature>/<job>/``, each a job's ``out_dir``.
 TABLE3 = ("*/", "*/table3-*/", *(f"*/table3-*/{p}" for p in JOB))
 #: What a job of Table 3 at a scale resumes from.
 TABLE3_RESUMED_FROM = tuple(f"*/table3-*/{p}" for p in RESUMED_FROM)

@@ -16,7 +16,7 @@ from typing import Any
 from repro.checks import DERIVED_OVER_STORED, derived_result
 from repro.claims.claim import BASES, Claim
 from repro.errors import ResultError
-from repro.report.status import STATUSES, verdict
+from repro.report.verdict import STATUSES, verdict
 from repro.results.provenance import REQUIRED_FIELDS, Provenance
 from repro.results.store import Result, ResultStore
 

@@ -8,11 +8,11 @@ from pathlib import Path
 import pandas as pd
 
 from repro.claims.claim import Claim
-from repro.report import scaled, steptime, tables
+from repro.report import normalised_step_time, scaled, tables
 from repro.report.build import ReportData
 from repro.report.figures import Figures, draw
 from repro.report.runs import Run
-from repro.report.status import MEANINGS
+from repro.report.verdict import MEANINGS
 from repro.report.values import show
 from repro.scaled.rows import collect, is_scaled_id
 from repro.scaled.verdicts import evaluate_all, paper_values
@@ -105,11 +105,11 @@ def make_document(data: ReportData, claims: list[Claim], runs: list[Run],
     """Every table and figure of the report, built in memory (``skip_invalid``: as ``repro report
     --skip-invalid``, a malformed record of Table 3 at a scale is left out and named)."""
     by_id = {c.id: c for c in claims}
-    step_times = steptime.collect(data.results, runs)
-    step_table = steptime.table(step_times, by_id)
+    step_times = normalised_step_time.collect(data.results, runs)
+    step_table = normalised_step_time.table(step_times, by_id)
     cost: dict[str, float | None] = {}
     for st in step_times:  # Table 2 takes the step-time results only; runs' logs are listed below it
-        steps_claim = steptime.PAPER_CLAIMS.get(st.configuration, ("", "", ""))[1]
+        steps_claim = normalised_step_time.PAPER_CLAIMS.get(st.configuration, ("", "", ""))[1]
         if st.source.startswith("result") and steps_claim in by_id:
             cost[st.configuration] = st.cost(int(by_id[steps_claim].expected))
     sections = [
@@ -125,7 +125,7 @@ def make_document(data: ReportData, claims: list[Claim], runs: list[Run],
         Section("Table 4: English constituency parsing (WSJ 23 F1)", tables.table4(data),
                 "Other parsers' rows are the paper's figures, not reproduced here."),
         Section("Step time and training cost, normalised to 8×P100", step_table,
-                steptime.ASSUMPTION + ("" if step_times else " No step time has been measured yet.")),
+                normalised_step_time.ASSUMPTION + ("" if step_times else " No step time has been measured yet.")),
     ]
     scaled_tables = collect(data.result_dirs, skip_invalid=skip_invalid)
     if scaled_tables:

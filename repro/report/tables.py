@@ -11,7 +11,7 @@ from __future__ import annotations
 import pandas as pd
 
 from repro.report.build import ReportData
-from repro.report.status import result_scale
+from repro.report.verdict import result_scale
 from repro.report.values import MISSING, exponents, show
 
 #: Table 1 rows and columns; a measurement is stored under ``table1.<row key>.<column key>``,

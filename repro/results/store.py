@@ -22,7 +22,7 @@ from repro import jsonfile
 from repro.atomic import atomic_write_text
 from repro.errors import ResultError
 from repro.results.provenance import Provenance
-from repro.results.schema import record_problem
+from repro.results.record_schema import record_problem
 
 #: Where results go and are read from by default (``repro check``, ``report``, ``submit``, ``reproduce``).
 DEFAULT_RESULTS = Path("reports/local/results")
@@ -37,7 +37,7 @@ class Result:
     (``pass``/``fail``), else ``None`` and the reporter compares against the claim.
     ``ci95`` is the measurement's 95% interval ``(low, high)`` where one was estimated (a BLEU
     or F1 bootstrap, a step time's spread, the spread over seeds); the report needs it before it
-    calls a metric "reproduced" (:mod:`repro.report.status`).
+    calls a metric "reproduced" (:mod:`repro.report.verdict`).
     """
 
     claim_id: str
@@ -104,7 +104,7 @@ def parse_interval(value: Any, where: str) -> tuple[float, float]:
 class ResultStore:
     """Result records under one root directory.
 
-    Every record read is validated (:mod:`repro.results.schema`); with ``expected`` (claim id ->
+    Every record read is validated (:mod:`repro.results.record_schema`); with ``expected`` (claim id ->
     the paper's value, e.g. ``{c.id: c.expected for c in claims}``) also against its claim. A file
     that is not ``<claim id>/<name>.json`` is a stray and named, never passed over (the hidden
     temporary files of writes in progress, :mod:`repro.atomic`, excepted)."""

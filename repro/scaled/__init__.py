@@ -4,6 +4,6 @@
 - :mod:`repro.scaled.verdicts` each conclusion of Section 6.2 as ``holds``, ``reversed`` or ``inconclusive``.
 
 The runs themselves are jobs of ``repro submit table3 --scale NAME`` (:mod:`repro.cluster.experiments`),
-or ``repro reproduce --pipeline table3-small`` (:mod:`repro.pipeline.table3`); the scales are recipes
+or ``repro reproduce --pipeline table3-small`` (:mod:`repro.pipeline.table3_small`); the scales are recipes
 (:class:`repro.recipes.Scale`).
 """

@@ -2,7 +2,7 @@
 
 Each job of Table 3 at a scale stores one record per seed and metric,
 ``<results>/table3-<scale>.<ppl|bleu>.<row>/seed-<S>-<signature>.json``
-(:mod:`repro.cluster.evaluate`), with the seed, the row, the scale's signature and the model's
+(:mod:`repro.cluster.job_evaluation`), with the seed, the row, the scale's signature and the model's
 parameter count in ``extra`` and the seed's bootstrap interval in ``ci95``. A row's metric is the
 mean over its seeds with :func:`repro.eval.seeds.over_seeds`'s interval (Student's t over the seeds
 combined with the seeds' bootstraps). Only records of one signature (the same base recipe and
@@ -21,7 +21,7 @@ from repro import jsonfile
 from repro.errors import ResultError
 from repro.eval.seeds import SeedSummary, over_seeds
 from repro.model import TABLE3_ROWS
-from repro.results.schema import SCALED_TABLE3, record_problem
+from repro.results.record_schema import SCALED_TABLE3, record_problem
 from repro.results.store import Result
 
 #: Table 3's two measured columns, as the result ids name them.
@@ -87,7 +87,7 @@ class ScaledTable:
 
 def _records(result_dirs: Iterable[Path], skipped: list[str], skip_invalid: bool) -> list[tuple[Path, Result]]:
     """Every per-seed record of a scaled row under ``result_dirs``, validated as the results store validates
-    a record (:mod:`repro.results.schema`) and for its seed, signature and row; a malformed one raises naming
+    a record (:mod:`repro.results.record_schema`) and for its seed, signature and row; a malformed one raises naming
     its file (with ``skip_invalid`` it is left out and named in ``skipped``)."""
     found = []
     for root in result_dirs:

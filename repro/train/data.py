@@ -24,7 +24,7 @@ import torch.distributed as dist
 
 from repro.data.corpus import read_parallel
 from repro.data.encoded import EncodedPairs
-from repro.data.registry import Dataset, get_dataset, resolve_data_dir, with_splits
+from repro.data.corpora import Dataset, get_dataset, resolve_data_dir, with_splits
 from repro.data.synthetic import SYNTHETIC, SyntheticCorpus
 from repro.data.vocab import SharedVocab
 from repro.errors import ConfigError, DataError

@@ -3,8 +3,8 @@
 One update sees about ``tokens_per_batch`` source and target tokens (Section 5.1: 25000),
 whatever the number of devices: each device takes passes of its share of them
 (:func:`batcher_for`: at most ``tokens_per_micro_batch`` real tokens per side, padded to at most
-``max_tokens_per_device``) and accumulates them as :mod:`repro.train.update` plans before the
-update (:mod:`repro.train.step`). Where it computes (device, precision, rank) is the process's
+``max_tokens_per_device``) and accumulates them as :mod:`repro.train.update_plan` plans before the
+update (:mod:`repro.train.update_step`). Where it computes (device, precision, rank) is the process's
 :class:`~repro.runtime.Runtime`, resolved once from the config and the process group.
 
 Exact resume: every checkpoint holds the model, Adam's state, the step, the RNG states and
@@ -37,12 +37,12 @@ from repro.train.checkpoint import checkpoint_path, list_checkpoints, load_check
 from repro.train.config import TrainConfig
 from repro.train.data import prepare_training_data
 from repro.train.loss import TranslationLoss, loss_impl_for
-from repro.train.metrics import MetricsLog
+from repro.train.metrics_log import MetricsLog
 from repro.train.optimizer import optimizer_for
 from repro.train.prefetch import Prefetcher, Sequential
 from repro.train.progress_line import EVERY_LOGGED, progress_line
-from repro.train.step import TrainingDiverged, UpdateStats, accumulate, update, world
-from repro.train.update import UpdatePlan, plan_update
+from repro.train.update_step import TrainingDiverged, UpdateStats, accumulate, update, world
+from repro.train.update_plan import UpdatePlan, plan_update
 
 __all__ = ["TrainSummary", "Trainer", "TrainingDiverged", "batcher_for", "build", "first_update_gradients", "run",
            "runtime_of", "train"]
@@ -124,7 +124,7 @@ class Trainer:
     recipe: dict[str, Any] = field(default_factory=dict)
 
     def update(self, micro: Sequence, step: int) -> UpdateStats:
-        """Update ``step`` (counted from 1) on this update's micro-batches (:mod:`repro.train.step`)."""
+        """Update ``step`` (counted from 1) on this update's micro-batches (:mod:`repro.train.update_step`)."""
         return update(self.objective, self.optimizer, micro, self.device, step=step, d_model=self.model_cfg.d_model,
                       warmup_steps=self.cfg.warmup_steps, lr_scale=self.cfg.lr_scale, world_size=self.world_size,
                       precision=self.precision)

@@ -1,7 +1,7 @@
 """The training loop observed from outside, for the claims of Sections 5.2, 5.3 and 6.1.
 
 Each probe runs the loop's own code (:func:`repro.train.loop.run`, or its :func:`build` and
-:func:`repro.train.step.update`), on a tiny model and a synthetic corpus, and records what it does:
+:func:`repro.train.update_step.update`), on a tiny model and a synthetic corpus, and records what it does:
 the learning rate the optimizer holds when it steps (Eq. 3, with the loop's own numbering of
 updates), the updates after which the loop writes checkpoints when updates take a given wall time
 (a fake clock), the last update a job's loop makes, the checkpoints a run leaves for its
@@ -26,7 +26,7 @@ from repro.data.synthetic import SyntheticCorpus
 from repro.train.checkpoint import checkpoint_path, list_checkpoints, load_checkpoint, save_checkpoint, step_of
 from repro.train.config import TrainConfig
 from repro.train.loop import build, run
-from repro.train.step import update
+from repro.train.update_step import update
 
 #: The smallest model the loop trains: the probes watch the loop, not the model.
 _TINY = {"n_layers": 1, "d_ff": 8, "n_heads": 1, "dropout": 0.0}
@@ -216,7 +216,7 @@ class _ChosenGradients(nn.Module):
 
 
 def loop_adam_updates(cfg: TrainConfig, gradients: Sequence[Tensor], steps: tuple[int, int] = (1, 2)) -> ObservedSteps:
-    """Two updates as the loop makes them (:func:`repro.train.step.update` with the optimizer
+    """Two updates as the loop makes them (:func:`repro.train.update_step.update` with the optimizer
     :func:`repro.train.loop.build` builds for ``cfg``, at Eq. 3's rate of the loop's updates
     ``steps``; they are the optimizer's first two steps), with the gradient of the model's first
     feed-forward bias (zero at initialisation) set to ``gradients[0]`` and ``gradients[1]`` and

@@ -10,7 +10,7 @@ from repro.checks import CHECKERS, select_claims
 from repro.checks.relations import RelationError, evaluate, operands, relation_result
 from repro.claims import Outcome
 from repro.claims.runner import run_claim
-from repro.report.status import NEEDS_CLUSTER, verdict
+from repro.report.verdict import NEEDS_CLUSTER, verdict
 from repro.results import Result, collect_provenance
 
 CLAIMS = {c.id: c for c in select_claims()}

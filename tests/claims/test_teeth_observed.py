@@ -24,7 +24,7 @@ import repro.checks.search_probe as search_probe
 import repro.checks.training as training
 import repro.cluster.paper_jobs as paper_jobs
 import repro.decode.beam as beam
-import repro.decode.step as step
+import repro.decode.stepper as step
 import repro.eval.bleu as bleu
 import repro.model.attention as attention
 import repro.model.layers as layers
@@ -294,3 +294,25 @@ def test_figures_3_5_are_measured_on_the_run_s_checkpoint(tmp_path, tiny_run):
     same.mkdir()
     assert run_claim(claim, CHECKERS[claim.checker], ReproAdapter(), tiny_run(same, True)).status == Outcome.FAIL
     assert run_claim(claim, CHECKERS[claim.checker], ReproAdapter(), {}).status == Outcome.NOT_RUN
+
+
+# -- Section 5.4 on both forms of the objective the loop runs --------------------------------------
+def test_label_smoothing_watches_the_dense_loss_a_gpu_job_runs() -> None:
+    """The paper's jobs run the dense loss on an accelerator (repro.train.loss.loss_impl_for); a
+    mistake there alone (padding counted in the loss, half the smoothing term in the value) fails
+    the claim, which passes on the code as it is."""
+    import repro.audit.repro_adapter as repro_adapter
+    import repro.train.loss as loss
+
+    assert outcome("sec5.label-smoothing.loss") == Outcome.PASS
+    real = loss.dense_projection_loss
+
+    def counts_padding(hidden, weight, target, *, epsilon, pad_id, scale=1.0):
+        summed, nll, count = real(hidden, weight, target, epsilon=epsilon, pad_id=pad_id, scale=scale)
+        logits = hidden.reshape(-1, hidden.size(-1)) @ weight.t()
+        pad = target.reshape(-1) == pad_id
+        return summed + logits.logsumexp(-1)[pad].sum() * scale, nll, count
+
+    with mock.patch.object(repro_adapter, "dense_projection_loss", counts_padding):
+        assert outcome("sec5.label-smoothing.loss") == Outcome.FAIL
+    assert set(ReproAdapter().loss_paths()) == set(loss.LOSS_IMPLS)

@@ -343,7 +343,7 @@ def pass_holds_the_device_bound() -> Iterator[None]:
 @contextlib.contextmanager
 def no_accumulation() -> Iterator[None]:
     """One GPU, one pass per update: half the paper's batch on the one-GPU profile (tensor2tensor#444)."""
-    from repro.train.update import UpdatePlan
+    from repro.train.update_plan import UpdatePlan
 
     with mock.patch.object(recipe_runs, "plan_update", lambda t, w, m: UpdatePlan(t, w, m, 1)):
         yield

@@ -1,4 +1,4 @@
-"""A job's claims are measured on the trained model after training (repro.cluster.evaluate)."""
+"""A job's claims are measured on the trained model after training (repro.cluster.job_evaluation)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from repro.audit.repro_adapter import ReproAdapter
 from repro.checks import CHECKERS, select_claims
 from repro.claims import Outcome
 from repro.claims.runner import run_claim
-from repro.cluster.evaluate import evaluate_claims, run_scale
+from repro.cluster.job_evaluation import evaluate_claims, run_scale
 from repro.decode.settings import TRANSLATION
 from repro.errors import ConfigError
 from repro.measures import MEASUREMENTS

@@ -11,7 +11,7 @@ import pytest
 from repro.cluster.executor import resolve_executor, submit_jobs
 from repro.cluster.experiments import Plan, plan_jobs
 from repro.cluster.profiles import ClusterProfileError, load_profile
-from repro.cluster.status import Ledger, expand_job_ids, job_states
+from repro.cluster.ledger import Ledger, expand_job_ids, job_states
 from repro.errors import ConfigError
 from repro.results import ResultStore
 

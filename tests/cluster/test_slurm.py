@@ -22,7 +22,7 @@ from repro.cluster.executor import make_executor, submit_jobs
 from repro.cluster.experiments import SMOKE_SYNTHETIC, JobSpec, Plan, plan_jobs
 from repro.cluster.job import gradient_probe
 from repro.cluster.profiles import ClusterProfile, ClusterProfileError
-from repro.cluster.status import Ledger, job_states
+from repro.cluster.ledger import Ledger, job_states
 from repro.data.synthetic import SyntheticCorpus
 from repro.model import TABLE3_ROWS
 from repro.recipes import get_recipe

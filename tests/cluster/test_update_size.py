@@ -21,7 +21,7 @@ from repro.cluster.experiments import Plan, plan_jobs
 from repro.cluster.profiles import load_profile
 from repro.train.config import TrainConfig
 from repro.train.loop import batcher_for
-from repro.train.update import plan_update
+from repro.train.update_plan import plan_update
 
 PROFILES = ["paper-p100", "h100", "h100-x1"]
 

@@ -12,7 +12,7 @@ import torch
 from repro.checks import table1
 from repro.claims import load_claims
 from repro.complexity.flops import count_flops, fit_exponents, measure_complexity
-from repro.complexity.layers import RestrictedSelfAttentionLayer, SelfAttentionLayer, banded_attention
+from repro.complexity.layer_types import RestrictedSelfAttentionLayer, SelfAttentionLayer, banded_attention
 
 from .wrong_layers import BandMaskedFullAttention
 

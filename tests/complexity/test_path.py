@@ -13,7 +13,7 @@ from torch import nn
 from repro.checks import table1
 from repro.claims.outcome import CheckContext
 from repro.claims import load_claims
-from repro.complexity.layers import ConvolutionalLayer, RecurrentLayer
+from repro.complexity.layer_types import ConvolutionalLayer, RecurrentLayer
 from repro.complexity.path import closed_form, max_path_length, recurrent_path_lengths, stack_path_lengths
 
 from .wrong_layers import VectorisedRecurrent

@@ -9,7 +9,7 @@ from torch import nn
 from repro.checks import table1
 from repro.claims.outcome import CheckContext
 from repro.claims import load_claims
-from repro.complexity.layers import RecurrentLayer
+from repro.complexity.layer_types import RecurrentLayer
 from repro.complexity.sequential import measure_sequential, sequential_operations
 
 from .wrong_layers import VectorisedRecurrent

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from repro.decode import beam_search, greedy_decode, length_penalty
-from repro.decode.step import BOS, EOS
+from repro.decode.stepper import BOS, EOS
 from repro.model import Transformer, TransformerConfig
 
 

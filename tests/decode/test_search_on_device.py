@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from repro.decode import beam_search, greedy_decode
-from repro.decode.step import Stepper
+from repro.decode.stepper import Stepper
 from tests.decode.test_search import make_model, make_src
 
 

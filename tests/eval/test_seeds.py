@@ -7,7 +7,7 @@ import math
 import pytest
 
 from repro.eval.seeds import over_seeds, t975
-from repro.eval.steptime import spread
+from repro.eval.step_time_spread import spread
 
 import pandas as pd
 

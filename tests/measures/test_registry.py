@@ -14,7 +14,7 @@ from repro.audit.repro_adapter import ReproAdapter
 from repro.checks import CHECKERS
 from repro.claims import Outcome
 from repro.claims.loader import load_claims
-from repro.claims.measures import MEASURES, MODEL_MEASURES, RUN_MEASURES
+from repro.claims.measure_names import MEASURES, MODEL_MEASURES, RUN_MEASURES
 from repro.claims.params import PARAMS
 from repro.claims.runner import run_claim
 from repro.cli import main as cli_main

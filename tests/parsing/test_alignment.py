@@ -6,7 +6,7 @@ import torch
 
 from repro.data.vocab import SharedVocab
 from repro.model import Transformer
-from repro.model.config import TransformerConfig
+from repro.model.transformer_config import TransformerConfig
 from repro.parsing.alignment import aligned_leaves, leaf_attention
 
 # "(S (NP XX XX )NP (VP XX )VP )S": leaves at target positions 2, 3 and 6, for words 0, 1 and 2.

@@ -65,7 +65,7 @@ def test_unknown_target_units_are_refused(data_dir, tmp_path, capsys):
 
 
 def test_leaf_counts_of_per_word_outputs(tmp_path):
-    from repro.parsing.evaluate import score_outputs
+    from repro.parsing.scoring import score_outputs
     gold = tmp_path / "gold.trees"
     gold.write_text(TREE + "\n" + TREE + "\n" + TREE + "\n")
     score = score_outputs(["(S_(NP_XX XX )NP_(VP_XX )VP_)S", "(S_(NP_XX XX )NP_)S", "(S_(NP_XX XX XX XX )NP_)S"], gold)
@@ -78,7 +78,7 @@ def test_vocabulary_ceiling_is_what_the_vocabulary_lets_a_perfect_model_score(pe
     the training split only backs off the per-word tokens it never saw (losing their brackets),
     which caps F1 below that, and says by how much."""
     from repro.data.vocab import SharedVocab
-    from repro.parsing.evaluate import vocabulary_ceiling
+    from repro.parsing.scoring import vocabulary_ceiling
 
     texts = [line for split in ("train", "test") for suffix in ("src", "tgt")
              for line in (per_word / f"{split}.{suffix}").read_text().splitlines()]

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from repro.data.registry import get_dataset
+from repro.data.corpora import get_dataset
 from repro.errors import DataError
 from repro.parsing.linearize import delinearize
 from repro.parsing.prepare import (SAMPLE_FOLDER, main, prepare_wsj, register_prepared, sample_groups,

@@ -53,7 +53,7 @@ def test_output_nested_deeper_than_the_recursion_limit_is_repaired_and_scored(tm
     repair and the one-line writer must not recurse (found by the local profile's greedy search)."""
     import sys
 
-    from repro.parsing.evaluate import score_outputs
+    from repro.parsing.scoring import score_outputs
 
     depth = sys.getrecursionlimit() + 100
     fixed = repair("(NP " * depth + "XX XX", WORDS, TAGS)

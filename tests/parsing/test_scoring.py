@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from repro.errors import DataError
-from repro.parsing.evaluate import score_outputs
+from repro.parsing.scoring import score_outputs
 from repro.parsing.linearize import linearize
 from repro.parsing.trees import read_tree_lines, tree_to_line
 
@@ -32,6 +32,6 @@ def test_scoring_decoded_output(tmp_path, tiny_parsing_data):
 
 
 def test_length_bins_cover_every_length():
-    from repro.parsing.evaluate import length_bin
+    from repro.parsing.scoring import length_bin
     assert [length_bin(n) for n in (1, 10, 11, 20, 21, 40, 41, 600)] == [
         "1-10", "1-10", "11-20", "11-20", "21-30", "31-40", "41+", "41+"]

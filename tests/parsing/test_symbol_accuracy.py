@@ -6,7 +6,7 @@ import torch
 
 from repro.data.vocab import SharedVocab
 from repro.model import Transformer
-from repro.model.config import TransformerConfig
+from repro.model.transformer_config import TransformerConfig
 from repro.parsing.symbol_accuracy import symbol_accuracy, symbol_kind
 
 PAIRS = [("the cat sleeps", "(S (NP XX XX )NP (VP XX )VP )S"), ("it rains", "(S (NP XX )NP (VP XX )VP )S")]

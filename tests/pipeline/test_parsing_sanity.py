@@ -11,7 +11,7 @@ import pytest
 
 from repro.data.vocab import SharedVocab
 from repro.decode.translate import load_model, translate_ids
-from repro.parsing.evaluate import score_outputs
+from repro.parsing.scoring import score_outputs
 from repro.parsing.linearize import LEAF, delinearize, symbols
 from repro.parsing.prepare import prepare_ptb_sample
 from repro.parsing.trees import read_tree_lines, tags

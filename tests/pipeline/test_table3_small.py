@@ -11,7 +11,7 @@ import pytest
 from repro.cli import main as repro_main
 from repro.cluster.experiments import Plan, plan_jobs
 from repro.cluster.profiles import load_profile
-from repro.pipeline.table3 import SUBSET, SUBSET_SEEDS
+from repro.pipeline.table3_small import SUBSET, SUBSET_SEEDS
 from repro.results import ResultStore
 from repro.scaled.verdicts import HOLDS, INCONCLUSIVE, NOT_RUN, REVERSED
 

@@ -10,7 +10,7 @@ from repro.claims import load_claims
 from repro.errors import ResultError
 from repro.report import make_document
 from repro.report.build import build_report
-from repro.report.steptime import P100_FLOPS, StepTime, collect, table
+from repro.report.normalised_step_time import P100_FLOPS, StepTime, collect, table
 from repro.report.tables import table1, table2, table3, table4
 from repro.results import Result
 

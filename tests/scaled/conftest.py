@@ -1,5 +1,5 @@
 """Synthetic results of Table 3 at a scale: per-seed records as a job of ``repro submit table3 --scale``
-stores them (:mod:`repro.cluster.evaluate`), written without training anything."""
+stores them (:mod:`repro.cluster.job_evaluation`), written without training anything."""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ from torch._dynamo.utils import counters
 import repro.train.loop as loop
 from repro.train.config import TrainConfig
 from repro.train.loop import build, run
-from repro.train.step import update
+from repro.train.update_step import update
 from tests.train.test_loop import VOCAB, quiet, tiny_config, toy_examples
 
 
@@ -35,7 +35,7 @@ def test_one_host_sync_per_update_and_no_blocking_copy(fake_gpu, tmp_path: Path)
                precision=trainer.precision)
         syncs = fake_gpu.sites("sync")
         assert sum(syncs.values()) == 1, f"update {step}: host syncs at {syncs}"
-        assert list(syncs) == [next(s for s in syncs if s.startswith("repro/train/step.py"))]
+        assert list(syncs) == [next(s for s in syncs if s.startswith("repro/train/update_step.py"))]
         assert fake_gpu.count("host-to-device copy (blocking)") == 0, fake_gpu.report()
 
 
@@ -48,8 +48,8 @@ def test_the_loop_prefetches_pinned_batches_on_a_gpu(fake_gpu, tmp_path: Path) -
     resumed = run(cfg, toy_examples(), VOCAB, log=quiet)
     assert resumed.resumed_from == 4 and resumed.final_loss == pytest.approx(full.final_loss, rel=1e-6)
     # (the restore copies the checkpoint onto the device once; the updates copy nothing blocking)
-    assert fake_gpu.count("host-to-device copy (blocking)", "repro/train/step.py") == 0, fake_gpu.report()
-    assert fake_gpu.count("host-to-device copy (non_blocking)", "repro/train/step.py") > 0
+    assert fake_gpu.count("host-to-device copy (blocking)", "repro/train/update_step.py") == 0, fake_gpu.report()
+    assert fake_gpu.count("host-to-device copy (non_blocking)", "repro/train/update_step.py") > 0
 
 
 @pytest.fixture

@@ -1,11 +1,11 @@
-"""The status mapping: every status, and the rules that keep it honest."""
+"""The verdict on each claim (repro.report.verdict): every status, and the rules that keep it honest."""
 
 from __future__ import annotations
 
 import pytest
 
 from repro.claims.claim import Claim
-from repro.report.status import STATUSES, compare, paper_precision, verdict
+from repro.report.verdict import STATUSES, compare, paper_precision, verdict
 from repro.results import Provenance, Result
 
 

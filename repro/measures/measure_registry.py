@@ -1,4 +1,4 @@
-"""The registry of measurements: a name of the catalogue (:mod:`repro.claims.measures`) -> the code that measures it.
+"""The registry of measurements: a name of the catalogue (:mod:`repro.claims.measure_names`) -> the code that measures it.
 
 A metric claim names its measurement (``params.measure``, ``params.split``); a job that trained a
 model asks for each of its claims a :class:`Request` and hands it, with what it has
@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from repro.claims.claim import Claim
-from repro.claims.measures import MEASURES, RUN_MEASURES
-from repro.data.registry import Dataset
+from repro.claims.measure_names import MEASURES, RUN_MEASURES
+from repro.data.corpora import Dataset
 from repro.data.vocab import SharedVocab
 from repro.decode.settings import DecodeSettings
 from repro.errors import ConfigError
@@ -101,7 +101,7 @@ class Measured:
     ``provenance`` goes to the record's ``provenance.extra``, ``extra`` to its ``extra``; ``digits``
     is how the value and its interval are rounded; ``raw`` is the evaluation it came from (a
     :class:`~repro.eval.translation.BleuEvaluation`, a :class:`~repro.eval.perplexity.Perplexity`, a
-    :class:`~repro.parsing.evaluate.ParseScore`...), for the job's own summary, never stored;
+    :class:`~repro.parsing.scoring.ParseScore`...), for the job's own summary, never stored;
     ``seconds`` the wall time of its phases (``decode``, ``score``)."""
 
     value: float
@@ -132,7 +132,7 @@ MEASUREMENTS: dict[str, Measure] = {}
 def measurement(name: str) -> Callable[[Measure], Measure]:
     """Register the decorated function as the code of the catalogue's measurement ``name``."""
     if name not in MEASURES:
-        raise ValueError(f"'{name}' is not a measurement of the catalogue (repro.claims.measures)")
+        raise ValueError(f"'{name}' is not a measurement of the catalogue (repro.claims.measure_names)")
 
     def register(fn: Measure) -> Measure:
         if name in MEASUREMENTS:

@@ -1,6 +1,6 @@
 """After a job trains: measure the claims it serves on the trained model and store the results.
 
-Each claim names its measurement (``params.measure`` and ``params.split``, :mod:`repro.claims.measures`),
+Each claim names its measurement (``params.measure`` and ``params.split``, :mod:`repro.claims.measure_names`),
 resolved when the job is planned (the spec's ``measures``) and taken by the one registry the local
 jobs use too (:mod:`repro.measures`), never chosen by the claim's id:
 
@@ -33,24 +33,24 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from repro.claims.measure_names import MODEL_MEASURES
 from repro.cluster.experiments import PLACEMENT_FIELDS
-from repro.data.registry import get_dataset, resolve_data_dir
+from repro.data.corpora import get_dataset, resolve_data_dir
 from repro.data.vocab import SharedVocab
 from repro.decode.settings import DecodeSettings
-from repro.claims.measures import MODEL_MEASURES
-from repro.errors import ConfigError
-from repro.measures import Request, Trained, claim_requests, measure, record
 from repro.decode.translate import load_model
+from repro.errors import ConfigError
 from repro.eval.sharding import main_first
+from repro.measures import Request, Trained, claim_requests, measure, record
 from repro.model import count_parameters
-from repro.runtime import Runtime
 from repro.results import ResultStore
-from repro.train.config import TrainConfig
-from repro.train.loop import runtime_of
+from repro.runtime import Runtime
 from repro.train.average import average_last as average
 from repro.train.checkpoint import list_checkpoints
+from repro.train.config import TrainConfig
+from repro.train.loop import runtime_of
 
-log = logging.getLogger("repro.cluster.evaluate")
+log = logging.getLogger("repro.cluster.job_evaluation")
 
 
 def run_scale(spec: dict[str, Any], summary: dict[str, Any], world: int) -> str:

@@ -1,4 +1,4 @@
-"""The registry resolves the shared data directory; folder inference; register()."""
+"""The corpora registry (repro.data.corpora) resolves the shared data directory; folder inference; register()."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from repro.data.registry import Dataset, get_dataset, infer_dataset, register, registered_names
+from repro.data.corpora import Dataset, get_dataset, infer_dataset, register, registered_names
 from repro.errors import DataError
 
 

@@ -26,7 +26,7 @@ import pandas as pd
 
 from repro.checks.table2 import FOOTNOTE5_TFLOPS
 from repro.claims.claim import Claim
-from repro.eval.steptime import spread
+from repro.eval.step_time_spread import spread
 from repro.report.values import show
 from repro.report.runs import Run
 from repro.results.store import Result

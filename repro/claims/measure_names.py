@@ -34,5 +34,5 @@ MEASURES: dict[str, str] = {
 RUN_MEASURES = ("step-time.run-mean", "step-time.logged-median")
 #: The measurements of a trained model on a split of its data set.
 MODEL_MEASURES = tuple(name for name in MEASURES if name not in RUN_MEASURES)
-#: The splits a measurement may read (:meth:`repro.data.registry.Dataset.split`).
+#: The splits a measurement may read (:meth:`repro.data.corpora.Dataset.split`).
 SPLITS = ("train", "dev", "test")

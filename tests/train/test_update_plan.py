@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from repro.errors import ConfigError
 from repro.recipes import get_recipe
-from repro.train.update import UpdatePlan, plan_update
+from repro.train.update_plan import UpdatePlan, plan_update
 
 PAPER_TOKENS_PER_BATCH = get_recipe("base").train.tokens_per_batch  # Section 5.1: 25000 per side
 

@@ -31,7 +31,7 @@ from repro.claims.loader import known_values
 from repro.cluster.experiments import JobSpec, Plan, finished, plan_jobs, scale_signature
 from repro.cluster.job import TrainingJob
 from repro.cluster.profiles import load_profile
-from repro.data.registry import get_dataset, resolve_data_dir
+from repro.data.corpora import get_dataset, resolve_data_dir
 from repro.errors import ConfigError
 from repro.manifest import Manifest
 from repro.paths import existing_dir, output_dir
