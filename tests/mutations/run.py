@@ -9,7 +9,10 @@ non-zero. This is not a test of the suite (it takes minutes): it measures how mu
 change a reproduction's numbers the claims notice, and its output is committed as
 reports/mutations.json.
 
-    python tests/mutations/run.py [--out reports/mutations.json] [--only NAME]
+    python tests/mutations/run.py [--out reports/mutations.json] [--only NAME] [--append]
+
+A row added with ``--append`` carries the commit it ran at (``commit``); the record's own
+``commit`` is that of the full run.
 """
 
 from __future__ import annotations
@@ -205,6 +208,83 @@ MUTATIONS = [
              "            if n > 1 and (n * s > cap or n * t > cap or n > limit or rs + rt > budget):",
              "            if n > 1 and ((n - 1) * s > cap or (n - 1) * t > cap or n > limit or rs + rt > budget):",
              "the batcher lets a pass hold one sentence more than the device's token cap"),
+    # -- fresh mistakes (the lead's probe after issue 28: none of them was written down before) ----
+    Mutation("fused-ignores-causal-flag", "repro/model/attention.py",
+     "    return F.scaled_dot_product_attention(query, key, value, attn_mask=mask, is_causal=causal)",
+     "    return F.scaled_dot_product_attention(query, key, value, attn_mask=mask, is_causal=False)",
+             "the fused kernel drops the decoder's causal flag in training"),
+    Mutation("reference-causal-off-by-one", "repro/model/attention.py",
+     "                tril = torch.ones(n, m, dtype=torch.bool, device=q.device).tril(m - n)",
+     "                tril = torch.ones(n, m, dtype=torch.bool, device=q.device).tril(m - n + 1)",
+             "the attention maps' path lets position i see i + 1"),
+    Mutation("softmax-over-queries", "repro/model/attention.py",
+     "    weights = scores.softmax(dim=-1)", "    weights = scores.softmax(dim=-2)",
+             'the softmax normalises over the queries, not the keys'),
+    Mutation("attention-dropout-always-on", "repro/model/attention.py",
+     "    weights = scores.softmax(dim=-1)", "    weights = F.dropout(scores.softmax(dim=-1), 0.1)",
+             'dropout on the attention weights, also at evaluation (not in the paper)'),
+    Mutation("kv-cache-value-not-reordered", "repro/model/attention.py",
+     "            self.value[:, :, :self.length] = self.values().index_select(0, index)",
+     "            self.value[:, :, :self.length] = self.values()",
+             'the beam reorders the cached keys but not the values'),
+    Mutation("positional-base-1000", "repro/model/positional.py",
+     "    inv_freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float64) * (-math.log(10000.0) / d_model))",
+     "    inv_freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float64) * (-math.log(1000.0) / d_model))",
+             'sinusoid wavelengths up to 1000 * 2 pi instead of 10000 * 2 pi'),
+    Mutation("warmup-exponent", "repro/train/schedule.py",
+     "    return scale * d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)",
+     "    return scale * d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.0)",
+             "Eq. 3's warm-up branch step * warmup^-1 instead of ^-1.5"),
+    Mutation("adam-eps-1e-8", "repro/train/config.py",
+     "    adam_eps: float = 1e-9", "    adam_eps: float = 1e-8",
+             "Adam's epsilon 1e-8 (PyTorch's default) instead of 1e-9"),
+    Mutation("average-divides-by-k-minus-1", "repro/train/average.py",
+     "    return {k: (v / len(states)).to(first[k].dtype) if first[k].is_floating_point() else v for k, v in total.items()}",
+     "    return {k: (v / max(len(states) - 1, 1)).to(first[k].dtype) if first[k].is_floating_point() else v for k, v in total.items()}",
+             'the average divides the sum of k checkpoints by k - 1'),
+    Mutation("beam-penalty-one-short", "repro/decode/beam.py",
+     "        lp = length_penalty(step + 1, alpha)", "        lp = length_penalty(step, alpha)",
+             'the length penalty counts |Y| without the end token'),
+    Mutation("beam-candidates-k", "repro/decode/beam.py",
+     "        top_s, top_i = cand.topk(2 * k, dim=1)", "        top_s, top_i = cand.topk(k, dim=1)",
+             'the beam expands only k candidates (finished ones crowd out live ones)'),
+    Mutation("dense-loss-counts-padding", "repro/train/loss.py",
+     "    return loss.masked_fill(pad, 0.0).sum() * scale, nll.detach().masked_fill(pad, 0.0).sum(), (~pad).sum()",
+     "    return loss.sum() * scale, nll.detach().masked_fill(pad, 0.0).sum(), (~pad).sum()",
+             'the dense loss (GPU, compiled) counts padding positions'),
+    Mutation("padding-mask-on-queries", "repro/model/masks.py",
+     "    return (tokens != pad_id)[:, None, None, :]", "    return (tokens != pad_id)[:, None, :, None]",
+             'the padding mask hides padded queries instead of padded keys'),
+    Mutation("decoder-positions-from-1", "repro/model/transformer.py",
+     "        return self.embed_dropout(embed(tokens) + pos(tokens.size(1), offset))",
+     "        return self.embed_dropout(embed(tokens) + pos(tokens.size(1), offset + 1))",
+             'positions counted from 1 instead of 0'),
+    Mutation("dropout-before-sublayer", "repro/model/layers.py",
+     "        return self.norm(x + self.dropout(sublayer(x)))", "        return self.norm(x + sublayer(self.dropout(x)))",
+             "dropout applied to the sub-layer's input, not its output"),
+    Mutation("lr-dmodel-exponent", "repro/train/schedule.py",
+     "    return scale * d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)",
+     "    return scale * d_model**-1.0 * min(step**-0.5, step * warmup_steps**-1.5)",
+             'Eq. 3 scaled by d_model^-1 instead of d_model^-0.5'),
+    Mutation("ffn-relu-after-w2", "repro/model/feedforward.py",
+     "        return self.w_2(self.w_1(x).relu())", "        return self.w_2(self.w_1(x)).relu()",
+             'the ReLU applied after W_2 instead of between the two transforms'),
+    Mutation("encoder-self-attention-unmasked", "repro/model/layers.py",
+     "        x = self.sublayers[0](x, lambda y: self.self_attn(y, y, y, mask))",
+     "        x = self.sublayers[0](x, lambda y: self.self_attn(y, y, y, None))",
+             "the encoder's self-attention ignores padding"),
+    Mutation("perplexity-base-2", "repro/eval/perplexity.py",
+     "    result = Perplexity(math.exp(total / max(tokens, 1)), total, tokens)",
+     "    result = Perplexity(2 ** (total / max(tokens, 1)), total, tokens)",
+             'perplexity as 2^(nats per token)'),
+    Mutation("bleu-no-clipping", "repro/eval/bleu.py",
+     "            stats.correct[n - 1] += sum(min(c, max_ref[g]) for g, c in hyp_ngrams.items())",
+     "            stats.correct[n - 1] += sum(c for g, c in hyp_ngrams.items() if max_ref[g])",
+             "BLEU's n-gram matches not clipped by the reference counts"),
+    Mutation("bleu-bp-inverted", "repro/eval/bleu.py",
+     "    bp = math.exp(1 - s.ref_len / s.hyp_len) if s.hyp_len < s.ref_len else 1.0",
+     "    bp = math.exp(1 - s.hyp_len / s.ref_len) if s.hyp_len < s.ref_len else 1.0",
+             "BLEU's brevity penalty with the lengths swapped"),
 ]
 
 
@@ -241,8 +321,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=ROOT / "reports" / "mutations.json")
     parser.add_argument("--only", action="append", default=[], help="run only these mutations (by name)")
+    parser.add_argument("--append", action="store_true",
+                        help="add the rows of the mutations run (--only, or those the record lacks) to the record "
+                             "in --out, each row with the commit it ran at")
     args = parser.parse_args(argv)
-    chosen = [m for m in MUTATIONS if not args.only or m.name in args.only]
+    record = json.loads(args.out.read_text(encoding="utf-8")) if args.append and args.out.is_file() else None
+    known = {r["name"] for r in record["rows"]} if record else set()
+    chosen = [m for m in MUTATIONS if (m.name in args.only if args.only else m.name not in known)]
     rows = []
     with tempfile.TemporaryDirectory(prefix="repro-mutations-") as tmp:
         for mutation in chosen:
@@ -257,13 +342,20 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{'caught' if caught else 'MISSED':7s} {mutation.name:42s} {seconds:5.1f} s  {', '.join(broken[:4])}",
                   flush=True)
             shutil.rmtree(tree)
-    caught = sum(r["caught"] for r in rows)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    summary = {"caught": caught, "mutations": len(rows), "commit": commit, "rows": rows}
-    if not args.only:
+    if record is not None:   # rows added to a record made at another commit: each says its own
+        rows = [r for r in record["rows"] if r["name"] not in {m.name for m in chosen}] + \
+               [{**r, "commit": commit} for r in rows]
+        order = {m.name: i for i, m in enumerate(MUTATIONS)}
+        rows.sort(key=lambda r: order.get(r["name"], len(order)))
+    caught = sum(r["caught"] for r in rows)
+    summary = {"caught": caught, "mutations": len(rows), "commit": record["commit"] if record else commit, "rows": rows}
+    if record is not None or not args.only:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     print(f"repro check caught {caught} of {len(rows)} one-line mistakes")
+    if len(rows) < len(MUTATIONS) and not args.only:
+        print(f"the record lacks {len(MUTATIONS) - len(rows)} mutations: run with --append")
     return 0
 
 
