@@ -36,6 +36,9 @@ def describe(error: jsonschema.ValidationError) -> str:
         missing = error.message.split("'")[1] if error.message.count("'") >= 2 else "?"
         name = f"{where}.{missing}" if where else missing
         return f"lacks field '{name}' ({error.message})"
+    if error.validator == "dependentRequired":
+        missing = error.message.split("'")[1] if error.message.count("'") >= 2 else "?"
+        return f"lacks field '{where + '.' if where else ''}{missing}' ({error.message})"
     if error.validator == "additionalProperties":
         known = sorted(error.schema.get("properties", {}))
         extra = sorted(set(error.instance) - set(known)) if isinstance(error.instance, dict) else []

@@ -121,3 +121,25 @@ def tiny_parsing_data(tmp_path: Path) -> Path:
         (out / f"{split}.tgt").write_text("".join(linearize(t) + "\n" for t in trees))
         (out / f"{split}.trees").write_text(write_tree_lines(trees))
     return out
+
+
+@pytest.fixture
+def registry_calls(monkeypatch) -> list:
+    """Every call of the measurement registry (repro.measures) in the test, as (result id, measure,
+    the device of the runtime it measured on (None without a model), what it returned): each registered
+    measurement is wrapped, so a job that measures by other code than the registry's is seen to make no call."""
+    from repro.measures import MEASUREMENTS
+
+    calls: list = []
+
+    def spy(name, original):
+        def measure(trained, request):
+            found = original(trained, request)
+            device = str(trained.runtime.device) if trained.model is not None else None
+            calls.append((request.result_id, name, device, found))
+            return found
+        return measure
+
+    for name, original in list(MEASUREMENTS.items()):
+        monkeypatch.setitem(MEASUREMENTS, name, spy(name, original))
+    return calls

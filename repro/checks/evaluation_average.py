@@ -24,6 +24,7 @@ from torch import Tensor, nn
 
 from repro.checks.jobs import job_spec, own
 from repro.checks.registry import checker
+from repro.claims.measure_names import MODEL_MEASURES
 from repro.claims.claim import Claim
 from repro.claims.compare import finite, max_abs_diff
 from repro.claims.outcome import CheckContext, Measurement
@@ -43,12 +44,12 @@ def _write_split(folder: Path, split: str, lines: list[str]) -> None:
         (folder / f"{split}.{lang}").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
 
 
-def _metric_claim(claims: tuple[str, ...]) -> list[str]:
-    """The job's first metric claim that its evaluation decodes or scores a model for (perplexity
-    first: the cheapest), without the step time (which has no model)."""
-    ppl = [c for c in claims if ".ppl." in c]
-    bleu = [c for c in claims if ".bleu." in c or ".f1." in c]
-    return (ppl or bleu)[:1]
+def _metric_claim(measures: tuple[dict, ...]) -> list[str]:
+    """The job's first claim whose measurement (the spec's ``measures``, :mod:`repro.measures`) loads a
+    model (perplexity first: the cheapest), leaving out the step time (which has no model)."""
+    ppl = [m["result_id"] for m in measures if m["measure"] == "perplexity.wordpiece"]
+    model = [m["result_id"] for m in measures if m["measure"] in MODEL_MEASURES]
+    return (ppl or model)[:1]
 
 
 def _embedding_seen(model_run) -> list[Tensor]:
@@ -120,7 +121,7 @@ def evaluation_average(claim: Claim, ctx: CheckContext) -> Measurement:
     averages. Measured: that number (5 base, 20 big, 1 for Table 3's jobs)."""
     own(ctx)
     spec = job_spec(claim.params["experiment"], claim.params.get("job"))
-    claims = _metric_claim(spec.claims)
+    claims = _metric_claim(spec.measures)
     if not claims:
         raise ValueError(f"job {spec.name} serves no metric claim whose evaluation loads a model")
     cfg = TrainConfig.from_dict(spec.train)

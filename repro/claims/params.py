@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from repro.claims.measure_names import MODEL_MEASURES, RUN_MEASURES, SPLITS
+
 COUNT: dict[str, Any] = {"type": "integer", "minimum": 1}
 OFFSET: dict[str, Any] = {"type": "integer", "minimum": 0}
 COUNTS: dict[str, Any] = {"type": "array", "minItems": 1, "items": COUNT}
@@ -65,8 +67,10 @@ PARAMS: dict[str, dict[str, Any]] = {
     "layers.position_wise": _WIDTHS,
     "layers.post_norm": {"d_model": COUNT, "heads": COUNT},
     "layers.post_norm_decoder": {},
-    "metric.result": {"preset": TEXT},
-    "metric.step_time": {},  # the Table 3 row the metric's run trains (for readers)
+    # the measurement a job takes for the claim (repro.claims.measure_names), on which split of its data set;
+    # preset: the Table 3 row the metric's run trains (for readers)
+    "metric.result": {"preset": TEXT, "measure": {"enum": list(MODEL_MEASURES)}, "split": {"enum": list(SPLITS)}},
+    "metric.step_time": {"measure": {"enum": list(RUN_MEASURES)}},
     "model.base_dimensions": _JOB,
     "model.encoder_all_positions": {},
     "model.incremental": {"beam": {"type": "object", "additionalProperties": False, "properties": _SEARCH_SIZES}},
@@ -142,10 +146,19 @@ REQUIRED: dict[str, list[str]] = {
 }
 
 
+#: Params that come only together: a measurement of a model names the split it reads.
+TOGETHER: dict[str, dict[str, list[str]]] = {
+    "metric.result": {"measure": ["split"], "split": ["measure"]},
+}
+
+
 def params_schema(checker: str) -> dict[str, Any]:
     """The schema of ``params`` for claims measured by ``checker`` (any object for a checker this
     table does not know yet: the loader refuses unknown checkers itself)."""
     if checker not in PARAMS:
         return {"type": "object"}
-    return {"type": "object", "additionalProperties": False, "properties": PARAMS[checker],
-            "required": REQUIRED.get(checker, [])}
+    schema = {"type": "object", "additionalProperties": False, "properties": PARAMS[checker],
+              "required": REQUIRED.get(checker, [])}
+    if checker in TOGETHER:
+        schema["dependentRequired"] = TOGETHER[checker]
+    return schema

@@ -118,10 +118,11 @@ def metric_claims() -> Iterator[dict[str, Any]]:
                "statement": f"Row {name}: perplexity per wordpiece {p.ppl!r} on newstest2013 after {_steps(row)} steps, "
                             "no checkpoint averaging.",
                **run, "expected": p.ppl, "tolerance": {"abs": 0.1}, "unit": "PPL per wordpiece (dev)",
-               "params": {"preset": row.name}}
+               "params": {"preset": row.name, "measure": "perplexity.wordpiece", "split": "dev"}}
         yield {"id": f"table3.bleu.{row.name}", "source": f"Table 3, row {name}",
                "statement": f"Row {name}: BLEU {p.bleu!r} on newstest2013 (beam search as in 6.1, no checkpoint averaging).",
-               **run, "expected": p.bleu, "tolerance": {"abs": 0.3}, "unit": "BLEU (dev)", "params": {"preset": row.name}}
+               **run, "expected": p.bleu, "tolerance": {"abs": 0.3}, "unit": "BLEU (dev)",
+               "params": {"preset": row.name, "measure": "bleu.tokenized-compound-split", "split": "dev"}}
 
 
 def _counted() -> list[Row]:

@@ -26,6 +26,7 @@ from repro.cluster.profiles import ClusterProfile
 from repro.data.synthetic import SyntheticCorpus
 from repro.data.corpora import SEMI_PARSING, WSJ_PARSING, resolve_data_dir
 from repro.errors import ConfigError
+from repro.measures import claim_requests
 from repro.model import TABLE3_ROWS
 from repro.parsing.prepare import require_targets
 from repro.recipes import Recipe, Scale, apply_assignments, get_recipe, get_scale
@@ -55,11 +56,15 @@ class JobSpec:
     #: A job of Table 3 at a named scale: the scale, its signature (:func:`scale_signature`), the row and
     #: the seed; its results are stored as ``<claim>/<record>.json``, one per seed, replaced in place.
     scaled: dict[str, Any] | None = None
+    #: What the job measures for each of its claims after training: the measurement and split its claim
+    #: names (:class:`repro.measures.Request` as dicts; :mod:`repro.cluster.job_evaluation` measures them).
+    measures: tuple[dict[str, Any], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         data = {"name": self.name, "experiment": self.experiment, "preset": self.preset,
                 "claims": list(self.claims), "train": dict(self.train), "profile": self.profile,
-                "overrides": dict(self.overrides), "recipe": self.recipe, "decode": dict(self.decode)}
+                "overrides": dict(self.overrides), "recipe": self.recipe, "decode": dict(self.decode),
+                "measures": [dict(m) for m in self.measures]}
         if self.synthetic is not None:
             data["synthetic"] = dict(self.synthetic)
         if self.targets is not None:
@@ -121,12 +126,15 @@ class Plan:
         return apply_assignments(fitted, changes, flag=f"--set (job {name})") if changes else fitted
 
     def job(self, experiment: str, name: str, recipe: Recipe, claims: tuple[str, ...],
-            synthetic: dict[str, Any] | None = None) -> JobSpec:
+            synthetic: dict[str, Any] | None = None, *, measured_as: tuple[str, ...] | None = None) -> JobSpec:
+        """A job of ``recipe`` for ``claims``, measuring for each what its claim names (the claim of
+        ``measured_as`` at the same place, when a record stands for a claim under another id)."""
         fitted = self.fit(recipe, name)
         overrides = {k: v for k, v in self.overrides.items() if k != "synthetic"}
         targets = fitted.targets if fitted.train.dataset in PARSING_DATASETS else None
+        measures = tuple(r.to_dict() for r in claim_requests(measured_as or claims, claims))
         return JobSpec(name, experiment, fitted.train.preset, claims, fitted.train.to_dict(), self.profile.name,
-                       synthetic, overrides, recipe.name, fitted.decode.to_dict(), targets)
+                       synthetic, overrides, recipe.name, fitted.decode.to_dict(), targets, measures=measures)
 
 
 def _single(name: str, recipe: str, *claims: str) -> Callable[[Plan], list[JobSpec]]:
@@ -161,7 +169,8 @@ def _scaled_table3(plan: Plan) -> list[JobSpec]:
         recipe = scale.row(row)
         for seed in range(1, plan.seeds + 1):
             name = f"{recipe.name}-seed{seed}"
-            job = plan.job("table3", name, recipe.replace(seed=seed), scaled_claims(scale.name, row))
+            job = plan.job("table3", name, recipe.replace(seed=seed), scaled_claims(scale.name, row),
+                           measured_as=(f"table3.ppl.{row}", f"table3.bleu.{row}"))
             jobs.append(dataclasses.replace(job, scaled={"scale": scale.name, "signature": signature, "row": row,
                                                          "seed": seed, "record": f"seed-{seed}-{signature}"}))
     return jobs

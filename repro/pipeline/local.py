@@ -3,9 +3,10 @@
 1. the local claims (equation-level checks of the implementation), recorded in the store;
 2. training of the ``local`` recipe (:mod:`repro.recipes`) on Multi30k EN-DE, checkpointing;
 3. the average of the recipe's last checkpoints (Section 6.1);
-4. the recipe's search (beam 4, alpha 0.6, max length input + 50) on test_2016_flickr, scored
+4. the measurement its claim ``local.multi30k.bleu`` names (``bleu.sacrebleu``, :mod:`repro.measures`):
+   the recipe's search (beam 4, alpha 0.6, max length input + 50) on test_2016_flickr, scored
    with sacreBLEU (reported) and the paper's tokenized protocol (for information);
-5. per-wordpiece perplexity on the validation set;
+5. per-wordpiece perplexity on the validation set and the step time (measurements without a claim);
 6. results for ``local.multi30k.bleu`` (the project's target, with sacreBLEU's bootstrap 95%
    interval), ``local.multi30k.ppl`` and ``local.multi30k.step-time`` (median seconds per step,
    with the spread of the logged steps) under ``RESULTS`` and a summary ``local_run.json`` beside
@@ -45,16 +46,13 @@ from repro.errors import ConfigError
 from repro.manifest import Manifest
 from repro.paths import existing_dir, output_dir
 from repro.pipeline import run_dir
-from repro.eval.bootstrap import Interval, sacrebleu_interval
-from repro.eval.seeds import SeedSummary, over_seeds
-from repro.eval.step_time_spread import spread_of_log
-from repro.eval.translation import BleuEvaluation, evaluate_bleu, evaluate_perplexity
-from repro.eval.perplexity import Perplexity
+from repro.eval.translation import evaluate_perplexity
 from repro.runtime import Runtime
 from repro.model.transformer import Transformer
 from repro.recipes import Recipe, get_recipe
 from repro.report import FIGURE3_SENTENCE, generate
-from repro.results import Result, ResultStore, collect_provenance, store_records
+from repro.measures import Measured, Request, Trained, claim_requests, combine_seeds, measure, record
+from repro.results import ResultStore, store_records
 from repro.train.average import average_last
 from repro.train.checkpoint import list_checkpoints
 from repro.train.data import dataset_for
@@ -119,73 +117,45 @@ def _average(recipe: Recipe, out_dir: Path) -> tuple[Path, int]:
     return average_last(out_dir, k), k
 
 
+def job_requests(claims_dir: str | None = None) -> list[Request]:
+    """What the main job measures: the measurement its claim names (``local.multi30k.bleu``), and the two
+    it stores without a claim, which the report lists without a status."""
+    return [*claim_requests([BLEU_CLAIM], claims_dir=claims_dir),
+            Request(PPL_CLAIM, "perplexity.wordpiece", DEV_SPLIT), Request(STEP_TIME, "step-time.logged-median")]
+
+
+#: The stage (``stages_s``) each measurement's time is counted in; a measurement not listed, its own name.
+STAGES = {"bleu.sacrebleu": "decode", "bleu.tokenized-compound-split": "decode", "perplexity.wordpiece": "perplexity"}
+
+
 @dataclass
 class SeedRun:
-    """One seed's training and evaluation (stages 2-5)."""
+    """One seed's training and evaluation (stages 2-5): what each request measured (None: nothing to store)."""
 
     seed: int
     out_dir: Path
     summary: TrainSummary
     averaged: Path
     averaged_k: int
-    bleu: BleuEvaluation
-    ppl: Perplexity
-    interval: Interval
+    measured: dict[str, Measured | None]
     vocab_size: int
 
 
-def _write_results(results_dir: Path, recipe: Recipe, runs: list[SeedRun],
-                   common: dict[str, Any]) -> tuple[SeedSummary, SeedSummary]:
-    """Store the BLEU, PPL and step-time records; returns the BLEU and PPL summaries over seeds."""
+def _write_results(results_dir: Path, recipe: Recipe, runs: list[SeedRun], requests: list[Request],
+                   common: dict[str, Any]) -> dict[str, Measured]:
+    """Store each request's measurement (over the seeds that gave one); returns them by result id."""
     first = runs[0]
     scale = scale_description(recipe, first.summary.steps) + (f"; mean of {len(runs)} seeds" if len(runs) > 1 else "")
-    config = recipe.train.to_dict()
     store = ResultStore(results_dir)
-    d = recipe.decode
-    bleu_seeds = over_seeds({r.seed: r.bleu.sacrebleu.score for r in runs}, [r.interval.half_width for r in runs])
-    ppl_seeds = over_seeds({r.seed: r.ppl.ppl for r in runs})
-    several = len(runs) > 1
-    bleu, ppl = first.bleu, first.ppl
-    store.write(Result(
-        BLEU_CLAIM, round(bleu_seeds.mean, 2),
-        collect_provenance(config=config, dataset=f"multi30k-en-de test_2016_flickr ({bleu.sentences} pairs, raw)",
-                           scale=scale, bleu_signature=bleu.sacrebleu.signature, **common),
-        unit="sacreBLEU (detokenized)",
-        detail=(f"beam {d.beam_size}, alpha {d.alpha}, max length input + {d.max_len_offset}, average of the last "
-                f"{common['checkpoints_averaged']} checkpoints; "
-                + (f"mean of seeds {', '.join(f'{k}: {v:.2f}' for k, v in bleu_seeds.values.items())}, interval "
-                   "t·s/√N combined with the seeds' bootstrap; " if several else
-                   f"95% interval: sacreBLEU's bootstrap ({first.interval.resamples} resamples, seed "
-                   f"{first.interval.seed}); ")
-                + f"paper protocol (tokenized, compound-split) BLEU {bleu.paper.score:.2f}; decoding took "
-                f"{bleu.seconds:.0f} s"),
-        extra={"paper_protocol_bleu": round(bleu.paper.score, 2), "paper_signature": bleu.paper.signature,
-               "sacrebleu": bleu.sacrebleu.to_dict(), "decode_seconds": round(bleu.seconds, 1),
-               "bootstrap": first.interval.to_dict(), **({"over_seeds": bleu_seeds.to_dict(2)} if several else {})},
-        ci95=tuple(round(x, 2) for x in (bleu_seeds.ci95 if several else first.interval.ci95)),
-    ), RECORD_NAME)
-    store.write(Result(
-        PPL_CLAIM, round(ppl_seeds.mean, 3),
-        collect_provenance(config=config, dataset="multi30k-en-de val (raw)", scale=scale, **common),
-        unit="PPL per wordpiece",
-        detail=(f"exp(mean NLL) over {ppl.tokens} target wordpieces incl. EOS, no label smoothing, averaged model"
-                + (f"; mean of {len(runs)} seeds" if several else "")),
-        extra={"tokens": ppl.tokens, "nll_per_token": round(ppl.nll_per_token, 5),
-               **({"over_seeds": ppl_seeds.to_dict(3)} if several else {})},
-        ci95=tuple(round(x, 3) for x in ppl_seeds.ci95) if several else None,
-    ), RECORD_NAME)
-    step = spread_of_log(first.out_dir / "metrics.csv")
-    if step is not None:  # fewer than two logged rows (a tiny smoke run) give no step time
-        store.write(Result(
-            STEP_TIME, round(step.median, 4),
-            collect_provenance(config=config, dataset="multi30k-en-de train (raw)", scale=scale, **common),
-            unit="s/step",
-            detail=(f"median wall seconds per step over {step.intervals} logged intervals; quartiles "
-                    f"{step.q1:.3f}-{step.q3:.3f} s, range {step.low:.3f}-{step.high:.3f} s (includes checkpoint "
-                    "writing; the interval is the 2.5-97.5 percentile range of the intervals)"),
-            extra={"spread": step.to_dict()}, ci95=tuple(round(x, 4) for x in step.ci95),
-        ), RECORD_NAME)
-    return bleu_seeds, ppl_seeds
+    stored = {}
+    for request in requests:
+        by_seed = {r.seed: r.measured[request.result_id] for r in runs if r.measured[request.result_id] is not None}
+        if not by_seed:  # e.g. fewer than two logged rows (a tiny smoke run) give no step time
+            continue
+        stored[request.result_id] = combine_seeds(by_seed)
+        record(store, request, stored[request.result_id], config=recipe.train.to_dict(), scale=scale,
+               provenance=common, name=RECORD_NAME)
+    return stored
 
 
 def _dev_perplexity(out_dir: Path, dataset: Dataset, runtime: Runtime) -> Callable[[Transformer, int], dict[str, float]]:
@@ -201,8 +171,9 @@ def _dev_perplexity(out_dir: Path, dataset: Dataset, runtime: Runtime) -> Callab
 
 
 def _train_and_evaluate(recipe: Recipe, out_dir: Path, data_dir: str | None, stages: Stages,
-                        say: Callable[[str], None], runtime: Runtime, tag: str = "") -> SeedRun:
-    """Stages 2-5 for one seed: train, average, beam search + BLEU (with its bootstrap), dev perplexity."""
+                        say: Callable[[str], None], runtime: Runtime, requests: list[Request],
+                        tag: str = "") -> SeedRun:
+    """Stages 2-5 for one seed: train, average, then each of the job's measurements (:mod:`repro.measures`)."""
     say(f"2/5 {tag}training ({recipe.train.max_steps} steps) in {out_dir}, dev perplexity at every checkpoint")
     dataset = get_dataset(recipe.train.dataset, resolve_data_dir(data_dir))
     summary = stages.timed(f"{tag}train", lambda: train(recipe.train, runtime=runtime, recipe=recipe.to_dict(),
@@ -212,23 +183,23 @@ def _train_and_evaluate(recipe: Recipe, out_dir: Path, data_dir: str | None, sta
     averaged, k = stages.timed(f"{tag}average", lambda: _average(recipe, out_dir))
     model, _ = load_model(averaged, runtime=runtime)
     vocab = SharedVocab.load(out_dir / "vocab.json")
-
+    trained = Trained(model, vocab, dataset, runtime, recipe.decode, out_dir, checkpoints_averaged=k,
+                      summary=summary.to_dict(), files={"hypotheses": out_dir / "test_2016_flickr.hyp.de"})
     d = recipe.decode
-    say(f"4/5 {tag}beam search on test_2016_flickr (beam {d.beam_size}, alpha {d.alpha}, max length input + "
-        f"{d.max_len_offset})")
-    bleu = stages.timed(f"{tag}decode", lambda: evaluate_bleu(model, vocab, dataset, TEST_SPLIT, d,
-                                                              output=out_dir / "test_2016_flickr.hyp.de",
-                                                              runtime=runtime))
-    interval = sacrebleu_interval(bleu.hypotheses, bleu.references)
-    low, high = interval.ci95
-    say(f"    sacreBLEU {bleu.sacrebleu.score:.2f}, 95% interval [{low:.2f}, {high:.2f}] "
-        f"({bleu.sacrebleu.signature}); paper protocol {bleu.paper.score:.2f}")
-
-    say(f"5/5 {tag}perplexity on the validation set")
-    ppl = stages.timed(f"{tag}perplexity", lambda: evaluate_perplexity(model, vocab, dataset, DEV_SPLIT,
-                                                                       runtime=runtime))
-    say(f"    dev PPL {ppl.ppl:.2f} over {ppl.tokens} wordpieces")
-    return SeedRun(recipe.train.seed, out_dir, summary, averaged, k, bleu, ppl, interval, len(vocab))
+    measured: dict[str, Measured | None] = {}
+    for n, request in enumerate(requests, 4):
+        on = f" on the {request.split} split" if request.split else ""
+        say(f"{min(n, 5)}/5 {tag}{request.result_id}: {request.measure}{on}"
+            + (f" (beam {d.beam_size}, alpha {d.alpha}, max length input + {d.max_len_offset})"
+               if request.measure.startswith("bleu.") else ""))
+        found = stages.timed(f"{tag}{STAGES.get(request.measure, request.measure)}",
+                             lambda request=request: measure(trained, request))
+        measured[request.result_id] = found
+        if found is not None:
+            interval = f", 95% interval [{found.ci95[0]:.{found.digits}f}, {found.ci95[1]:.{found.digits}f}]" \
+                if found.ci95 else ""
+            say(f"    {found.value} {found.unit}{interval}")
+    return SeedRun(recipe.train.seed, out_dir, summary, averaged, k, measured, len(vocab))
 
 
 def check_inputs(recipe: Recipe, out_dir: Path, output_dirs: list[Path], results_dir: Path,
@@ -286,16 +257,18 @@ def reproduce_local(
         check_summary = stages.timed("checks", lambda: run_local_checks(results_dir, claims_dir, say))
 
     runtime = runtime_of(recipe.train)
+    requests = job_requests(claims_dir)
     say(f"    training and decoding on {runtime.describe()}")
     if seeds == 1:
-        runs = [_train_and_evaluate(recipe, out_dir, data_dir, stages, say, runtime)]
+        runs = [_train_and_evaluate(recipe, out_dir, data_dir, stages, say, runtime, requests)]
     else:
         base = recipe.train.seed
         runs = []
         for seed in range(base, base + seeds):
             seed_dir = out_dir / f"seed-{seed}"
             seeded = recipe.replace(seed=seed, out_dir=str(seed_dir))
-            runs.append(_train_and_evaluate(seeded, seed_dir, data_dir, stages, say, runtime, f"seed {seed}: "))
+            runs.append(_train_and_evaluate(seeded, seed_dir, data_dir, stages, say, runtime, requests,
+                                            f"seed {seed}: "))
     total = stages.total
     first = runs[0]
     summary = first.summary
@@ -309,15 +282,18 @@ def reproduce_local(
         threads=torch.get_num_threads(), run_dir=str(out_dir), seeds=[r.seed for r in runs],
         **runtime.provenance(),
     )
-    bleu_seeds, ppl_seeds = _write_results(results_dir, recipe, runs, common)
+    stored = _write_results(results_dir, recipe, runs, requests, common)
+    bleu = stored[BLEU_CLAIM]
+    evaluations = {r.seed: r.measured[BLEU_CLAIM].raw for r in runs}   # the BLEU evaluation of each seed
     report = {
-        "profile": "local", "claims_written": [BLEU_CLAIM, PPL_CLAIM, STEP_TIME], "checks": check_summary,
-        "sacrebleu": round(bleu_seeds.mean, 2), "sacrebleu_signature": first.bleu.sacrebleu.signature,
-        # one seed: sacreBLEU's bootstrap; several: the seeds' interval (repro.eval.seeds)
-        "sacrebleu_ci95": [round(x, 2) for x in (bleu_seeds.ci95 if len(runs) > 1 else first.interval.ci95)],
-        "sacrebleu_by_seed": {str(r.seed): round(r.bleu.sacrebleu.score, 2) for r in runs},
-        "paper_protocol_bleu": round(sum(r.bleu.paper.score for r in runs) / len(runs), 2),
-        "dev_ppl": round(ppl_seeds.mean, 3),
+        "profile": "local", "claims_written": list(stored), "checks": check_summary,
+        # the claim's measurement (sacreBLEU) over the seeds, with its interval (one seed: sacreBLEU's
+        # bootstrap; several: the seeds', repro.eval.seeds)
+        "sacrebleu": bleu.value, "sacrebleu_signature": evaluations[first.seed].sacrebleu.signature,
+        "sacrebleu_ci95": [round(x, 2) for x in bleu.ci95] if bleu.ci95 else None,
+        "sacrebleu_by_seed": {str(seed): round(e.sacrebleu.score, 2) for seed, e in evaluations.items()},
+        "paper_protocol_bleu": round(sum(e.paper.score for e in evaluations.values()) / len(runs), 2),
+        "dev_ppl": stored[PPL_CLAIM].value if PPL_CLAIM in stored else None,
         "final_train_loss": summary.final_loss, "scale": scale_description(recipe, summary.steps),
         "config": recipe.train.to_dict(), **common,
     }

@@ -7,7 +7,8 @@
 3. the recipe's search on the test split, Section 6.3's: beam 21, alpha 0.3, maximum output
    length input + 300 (the last checkpoint: the paper does not average for 6.3), and greedy
    search on the same checkpoint beside it;
-4. EVALB (COLLINS.prm) on the repaired outputs (:mod:`repro.parsing.scoring`);
+4. EVALB (COLLINS.prm) on the repaired outputs: the measurement ``f1.evalb`` (:mod:`repro.measures`),
+   the one the cluster's Table 4 jobs take;
 5. a result ``local.ptb-sample.f1`` under ``REPORTS/results`` and a summary
    ``REPORTS/local_parsing_run.json``; run artifacts stay under ``runs/`` (not committed).
 
@@ -18,6 +19,7 @@ the test files are not section 23. There is no claim for it; the report lists it
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import sys
@@ -30,7 +32,7 @@ import torch
 from repro import jsonfile
 from repro.atomic import atomic_write_text
 from repro.data.corpus import read_parallel
-from repro.data.corpora import resolve_data_dir
+from repro.data.corpora import get_dataset, resolve_data_dir
 from repro.data.vocab import SharedVocab
 from repro.decode.settings import DecodeSettings
 from repro.decode.translate import load_model, translate_ids
@@ -45,12 +47,12 @@ from repro.paths import output_dir
 from repro.pipeline import run_dir
 from repro.parsing.alignment import leaf_attention
 from repro.parsing.symbol_accuracy import symbol_accuracy
-from repro.eval.bootstrap import evalb_interval
 from repro.pipeline.local import Stages
 from repro.pipeline.parsing_recipe import RECIPE, on_prepared_data
 from repro.pipeline.parsing_sanity import Overfit, overfit_parser, training_texts
 from repro.recipes import Recipe, get_recipe
-from repro.results import Result, ResultStore, collect_provenance
+from repro.measures import Request, Trained, measure, record
+from repro.results import ResultStore
 from repro.train.checkpoint import list_checkpoints
 from repro.train.data import encode_pairs
 from repro.train.loop import runtime_of, train
@@ -60,6 +62,8 @@ RECORD_NAME = "reproduce-local-parsing"
 
 RESULT_ID = "local.ptb-sample.f1"
 TEST_SPLIT = "test"
+#: What the job measures (:mod:`repro.measures`): Table 4's F1, stored without a claim (the sample is not WSJ 23).
+REQUEST = Request(RESULT_ID, "f1.evalb", TEST_SPLIT)
 #: The sanity run's size (:mod:`repro.pipeline.parsing_sanity`).
 OVERFIT_TREES = 10
 #: How the scale line names the recipe's target units (``Recipe.targets``).
@@ -230,20 +234,20 @@ def reproduce_parsing_local(
     say(f"    decoding on {runtime.describe()}")
     sentences, gold_path, test_note, total_test = load_test_split(prepared, out_dir, test_limit)
     say(f"3/4 beam search on {len(sentences)} test sentences (beam {settings.beam_size}, alpha {settings.alpha}, "
-        f"max length input + {settings.max_len_offset})")
-    outputs, at_limit = stages.timed("decode", lambda: decode_parses(model, vocab, sentences, settings,
-                                                                        precision=precision))
-    atomic_write_text(out_dir / f"{TEST_SPLIT}.out", "".join(o + "\n" for o in outputs))
+        f"max length input + {settings.max_len_offset}), then EVALB (COLLINS.prm): {REQUEST.measure}")
+    trained = Trained(model, vocab, get_dataset(str(prepared)), runtime, settings, out_dir, summary=summary.to_dict(),
+                      files={"outputs": out_dir / f"{TEST_SPLIT}.out", "trees": out_dir / f"{TEST_SPLIT}.parsed.trees"},
+                      limit=test_limit)
+    measured = measure(trained, REQUEST)
+    stages.seconds.update({"decode_s": measured.seconds["decode"], "score_s": measured.seconds["score"]})
+    parse, at_limit = measured.raw, measured.extra["at_length_limit"]
     # Greedy search on the same checkpoint, reported beside the paper's beam: over a weak model a
     # wide beam with a mild length penalty prefers short outputs, and the gap shows how much.
+    say("4/4 greedy search on the same checkpoint, scored the same way")
     greedy_outputs, greedy_at_limit = stages.timed(
         "greedy_decode", lambda: decode_parses(model, vocab, sentences, settings, greedy=True,
                                                    precision=precision))
     atomic_write_text(out_dir / f"{TEST_SPLIT}.greedy.out", "".join(o + "\n" for o in greedy_outputs))
-
-    say("4/4 EVALB (COLLINS.prm)")
-    parse = stages.timed("score", lambda: score_outputs(outputs, gold_path,
-                                                        write_trees=out_dir / f"{TEST_SPLIT}.parsed.trees"))
     greedy = score_outputs(greedy_outputs, gold_path)
     total = stages.total
     ev = parse.evalb.all
@@ -263,22 +267,14 @@ def reproduce_parsing_local(
         vocabulary_ceiling=vocabulary_ceiling(vocab, prepared, TEST_SPLIT),
     )
     scores = {**_scores(parse, greedy, at_limit, greedy_at_limit, settings), "curve": probe.points}
-    interval = evalb_interval(parse.evalb.rows)
-    ResultStore(results_dir).write(Result(
-        RESULT_ID, round(parse.f1, 2),
-        collect_provenance(config=recipe.train.to_dict(), dataset=f"ptb-nltk-sample test: {test_note}", scale=scale,
-                           recipe=recipe.to_dict(), **precision.provenance(), **common),
-        unit="F1 (EVALB, COLLINS.prm)",
-        detail=(f"precision {ev.precision:.2f}, recall {ev.recall:.2f} over {parse.sentences} sentences; "
-                f"{parse.repaired} of {parse.sentences} outputs were not a well-formed tree over the source words "
-                f"and were repaired before scoring ({parse.leaf_count['too_few']} had fewer XX than words, "
-                f"{parse.leaf_count['too_many']} more; {at_limit} ran to the length limit); beam {settings.beam_size}, "
-                f"alpha {settings.alpha}, max length input + {settings.max_len_offset}; last checkpoint, "
-                f"no averaging; decoding took {stages.seconds['decode_s']:.0f} s. Greedy search on the same "
-                f"checkpoint: F1 {greedy.f1:.2f} ({greedy.repaired} repaired)"),
-        extra={**scores, "bootstrap": interval.to_dict()},
-        ci95=tuple(round(x, 2) for x in interval.ci95),
-    ), RECORD_NAME)
+    measured = dataclasses.replace(
+        measured, dataset=f"ptb-nltk-sample test: {test_note}",
+        detail=(f"{measured.detail}; the last checkpoint, no averaging; decoding took "
+                f"{stages.seconds['decode_s']:.0f} s. Greedy search on the same checkpoint: F1 {greedy.f1:.2f} "
+                f"({greedy.repaired} repaired)"))
+    record(ResultStore(results_dir), REQUEST, measured, config=recipe.train.to_dict(), scale=scale,
+           provenance={"recipe": recipe.to_dict(), **precision.provenance(), **common},
+           extra={"greedy": scores["greedy"], "curve": scores["curve"]}, name=RECORD_NAME)
     report = {"profile": "local-parsing", "result_written": RESULT_ID, "recipe": RECIPE, "experiment": RECIPE,
               "targets": recipe.targets, **scores,
               "scale": scale, "splits": {k: v.sentences for k, v in infos.items()}, "config": recipe.train.to_dict(),

@@ -29,7 +29,10 @@ def test_every_row_has_its_metrics_and_the_paper_figures(tmp_path):
     for row in ROWS:
         assert claims[f"table3.ppl.{row.name}"].expected == PRINTED[row.name].ppl
         assert claims[f"table3.bleu.{row.name}"].expected == PRINTED[row.name].bleu
-        assert claims[f"table3.ppl.{row.name}"].params == {"preset": row.name}
+        assert claims[f"table3.ppl.{row.name}"].params == {"preset": row.name, "measure": "perplexity.wordpiece",
+                                                           "split": "dev"}
+        assert claims[f"table3.bleu.{row.name}"].params == {"preset": row.name,
+                                                            "measure": "bleu.tokenized-compound-split", "split": "dev"}
         if PRINTED[row.name].params is not None:
             assert claims[f"table3.params.{row.name}"].expected == PRINTED[row.name].params
     assert len(claims) == 82

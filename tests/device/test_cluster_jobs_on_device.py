@@ -53,7 +53,8 @@ def job_data(tmp_path_factory, tiny_multi30k, data_dir) -> Path:
 
 
 @pytest.mark.parametrize("experiment", sorted(JOBS))
-def test_job_trains_and_evaluates_on_the_device(device, experiment: str, job_data: Path, tmp_path: Path) -> None:
+def test_job_trains_and_evaluates_on_the_device(device, experiment: str, job_data: Path, tmp_path: Path,
+                                                registry_calls) -> None:
     overrides, claims = JOBS[experiment]
     profile = one_gpu_profile(0 if device.name == "cpu" else 1)
     specs = plan_jobs(experiment, Plan(profile, tmp_path / "runs", data_dir=str(job_data),
@@ -64,6 +65,9 @@ def test_job_trains_and_evaluates_on_the_device(device, experiment: str, job_dat
     assert summary["steps"] == 4 and summary["device"] == ("cpu" if device.name == "cpu" else "cuda:0")
     stored = {r.claim_id: r for r in ResultStore(tmp_path / "results").read_all()}
     assert claims | {f"run.{spec['name']}"} == set(stored)
+    # every claim measured by the registry (repro.measures), each model measurement on the job's device
+    assert {c[0] for c in registry_calls} == claims
+    assert {c[2] for c in registry_calls if c[2] is not None} == {summary["device"]}
     for claim in claims:
         result = stored[claim]
         assert result.measured is not None and result.measured == result.measured  # a number, not NaN

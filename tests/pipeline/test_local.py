@@ -15,7 +15,7 @@ OVERRIDES = dict(vocab_size=300, tokens_per_batch=400, max_tokens_per_device=400
                  model_overrides={"n_layers": 1, "d_model": 32, "d_ff": 64, "n_heads": 4})
 
 
-def test_main_job_writes_results_with_provenance_and_the_report(tmp_path: Path, tiny_multi30k):
+def test_main_job_writes_results_with_provenance_and_the_report(tmp_path: Path, tiny_multi30k, registry_calls):
     data = tiny_multi30k(tmp_path / "tiny", {"train": 200, "dev": 10, "test": 10})
     overrides = dict(OVERRIDES, dataset=str(data))
     reports = tmp_path / "reports" / "local"
@@ -28,6 +28,10 @@ def test_main_job_writes_results_with_provenance_and_the_report(tmp_path: Path, 
     assert foreign.read_text() == before
     results = {r.claim_id: r for r in ResultStore(reports / "results").read_all()}
     assert set(results) == {BLEU_CLAIM, PPL_CLAIM, STEP_TIME, "local.ptb-sample.f1"}
+    # measured by the registry (repro.measures), the claim as it names it; stored as measured
+    assert [(c[0], c[1]) for c in registry_calls] == [(BLEU_CLAIM, "bleu.sacrebleu"), (PPL_CLAIM, "perplexity.wordpiece"),
+                                                      (STEP_TIME, "step-time.logged-median")]
+    assert all(results[claim].measured == found.value for claim, _, _, found in registry_calls)
     assert sorted(p.name for p in (reports / "results" / BLEU_CLAIM).iterdir()) == ["reproduce-local.json"]
     step = results[STEP_TIME]
     assert step.ci95[0] <= step.measured <= step.ci95[1] and step.extra["spread"]["intervals"] >= 2

@@ -20,13 +20,17 @@ def _results(reports):
     return sorted((reports / "results" / RESULT_ID).glob("*.json"))
 
 
-def test_local_parsing_profile_writes_result_with_provenance(tmp_path, data_dir):
+def test_local_parsing_profile_writes_result_with_provenance(tmp_path, data_dir, registry_calls):
     reports = tmp_path / "reports"
     report = reproduce_parsing_local(out_dir=tmp_path / "run", reports_dir=reports, data_dir=str(data_dir),
                                      overrides=TINY, test_limit=3)
     [path] = _results(reports)
     [result] = [r for r in ResultStore(reports / "results").read_all() if r.claim_id == RESULT_ID]
     assert 0.0 <= result.measured <= 100.0 and result.unit == "F1 (EVALB, COLLINS.prm)"
+    # the F1 is the registry's measurement (repro.measures), the one the cluster's Table 4 jobs take
+    [(result_id, measure, _, found)] = registry_calls
+    assert (result_id, measure, found.value) == (RESULT_ID, "f1.evalb", result.measured)
+    assert result.extra["bootstrap"]["resamples"] > 0 and result.ci95[0] <= result.measured <= result.ci95[1]
     prov = result.provenance
     assert prov.scale.startswith("local: ") and "3396 training trees" in prov.scale
     assert "first 3 of 245" in prov.scale and "first 3 of 245" in prov.dataset

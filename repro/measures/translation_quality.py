@@ -1,0 +1,84 @@
+"""BLEU of the recipe's beam search under two protocols, and perplexity per wordpiece (Sections 6.1 and 6.2).
+
+- ``bleu.tokenized-compound-split``: the paper's protocol (Table 2 and 3), Moses-tokenized multi-bleu
+  with compound splitting, with the bootstrap of that protocol; sacreBLEU kept in the provenance;
+- ``bleu.sacrebleu``: sacreBLEU on detokenized text with sacreBLEU's own bootstrap; the paper's
+  protocol kept in the record's ``extra``;
+- ``perplexity.wordpiece``: exp of the mean NLL per target wordpiece (Table 3's PPL), with a
+  bootstrap over sentences when the job asks for intervals.
+
+Both BLEUs translate the split with the job's search settings (beam 4, alpha 0.6, input + 50 for
+the paper's recipes), on the job's runtime, split over its ranks (:mod:`repro.eval.sharding`).
+"""
+
+from __future__ import annotations
+
+from repro.eval.bleu import paper_tokens
+from repro.eval.bootstrap import paper_interval, perplexity_interval, sacrebleu_interval
+from repro.eval.translation import BleuEvaluation, evaluate_bleu, evaluate_perplexity
+from repro.measures.measure_registry import Measured, Request, Trained, measurement
+
+
+def _search(trained: Trained) -> str:
+    s = trained.search
+    return f"beam {s.beam_size}, alpha {s.alpha}, max length input + {s.max_len_offset}"
+
+
+def _translate(trained: Trained, request: Request) -> BleuEvaluation:
+    return evaluate_bleu(trained.model, trained.vocab, trained.dataset, request.split, trained.search,
+                         output=trained.files.get("hypotheses"), runtime=trained.runtime)
+
+
+@measurement("bleu.tokenized-compound-split")
+def paper_protocol_bleu(trained: Trained, request: Request) -> Measured:
+    """The paper's BLEU of the recipe's search on ``request.split``, with its bootstrap interval (rank 0)."""
+    bleu, dataset = _translate(trained, request), trained.dataset
+    interval = None
+    if trained.runtime.is_main:
+        interval = paper_interval(paper_tokens(bleu.hypotheses, lang=dataset.tgt_lang),
+                                  paper_tokens(bleu.references, lang=dataset.tgt_lang, tokenized=dataset.tokenized))
+    return Measured(
+        round(bleu.paper.score, 2), "BLEU (tokenized, compound splitting)",
+        f"{_search(trained)} on {dataset.name} {request.split}, {trained.checkpoints_averaged} checkpoint(s) "
+        f"averaged; sacreBLEU {bleu.sacrebleu.score:.2f} ({bleu.sacrebleu.signature})",
+        f"{dataset.name} {request.split} ({bleu.sentences} pairs)", 2,
+        ci95=interval.ci95 if interval else None, bleu_signature=bleu.paper.signature,
+        provenance={"sacrebleu": round(bleu.sacrebleu.score, 2), "sacrebleu_signature": bleu.sacrebleu.signature,
+                    **({"bootstrap": interval.to_dict()} if interval else {})},
+        raw=bleu, seconds={"decode": bleu.seconds})
+
+
+@measurement("bleu.sacrebleu")
+def sacrebleu(trained: Trained, request: Request) -> Measured:
+    """sacreBLEU of the recipe's search on ``request.split``, with sacreBLEU's bootstrap (rank 0)."""
+    bleu, dataset = _translate(trained, request), trained.dataset
+    interval = sacrebleu_interval(bleu.hypotheses, bleu.references) if trained.runtime.is_main else None
+    how = (f"95% interval: sacreBLEU's bootstrap ({interval.resamples} resamples, seed {interval.seed}); "
+           if interval else "")
+    return Measured(
+        round(bleu.sacrebleu.score, 2), "sacreBLEU (detokenized)",
+        f"{_search(trained)}, average of the last {trained.checkpoints_averaged} checkpoints; {how}"
+        f"paper protocol (tokenized, compound-split) BLEU {bleu.paper.score:.2f}; decoding took {bleu.seconds:.0f} s",
+        f"{dataset.name} {request.split} ({bleu.sentences} pairs{'' if dataset.tokenized else ', raw'})", 2,
+        ci95=interval.ci95 if interval else None, bleu_signature=bleu.sacrebleu.signature,
+        extra={"paper_protocol_bleu": round(bleu.paper.score, 2), "paper_signature": bleu.paper.signature,
+               "sacrebleu": bleu.sacrebleu.to_dict(), "decode_seconds": round(bleu.seconds, 1),
+               **({"bootstrap": interval.to_dict()} if interval else {})},
+        raw=bleu, seconds={"decode": bleu.seconds})
+
+
+@measurement("perplexity.wordpiece")
+def perplexity_per_wordpiece(trained: Trained, request: Request) -> Measured:
+    """Perplexity per target wordpiece on ``request.split``; with ``trained.intervals``, a bootstrap over sentences."""
+    dataset = trained.dataset
+    ppl = evaluate_perplexity(trained.model, trained.vocab, dataset, request.split, runtime=trained.runtime,
+                              per_sentence=trained.intervals)
+    interval = perplexity_interval(ppl.sentences) if trained.intervals and trained.runtime.is_main else None
+    return Measured(
+        round(ppl.ppl, 3), f"PPL per wordpiece ({request.split})",
+        f"exp(mean NLL) over {ppl.tokens} target wordpieces of {dataset.name} {request.split} incl. EOS, no label "
+        f"smoothing, {trained.checkpoints_averaged} checkpoint(s) averaged"
+        + ("; 95% interval: bootstrap over sentences" if interval else ""),
+        f"{dataset.name} {request.split}", 3, ci95=interval.ci95 if interval else None,
+        provenance={"bootstrap": interval.to_dict()} if interval else {},
+        extra={"tokens": ppl.tokens, "nll_per_token": round(ppl.nll_per_token, 5)}, raw=ppl)
