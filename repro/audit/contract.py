@@ -163,13 +163,11 @@ class CheckedAdapter:
         return float(rate)
 
     def loss(self, logits: Tensor, target: Tensor, pad_id: int, smoothing: float) -> Tensor:
-        value = _instance("loss", self._target.loss(logits, target, pad_id, smoothing), Tensor)
-        if value.numel() != 1:
-            raise AdapterContractError(f"loss returned shape {tuple(value.shape)}, expected a scalar (the summed loss)")
-        if logits.requires_grad and not value.requires_grad:
-            raise AdapterContractError("loss returned a tensor detached from the logits: the checks read its gradient")
-        _check_summed(self._target, value, logits, target, pad_id, smoothing)
-        return value
+        return _checked_loss("loss", self._target.loss)(logits, target, pad_id, smoothing)
+
+    def loss_paths(self) -> dict[str, Callable[[Tensor, Tensor, int, float], Tensor]]:
+        paths = _instance("loss_paths", self._target.loss_paths(), dict)
+        return {name: _checked_loss(f"loss_paths()[{name!r}]", fn) for name, fn in paths.items()}
 
     def hyperparameters(self) -> dict[str, Any]:
         settings = _instance("hyperparameters", self._target.hyperparameters(), dict)
@@ -300,22 +298,39 @@ def _check_masking(what: str, out: Tensor, query: Tensor, key: Tensor, value: Te
             return  # it ignores the mask: Eq. 1 fails on it, and it may be the implementation's own
 
 
-def _check_summed(adapter: Adapter, value: Tensor, logits: Tensor, target: Tensor, pad_id: int, smoothing: float) -> None:
+def _checked_loss(what: str, fn: Callable[..., Any]) -> Callable[[Tensor, Tensor, int, float], Tensor]:
+    """``fn`` (a loss of the protocol) with its answer checked: a scalar, attached to the logits,
+    summed over the tokens."""
+
+    def checked(logits: Tensor, target: Tensor, pad_id: int, smoothing: float) -> Tensor:
+        value = _instance(what, fn(logits, target, pad_id, smoothing), Tensor)
+        if value.numel() != 1:
+            raise AdapterContractError(f"{what} returned shape {tuple(value.shape)}, expected a scalar (the summed loss)")
+        if logits.requires_grad and not value.requires_grad:
+            raise AdapterContractError(f"{what} returned a tensor detached from the logits: the checks read its gradient")
+        _check_summed(fn, value, logits, target, pad_id, smoothing, what)
+        return value
+
+    return checked
+
+
+def _check_summed(loss: Callable[..., Any], value: Tensor, logits: Tensor, target: Tensor, pad_id: int,
+                  smoothing: float, what: str = "loss") -> None:
     """The protocol's loss is *summed* over the tokens: the same batch twice must give twice the
     loss. A mean (over tokens, or over non-padding tokens) gives the same value, and every
     measurement read from its gradient would be off by the number of tokens."""
     with torch.no_grad():
-        twice = adapter.loss(torch.cat([logits.detach()] * 2), torch.cat([target] * 2), pad_id, smoothing)
+        twice = loss(torch.cat([logits.detach()] * 2), torch.cat([target] * 2), pad_id, smoothing)
     once, doubled = float(value.detach()), float(torch.as_tensor(twice).detach().reshape(-1)[0])
     if math.isclose(doubled, 2 * once, rel_tol=1e-4, abs_tol=1e-6):
         return
     if math.isclose(doubled, once, rel_tol=1e-4, abs_tol=1e-6):
         raise AdapterContractError(
-            f"loss returned the mean over the tokens, not their sum: the batch given twice gave the same loss "
+            f"{what} returned the mean over the tokens, not their sum: the batch given twice gave the same loss "
             f"({once:.6g}); the protocol's loss is summed (reduction='sum')"
         )
     raise AdapterContractError(
-        f"loss is not a sum over the tokens: the batch given twice gave {doubled:.6g}, not twice {once:.6g}"
+        f"{what} is not a sum over the tokens: the batch given twice gave {doubled:.6g}, not twice {once:.6g}"
     )
 
 

@@ -193,7 +193,10 @@ class ReproAdapter(Adapter):
 
     def loss_paths(self) -> dict[str, Any]:
         """Both forms of the objective the training loop runs (``repro.train.loss.loss_impl_for``):
-        the chunked one on a CPU, the dense one on an accelerator or compiled."""
+        the chunked one on a CPU, the dense one on an accelerator or compiled (a variant that
+        overrides ``loss`` is watched on its own loss)."""
+        if type(self).loss is not ReproAdapter.loss:  # a variant with its own loss: that loss alone
+            return {"loss": self.loss}
         paths = {"chunked": self.loss, "dense": self.dense_loss}
         assert set(paths) == set(LOSS_IMPLS), "a loss form the loop can run is not watched"
         return paths

@@ -196,6 +196,19 @@ def test_a_mean_loss_is_an_error_that_says_so() -> None:
     assert "adapter method 'loss'" in record.why and "the mean over the tokens, not their sum" in record.why
 
 
+def test_each_loss_path_is_held_to_the_contract() -> None:
+    """A second form of the loss (``loss_paths``) that returns a mean is refused as ``loss`` is,
+    naming the path."""
+
+    class MeanDensePath(ReproAdapter):
+        def loss_paths(self):
+            return {**super().loss_paths(), "dense": MeanLoss().loss}
+
+    record = audit("sec5.label-smoothing.loss", MeanDensePath())
+    assert record.status == "error", record.why
+    assert "loss_paths()['dense']" in record.why and "the mean over the tokens, not their sum" in record.why
+
+
 def test_a_padding_id_outside_the_reserved_ids_is_refused() -> None:
     class HighPad(ReproAdapter):
         def model(self, *args, **kwargs):
