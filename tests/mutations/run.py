@@ -104,8 +104,8 @@ MUTATIONS = [
     Mutation("adam-beta2", "repro/train/config.py",
              "    adam_beta2: float = 0.98", "    adam_beta2: float = 0.999", "Adam's beta2 left at PyTorch's 0.999"),
     Mutation("rate-one-step-late", "repro/train/loop.py",
-             "                               step=step, d_model=trainer.model_cfg.d_model, warmup_steps=cfg.warmup_steps,",
-             "                               step=max(step - 1, 1), d_model=trainer.model_cfg.d_model, warmup_steps=cfg.warmup_steps,",
+             "        return update(self.objective, self.optimizer, micro, self.device, step=step, d_model=self.model_cfg.d_model,",
+             "        return update(self.objective, self.optimizer, micro, self.device, step=max(step - 1, 1), d_model=self.model_cfg.d_model,",
              "the loop applies Eq. 3 one update late (the peak lands at update 4001)"),
     Mutation("checkpoints-every-10-seconds", "repro/train/cadence.py",
              "        by_time = bool(self.every_minutes) and self.clock() - self._since >= 60 * self.every_minutes",
@@ -168,20 +168,20 @@ MUTATIONS = [
     Mutation("pruning-keeps-10", "repro/train/checkpoint.py",
              "    doomed = paths[:-keep] if keep > 0 else []", "    doomed = paths[:-min(keep, 10)] if keep > 0 else []",
              "the loop keeps at most 10 checkpoints: the big model's evaluation cannot average 20"),
-    Mutation("table3-ls-row-dropped", "repro/recipes.py",
-             '_TABLE3_TRAINING = {"D-ls0.0": {"label_smoothing": 0.0}, "D-ls0.2": {"label_smoothing": 0.2}}',
-             '_TABLE3_TRAINING = {"D-ls0.0": {"label_smoothing": 0.0}}',
+    Mutation("table3-ls-row-dropped", "repro/model/table3.py",
+             '    Row("D-ls0.2", "D", "eps_ls=0.2 (the base architecture; the row changes training)", {"eps_ls": 0.2}),',
+             '    Row("D-ls0.2", "D", "eps_ls=0.2 (the base architecture; the row changes training)", {}),',
              "Table 3's eps_ls = 0.2 row trains with the base's 0.1"),
     Mutation("table3-big-from-base", "repro/recipes.py",
              '    start = BIG if row == "big" else BASE', "    start = BASE",
              "Table 3's big row trains the base recipe (100K steps, P_drop 0.1)"),
-    Mutation("table3-row-e-sinusoids", "repro/model/presets.py",
-             '    _row("E-learned", "Table 3 row (E): learned positional embedding instead of sinusoids", positional="learned"),',
-             '    _row("E-learned", "Table 3 row (E): learned positional embedding instead of sinusoids"),',
+    Mutation("table3-row-e-sinusoids", "repro/model/table3.py",
+             '    Row("E-learned", "E", "learned positional embedding instead of sinusoids", {"PE": "learned"}),',
+             '    Row("E-learned", "E", "learned positional embedding instead of sinusoids", {}),',
              "Table 3's row (E) keeps the sinusoids"),
-    Mutation("table3-row-d-dropout", "repro/model/presets.py",
-             '    _row("D-drop0.2", "Table 3 row (D): P_drop=0.2", dropout=0.2),',
-             '    _row("D-drop0.2", "Table 3 row (D): P_drop=0.2", dropout=0.1),',
+    Mutation("table3-row-d-dropout", "repro/model/table3.py",
+             '    Row("D-drop0.2", "D", "P_drop=0.2", {"P_drop": 0.2}),',
+             '    Row("D-drop0.2", "D", "P_drop=0.2", {"P_drop": 0.1}),',
              "Table 3's P_drop = 0.2 row trains at 0.1"),
     Mutation("bleu-no-brevity-penalty", "repro/eval/bleu.py",
              "    bp = math.exp(1 - s.ref_len / s.hyp_len) if s.hyp_len < s.ref_len else 1.0", "    bp = 1.0",
@@ -321,13 +321,32 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=ROOT / "reports" / "mutations.json")
     parser.add_argument("--only", action="append", default=[], help="run only these mutations (by name)")
+    parser.add_argument("--shard", default="1/1", help="I/N: run every N-th mutation from the I-th (parallel runs); "
+                        "a shard writes its rows to --out, and --merge joins the shards into the record")
+    parser.add_argument("--merge", nargs="+", type=Path, default=[], help="shard files to join into --out")
     parser.add_argument("--append", action="store_true",
                         help="add the rows of the mutations run (--only, or those the record lacks) to the record "
                              "in --out, each row with the commit it ran at")
     args = parser.parse_args(argv)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    if args.merge:
+        shards = [json.loads(p.read_text(encoding="utf-8")) for p in args.merge]
+        if len({s["commit"] for s in shards}) != 1:
+            raise SystemExit(f"the shards ran at different commits: {sorted({s['commit'] for s in shards})}")
+        order = {m.name: i for i, m in enumerate(MUTATIONS)}
+        rows = sorted((r for s in shards for r in s["rows"]), key=lambda r: order.get(r["name"], len(order)))
+        if sorted(r["name"] for r in rows) != sorted(order):
+            raise SystemExit("the shards do not hold every mutation exactly once")
+        summary = {"caught": sum(r["caught"] for r in rows), "mutations": len(rows), "commit": shards[0]["commit"],
+                   "rows": rows}
+        args.out.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+        print(f"repro check caught {summary['caught']} of {len(rows)} one-line mistakes")
+        return 0
+    index, count = (int(x) for x in args.shard.split("/"))
     record = json.loads(args.out.read_text(encoding="utf-8")) if args.append and args.out.is_file() else None
     known = {r["name"] for r in record["rows"]} if record else set()
     chosen = [m for m in MUTATIONS if (m.name in args.only if args.only else m.name not in known)]
+    chosen = chosen[index - 1::count]
     rows = []
     with tempfile.TemporaryDirectory(prefix="repro-mutations-") as tmp:
         for mutation in chosen:
@@ -342,7 +361,6 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{'caught' if caught else 'MISSED':7s} {mutation.name:42s} {seconds:5.1f} s  {', '.join(broken[:4])}",
                   flush=True)
             shutil.rmtree(tree)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     if record is not None:   # rows added to a record made at another commit: each says its own
         rows = [r for r in record["rows"] if r["name"] not in {m.name for m in chosen}] + \
                [{**r, "commit": commit} for r in rows]
@@ -350,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.sort(key=lambda r: order.get(r["name"], len(order)))
     caught = sum(r["caught"] for r in rows)
     summary = {"caught": caught, "mutations": len(rows), "commit": record["commit"] if record else commit, "rows": rows}
-    if record is not None or not args.only:
+    if record is not None or not args.only or count > 1:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     print(f"repro check caught {caught} of {len(rows)} one-line mistakes")
