@@ -1,0 +1,24 @@
+"""The mutation record stays runnable: every mutation's line is in the source exactly once, and
+names are unique (a refactoring that moves a line must move its mutation with it)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import run  # noqa: E402
+
+
+def test_names_are_unique() -> None:
+    names = [m.name for m in run.MUTATIONS]
+    assert len(names) == len(set(names))
+
+
+@pytest.mark.parametrize("mutation", run.MUTATIONS, ids=lambda m: m.name)
+def test_each_line_is_in_the_source_once_and_the_mistake_changes_it(mutation) -> None:
+    text = (run.ROOT / mutation.file).read_text(encoding="utf-8")
+    assert text.split("\n").count(mutation.old) == 1, f"{mutation.file}: the line of {mutation.name} moved"
+    assert mutation.new != mutation.old
