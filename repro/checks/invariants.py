@@ -79,46 +79,63 @@ def incremental(claim: Claim, ctx: CheckContext) -> Measurement:
 BEAM = dict(beam_size=4, alpha=0.6, max_len_offset=6)
 
 
+#: Models whose beam outputs are compared (each built from its own seed), and how many models may be
+#: built to find them: a random model that ends every sentence at once shows nothing.
+BEAM_MODELS, BEAM_ATTEMPTS = 2, 5
+
+
 def beam_over_cache(claim: Claim, ctx: CheckContext, gen: torch.Generator) -> tuple[int, str]:
     """(sentences decoded differently, a line saying what was seen): the implementation's beam
-    search over a model of its own, through its key/value cache and recomputing every prefix
+    search over models of its own, through its key/value cache and recomputing every prefix
     (``use_cache=False``), on a padded batch of sentences of several lengths.
 
-    Two outputs that differ only by a tie (the same GNMT score, recomputed by a full forward pass,
-    to 1e-4) are not counted. A search that outputs nothing (every sentence empty) proves nothing
-    and fails. Not measured (said so) when the implementation has no beam search or cannot run
-    it without its cache."""
+    Each model is built under its own seed (the global random state restored after), so the
+    verdict does not depend on what ran before; :data:`BEAM_MODELS` models whose outputs are not
+    all empty are compared (up to :data:`BEAM_ATTEMPTS` built). Two outputs that differ only by a
+    tie (the same GNMT score, recomputed by a full forward pass, to 1e-4) are not counted. A search
+    that outputs nothing on every model proves nothing and fails. Not measured (said so) when the
+    implementation has no beam search or cannot run it without its cache."""
     params = {**BEAM, **claim.params.get("beam", {})}
-    try:
-        parts = ctx.target.model(**SIZE)
-        lengths = [3, 8, 5, 7, 4, 6]
-        src = torch.full((len(lengths), max(lengths)), parts.pad_id, dtype=torch.long)
-        for row, n in enumerate(lengths):
-            src[row, :n] = _tokens(gen, 1, n)[0]
-        uncached = ctx.target.beam_search(parts, src, use_cache=False, **params)
-    except NotApplicable as why:
-        return 0, f"beam search over the cache not measured ({why})"
-    except TypeError as err:
-        if "use_cache" not in str(err):
-            raise
-        return 0, f"beam search over the cache not measured ({ctx.target.name}'s beam_search takes no use_cache)"
-    try:
-        cached = ctx.target.beam_search(parts, src, **params)
-    except (RuntimeError, IndexError) as err:  # the same search without the cache ran: the cache broke it
-        return len(lengths), f"beam search over the cache raised {type(err).__name__}: {str(err)[:160]}"
-    if not any(len(out) for out in cached + uncached):
-        return 1, "beam search over the cache: every output is empty, so nothing was compared"
-    differ, ties = 0, 0
-    for row, (a, b) in enumerate(zip(cached, uncached)):
-        if a == b:
+    lengths = [3, 8, 5, 7, 4, 6]
+    differ, ties, compared, sentences = 0, 0, 0, 0
+    for attempt in range(BEAM_ATTEMPTS):
+        if compared == BEAM_MODELS:
+            break
+        with torch.random.fork_rng():
+            torch.manual_seed(ctx.seed * BEAM_ATTEMPTS + attempt)
+            try:
+                parts = ctx.target.model(**SIZE)
+                src = torch.full((len(lengths), max(lengths)), parts.pad_id, dtype=torch.long)
+                for row, n in enumerate(lengths):
+                    src[row, :n] = _tokens(gen, 1, n)[0]
+                uncached = ctx.target.beam_search(parts, src, use_cache=False, **params)
+            except NotApplicable as why:
+                return 0, f"beam search over the cache not measured ({why})"
+            except TypeError as err:
+                if "use_cache" not in str(err):
+                    raise
+                return 0, f"beam search over the cache not measured ({ctx.target.name}'s beam_search takes no use_cache)"
+            try:
+                cached = ctx.target.beam_search(parts, src, **params)
+            except (RuntimeError, IndexError) as err:  # the same search without the cache ran: the cache broke it
+                return len(lengths), f"beam search over the cache raised {type(err).__name__}: {str(err)[:160]}"
+        if not any(len(out) for out in cached + uncached):
             continue
-        if abs(_score(parts, src[row:row + 1], a, params["alpha"]) - _score(parts, src[row:row + 1], b, params["alpha"])) < 1e-4:
-            ties += 1
-        else:
-            differ += 1
+        compared += 1
+        sentences += len(cached)
+        for row, (a, b) in enumerate(zip(cached, uncached)):
+            if a == b:
+                continue
+            if abs(_score(parts, src[row:row + 1], a, params["alpha"])
+                   - _score(parts, src[row:row + 1], b, params["alpha"])) < 1e-4:
+                ties += 1
+            else:
+                differ += 1
+    if not compared:
+        return 1, f"beam search over the cache: every output is empty on {BEAM_ATTEMPTS} models, so nothing was compared"
     tied = f" ({ties} differ by a tie of equal scores)" if ties else ""
     return differ, (f"beam search (width {params['beam_size']}) over the cache vs recomputing every prefix: "
-                    f"{differ} of {len(cached)} sentences decoded differently{tied}")
+                    f"{differ} of {sentences} sentences decoded differently on {compared} models{tied}")
 
 
 def _score(parts, src: torch.Tensor, output: list[int], alpha: float) -> float:

@@ -13,7 +13,8 @@ from repro.checks.registry import checker
 from repro.checks.jobs import job_config, shrunk, watches_jobs
 from repro.claims.claim import Claim
 from repro.claims.compare import Worst, finite, max_abs_diff
-from repro.train.probes import ObservedSteps, job_rates, loop_adam_updates, optimizer_updates
+from repro.recipes import get_recipe
+from repro.train.probes import ObservedSteps, checkpoint_steps, job_rates, loop_adam_updates, optimizer_updates
 
 
 #: Gradients of the two observed Adam steps, per entry of the probed parameter: eight entries at
@@ -299,6 +300,27 @@ def checkpoint_cadence(claim: Claim, ctx: CheckContext) -> Measurement:
     value = gaps[0] if len(gaps) == 1 else gaps
     return Measurement(value, detail=(f"{updates} updates of {seconds} s: checkpoints after updates {steps}; "
                                       f"minutes at the paper's {paper_seconds} s per update"))
+
+
+@checker("training.checkpoint_clock", audits=False)
+def checkpoint_clock(claim: Claim, ctx: CheckContext) -> Measurement:
+    """Section 6.1's "10-minute intervals" as the loop's wall-clock trigger: the recipe's
+    ``checkpoint_every_minutes`` (the local recipe sets 10, beside its update count), observed on
+    the training loop with the update count off and a fake clock of ``seconds_per_update`` per
+    update. Measured: the minutes of the clock between consecutive checkpoints (the last, written at
+    the end of the run, left out); one update's length is the resolution."""
+    name = claim.params.get("recipe", "local")
+    seconds, updates = claim.params.get("seconds_per_update", 6.0), claim.params.get("updates", 300)
+    train = get_recipe(name).train
+    if not train.checkpoint_every_minutes:
+        return Measurement(0.0, False, f"recipe {name} sets no wall-clock checkpoint interval (checkpoint_every_minutes)")
+    steps = checkpoint_steps(train.replace(checkpoint_every_steps=0), seconds, updates)
+    gaps = sorted({round((b - a) * seconds / 60, 6) for a, b in zip([0, *steps[:-2]], steps[:-1])})
+    if not gaps:
+        return Measurement(None, False, f"checkpoints after updates {steps}: no interval to measure")
+    return Measurement(gaps[0] if len(gaps) == 1 else gaps,
+                       detail=(f"recipe {name}, checkpoint_every_minutes {train.checkpoint_every_minutes}, update count "
+                               f"off; {updates} updates of {seconds} s: checkpoints after updates {steps}"))
 
 
 @checker("training.average_last")

@@ -117,6 +117,7 @@ PARAMS: dict[str, dict[str, Any]] = {
     "table3.params": {"row": TEXT, "vocab_size": COUNT},
     "table3.params_difference": {"row": TEXT, "minus": TEXT, "vocab_size": COUNT},
     "training.adam": {"experiment": TEXT},
+    "training.checkpoint_clock": {"recipe": TEXT, "seconds_per_update": POSITIVE, "updates": COUNT},
     "training.average_last": {"k": COUNT, "checkpoints": COUNT},
     "training.checkpoint_cadence": {"seconds_per_update": POSITIVE, "paper_seconds_per_update": POSITIVE,
                                     "updates": COUNT},

@@ -142,6 +142,7 @@ INTEGER_VALUED = {
     "model.base_dimensions": "reads shapes of matrix products",
     "recipe.value": "reads settings (poisoned to NaN they fail: tested below)",
     "training.checkpoint_cadence": "counts updates between checkpoints",
+    "training.checkpoint_clock": "counts updates between checkpoints (repro's own loop, not audited)",
     "run.tokens_per_update": "counts tokens",
     "run.batch_by_length": "counts padding positions",
     "run.shared_vocabulary": "counts word pieces",
