@@ -373,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     print(f"repro check caught {caught} of {len(rows)} one-line mistakes")
-    if len(rows) < len(MUTATIONS) and not args.only:
+    if len(rows) < len(MUTATIONS) and not args.only and count == 1:
         print(f"the record lacks {len(MUTATIONS) - len(rows)} mutations: run with --append")
     return 0
 
