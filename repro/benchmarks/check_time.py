@@ -9,21 +9,17 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from pathlib import Path
 
-import torch
 
 from repro.audit.repro_adapter import ReproAdapter
-from repro.benchmarks.machine import publish
+from repro.benchmarks.machine import environment, parse_benchmark_args, publish
 from repro.checks import run_checks, select_claims
-from repro.results.provenance import cpu_model
 
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--out", type=Path, default=None, help="also write the figures as JSON here")
-    args = parser.parse_args(argv)
+    args = parse_benchmark_args(parser, argv)
     claims = select_claims("local")
     walls, per_claim = [], {}
     for _ in range(args.repeats):
@@ -34,8 +30,7 @@ def main(argv: list[str] | None = None) -> dict:
             per_claim.setdefault(r.claim.id, []).append(r.seconds)
     slowest = sorted(((statistics.median(v), k) for k, v in per_claim.items()), reverse=True)[:10]
     out = {
-        "benchmark": "check_time", "claims": len(claims), "threads": torch.get_num_threads(),
-        "cpu": cpu_model(), "runs": len(walls),
+        "benchmark": "check_time", **environment(args.note), "claims": len(claims), "runs": len(walls),
         "wall_s_median": round(statistics.median(walls), 2), "wall_s_min": round(min(walls), 2),
         "wall_s_max": round(max(walls), 2),
         "slowest_claims_s": {k: round(s, 2) for s, k in slowest},
