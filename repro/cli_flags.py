@@ -2,8 +2,9 @@
 and old flag names kept as deprecated aliases (``--profile`` for a recipe is ``--recipe`` now).
 
 Every verb that computes with a model (``train``, ``evaluate``, ``translate``, ``reproduce``,
-``average``, ``audit``) takes ``--device`` (:data:`repro.runtime.DEVICE_HELP`) and resolves one
-:class:`~repro.runtime.Runtime` from it, which everything it runs receives.
+``average``, ``check``, ``audit``) takes ``--device`` (:data:`repro.runtime.DEVICE_HELP`) and resolves
+one :class:`~repro.runtime.Runtime` from it, which everything it runs receives (``check`` and
+``audit`` through :mod:`repro.audit.on_device`; their default is ``cpu``).
 """
 
 from __future__ import annotations

@@ -12,8 +12,16 @@ It also counts, per project ``file:line`` (the innermost frame under ``repro/``)
 GPU: host syncs (``.item()``, ``float()``, ``bool()``, ``.tolist()``, ``nonzero``, boolean-mask indexing,
 device-to-host copies) and host-to-device copies (blocking or not). ``fa.count("sync")`` sums them.
 
+Moves between the host and the fake device are differentiable (``.to``, ``.cpu()``), as on CUDA, so a
+loss computed on the device gives its gradient to host logits (``repro check --device``).
+
 Adapted from the example in ``shared/gpu-proxy/`` (not part of the project); this one patches
 ``torch.inference_mode`` and ``torch.autocast`` only while it is active.
+
+Known limit: a tensor that torch's C++ makes "on the device of" a fake tensor (a backward formula's
+zeros of ``grad.options()``, a composite op's scalar) is a real meta tensor without data; the
+common forward case, ``torch.where(cond, x, scalar)``, is handled. x-transformers' loss meets the
+backward case: its ``sec5.label-smoothing.loss`` errs on the fake device only.
 """
 
 from __future__ import annotations
@@ -90,6 +98,12 @@ class Acc(torch.Tensor):
             return func(args[0].elem.detach(), *args[1:], **kwargs)
         if func is torch.nn.functional.scaled_dot_product_attention:
             return _sdpa_math(*args, **kwargs)
+        if func is torch.Tensor.data_ptr:   # where the data lies (a meta tensor says 0), as on CUDA
+            return args[0].elem.data_ptr()
+        if func is torch.where and len(args) == 3 and not all(isinstance(a, torch.Tensor) for a in args[1:]):
+            # ``where(cond, x, scalar)`` decomposes into a scalar tensor made on ``cond.device`` (meta here,
+            # its value lost); CUDA makes it on the device. A 0-dim host tensor is what the check allows.
+            args = (args[0], *(a if isinstance(a, torch.Tensor) else torch.tensor(a) for a in args[1:]))
         if func is torch.Tensor.__setitem__ and isinstance(args[2], (int, float, bool)):
             # CUDA's binding builds the scalar on the device; a 0-dim CPU tensor is what the check allows
             args = (args[0], args[1], torch.tensor(args[2], dtype=args[0].dtype))
@@ -164,7 +178,31 @@ def _sdpa_math(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False
     return weights @ value
 
 
-FACTORIES = {torch.tensor, torch.as_tensor, torch.zeros, torch.ones, torch.full, torch.empty, torch.arange,
+class _ToAcc(torch.autograd.Function):
+    """A host tensor onto the fake device, its gradient flowing back to the host (``.to`` on CUDA)."""
+
+    @staticmethod
+    def forward(ctx, tensor):
+        return Acc(tensor.detach().clone())
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad.elem if isinstance(grad, Acc) else grad
+
+
+class _ToHost(torch.autograd.Function):
+    """A fake-device tensor onto the host, its gradient flowing back to the device (``.cpu()``)."""
+
+    @staticmethod
+    def forward(ctx, tensor):
+        return tensor.elem.detach().clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad if isinstance(grad, Acc) else Acc(grad)
+
+
+FACTORIES = {torch.tensor, torch.as_tensor, torch.asarray, torch.zeros, torch.ones, torch.full, torch.empty, torch.arange,
              torch.randn, torch.rand, torch.randint, torch.eye, torch.linspace, torch.scalar_tensor,
              torch.zeros_like, torch.ones_like, torch.full_like, torch.empty_like}
 
@@ -178,7 +216,7 @@ class _Mode(TorchFunctionMode):
             kwargs.pop("pin_memory", None)
             if _is_acc(kwargs.get("device")):
                 kwargs["device"] = "cpu"
-                if func is torch.tensor or func is torch.as_tensor:
+                if func in (torch.tensor, torch.as_tensor, torch.asarray):
                     _record("host-to-device copy (torch.tensor(..., device=acc))")
                 return Acc(func(*args, **kwargs))
             return func(*args, **kwargs)
@@ -187,14 +225,26 @@ class _Mode(TorchFunctionMode):
             if func is torch.Tensor.cuda:
                 device, dtype, non_blocking = torch.device("cuda"), None, kwargs.get("non_blocking", False)
             else:
+                kwargs.pop("copy", None)   # Tensor.to(..., copy=) (Hugging Face's generate): a move copies anyway
                 device, dtype, non_blocking, _ = torch._C._nn._parse_to(*args[1:], **kwargs)
             if device is not None and _is_acc(device):
                 if isinstance(tensor, Acc):
                     return tensor.to(dtype) if dtype is not None else tensor
                 _record("host-to-device copy (non_blocking)" if non_blocking else "host-to-device copy (blocking)")
+                if tensor.requires_grad and torch.is_grad_enabled():   # differentiable, as on CUDA
+                    moved = _ToAcc.apply(tensor)
+                    return moved.to(dtype) if dtype is not None else moved
                 data = tensor.detach().to(dtype) if dtype is not None else tensor.detach().clone()
                 return Acc(data, requires_grad=tensor.requires_grad)
+            if (isinstance(tensor, Acc) and device is not None and device.type == "cpu" and tensor.requires_grad
+                    and torch.is_grad_enabled()):
+                _record("sync: device-to-host copy")
+                moved = _ToHost.apply(tensor)
+                return moved.to(dtype) if dtype is not None else moved
             return func(*args, **kwargs)
+        if func is torch.Tensor.cpu and isinstance(args[0], Acc) and args[0].requires_grad and torch.is_grad_enabled():
+            _record("sync: device-to-host copy")
+            return _ToHost.apply(args[0])
         if func is torch.Tensor.pin_memory:
             return args[0]
         if func is torch.Tensor.is_pinned:
@@ -270,7 +320,8 @@ class FakeAccelerator:
                             ("is_bf16_supported", lambda *a, **k: False),
                             ("get_device_name", lambda *a, **k: "FakeAccelerator"),
                             ("synchronize", lambda *a, **k: None), ("get_rng_state_all", lambda: []),
-                            ("set_rng_state_all", lambda *a: None), ("current_device", lambda: 0),
+                            ("set_rng_state_all", lambda *a: None), ("get_rng_state", lambda *a: torch.get_rng_state()),
+                            ("set_rng_state", lambda *a: None), ("current_device", lambda: 0),
                             ("set_device", lambda *a: None), ("manual_seed_all", lambda *a: None),
                             ("manual_seed", lambda *a: None), ("empty_cache", lambda: None),
                             ("reset_peak_memory_stats", lambda *a: None),

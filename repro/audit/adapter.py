@@ -19,7 +19,10 @@ Conventions (every check relies on them; ``repro audit`` enforces the checkable 
 
 * Tensors are float32 on the CPU, batch first. Modules are returned in ``eval()`` mode with
   dropout off, except by :meth:`Adapter.training_model`. Return values are checked for shape
-  and kind as they are returned.
+  and kind as they are returned. Under ``--device`` (:mod:`repro.audit.on_device`) the adapter's
+  methods are called under torch's default-device context, so what they build is born on the
+  device; write them as for the CPU, with no device of their own, and make any tensor a call
+  needs on its inputs' device (``torch.zeros(n, device=x.device)``).
 * **Attention masks** are boolean, ``True`` where attention is allowed, and broadcast against
   the scores (batch, heads, n_q, n_k). The checks pass key-padding masks of shape
   (batch, 1, 1, n_k) that keep at least one key per row, or ``None``.

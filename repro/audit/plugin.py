@@ -39,6 +39,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="directory of claims files for --repro-target (default: repro's claims/)",
     )
     group.addoption("--repro-seed", action="store", type=int, default=0, help="seed of the claims' random inputs")
+    group.addoption("--repro-device", action="store", default="cpu", metavar="DEVICE",
+                    help="where the implementation's parts are built and run: cpu (default), auto, cuda or cuda:N "
+                         "(repro audit --device)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -49,10 +52,18 @@ def pytest_configure(config: pytest.Config) -> None:
     from repro.audit.load import load_adapter
     from repro.errors import ReproError
 
+    from repro.audit.on_device import on_device
+    from repro.runtime import Runtime
+
     try:
         config.stash[ADAPTER_KEY] = load_adapter(target)
     except ReproError as err:
         raise pytest.UsageError(f"--repro-target: {err}") from None
+    try:
+        runtime = Runtime.resolve(config.getoption("repro_device"), "fp32")
+    except ReproError as err:
+        raise pytest.UsageError(f"--repro-device: {err}") from None
+    config.stash[ADAPTER_KEY] = on_device(config.stash[ADAPTER_KEY], runtime)
 
 
 @pytest.hookimpl(tryfirst=True)  # before -k/-m deselection, so that they select among the claims too

@@ -182,13 +182,13 @@ class ReproAdapter(Adapter):
     def loss(self, logits: Tensor, target: Tensor, pad_id: int, smoothing: float) -> Tensor:
         """The training objective's fused kernel (:func:`repro.train.loss.projection_loss`), fed the
         logits as hidden states through an identity projection, so its gradient is dLoss/dlogits."""
-        identity = torch.eye(logits.size(-1), dtype=logits.dtype)
+        identity = torch.eye(logits.size(-1), dtype=logits.dtype, device=logits.device)
         return projection_loss(logits, identity, target, epsilon=smoothing, pad_id=pad_id).loss
 
     def dense_loss(self, logits: Tensor, target: Tensor, pad_id: int, smoothing: float) -> Tensor:
         """The objective's dense form (:func:`repro.train.loss.dense_projection_loss`: what the loop
         calls on an accelerator and under ``torch.compile``), fed as :meth:`loss` is."""
-        identity = torch.eye(logits.size(-1), dtype=logits.dtype)
+        identity = torch.eye(logits.size(-1), dtype=logits.dtype, device=logits.device)
         return dense_projection_loss(logits, identity, target, epsilon=smoothing, pad_id=pad_id)[0]
 
     def loss_paths(self) -> dict[str, Any]:

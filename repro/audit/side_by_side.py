@@ -25,11 +25,13 @@ import torch
 
 from repro.audit.audit import AuditRecord, run_audit
 from repro.audit.load import load_adapter
+from repro.audit.on_device import on_device
 from repro.audit.zoo import NOT_INSTALLABLE, ZooEntry, missing_entries
 from repro.claims import Claim, Outcome
 from repro.claims.runner import ABSENT
 from repro.claims.table import format_value
 from repro.errors import ReproError
+from repro.runtime import Runtime
 
 #: The category of each outcome, as the report shows it.
 CATEGORY = {
@@ -111,11 +113,14 @@ def _commit() -> str:
         return ""
 
 
-def provenance() -> dict[str, Any]:
+def provenance(runtime: Runtime | None = None) -> dict[str, Any]:
+    host = f"{platform.machine()} CPU, {torch.get_num_threads()} torch threads"
+    on_gpu = runtime is not None and runtime.on_gpu
     return {
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "commit": _commit(),
-        "hardware": f"{platform.machine()} CPU, {torch.get_num_threads()} torch threads",
+        "hardware": f"{torch.cuda.get_device_name(runtime.device)} ({runtime.device}), inputs built on the {host}"
+                    if on_gpu else host,
         "python": platform.python_version(),
         "torch": torch.__version__,
         "scale": ("each claim at the sizes it names (equation checks at d_model 16-512; the base model "
@@ -129,9 +134,10 @@ def run_zoo(
     claims: Sequence[Claim],
     seed: int = 0,
     on_record: Callable[[ZooEntry, AuditRecord], None] | None = None,
+    runtime: Runtime | None = None,
 ) -> ZooAudit:
-    """Audit each entry's adapter on ``claims``; an adapter that cannot be loaded is a column
-    with its error, never a stop."""
+    """Audit each entry's adapter on ``claims`` (its parts on ``runtime``'s device, default the
+    CPU); an adapter that cannot be loaded is a column with its error, never a stop."""
     columns = []
     for entry in entries:
         column = Column(entry, version=_version(entry.distribution))
@@ -144,8 +150,9 @@ def run_zoo(
             continue
         column.name = adapter.name
         callback = (lambda r, e=entry: on_record(e, r)) if on_record else None
-        for record in run_audit(adapter, claims, seed=seed, on_record=callback):
+        target = on_device(adapter, runtime) if runtime is not None else adapter
+        for record in run_audit(target, claims, seed=seed, on_record=callback):
             column.cells[record.claim.id] = _cell(record)
         column.seconds = time.perf_counter() - start
         columns.append(column)
-    return ZooAudit(list(claims), columns, provenance(), missing_entries(), dict(NOT_INSTALLABLE))
+    return ZooAudit(list(claims), columns, provenance(runtime), missing_entries(), dict(NOT_INSTALLABLE))

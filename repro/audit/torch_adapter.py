@@ -93,7 +93,7 @@ class TorchSeq2Seq(nn.Module):
 def _padding(tokens: Tensor) -> Tensor:
     """A key-padding mask in the float form of torch's causal mask (-inf at padding): torch
     deprecates mixing boolean and float masks."""
-    return torch.zeros(tokens.shape).masked_fill(tokens == PAD_ID, float("-inf"))
+    return torch.zeros(tokens.shape, device=tokens.device).masked_fill(tokens == PAD_ID, float("-inf"))
 
 
 class TorchTransformerAdapter(Adapter):

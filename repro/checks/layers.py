@@ -35,8 +35,8 @@ def feed_forward(claim: Claim, ctx: CheckContext) -> Measurement:
             for b, _ in saved:
                 b.copy_(torch.randn(b.shape, generator=gen, dtype=b.dtype))
             got = parts.module(x).double()
-            w_1, w_2 = parts.w_1.detach().double(), parts.w_2.detach().double()
-            b_1, b_2 = (b.detach().double() if b is not None else 0.0 for b in biases.values())
+            w_1, w_2 = parts.w_1.detach().cpu().double(), parts.w_2.detach().cpu().double()
+            b_1, b_2 = (b.detach().cpu().double() if b is not None else 0.0 for b in biases.values())
             want = torch.clamp(x.double() @ w_1 + b_1, min=0) @ w_2 + b_2
     finally:
         with torch.no_grad():
@@ -64,7 +64,7 @@ def _perturb_norms(norms: tuple, gen: torch.Generator) -> list[tuple[torch.Tenso
         for p in params:
             saved.append((p, p.detach().clone()))
             with torch.no_grad():
-                p.add_(torch.randn(p.shape, generator=gen, dtype=p.dtype) * 0.5)
+                p.add_((torch.randn(p.shape, generator=gen, dtype=p.dtype) * 0.5).to(p.device))
     return saved
 
 
@@ -115,7 +115,7 @@ def embedding_scale(claim: Claim, ctx: CheckContext) -> Measurement:
     tokens = torch.arange(1, 50)
     with torch.no_grad():
         emb = finite(parts.embed_source(tokens[None])[0].double(), "the embedding")
-        raw = finite(parts.source_embedding[tokens].double(), "the embedding matrix")
+        raw = finite(parts.source_embedding.detach().cpu()[tokens].double(), "the embedding matrix")
     factor = finite(((emb * raw).sum() / (raw * raw).sum()).item(), "embedding / weight")
     residual = max_abs_diff(emb, factor * raw, "the embedding")
     detail = f"embedding = {factor:.4f} x weight (residual {residual:.1e}); sqrt(d_model) = {math.sqrt(d_model):.4f}"
@@ -214,7 +214,7 @@ def _layer_norm_fit(norm: torch.nn.Module, d_model: int, gen: torch.Generator) -
     assert best is not None
     residual, coef = best
     gain, bias = coef[:, 0], coef[:, 1]
-    flat = [p.detach().double().flatten() for p in params]
+    flat = [p.detach().cpu().double().flatten() for p in params]
     match = lambda v: [i for i, p in enumerate(flat) if p.numel() == d_model and float((p - v).abs().max()) < 1e-4]
     gains, biases = match(gain), match(bias)
     if not gains or not biases or (gains == biases and len(gains) == 1):

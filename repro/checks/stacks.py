@@ -117,7 +117,7 @@ def stacks(claim: Claim, ctx: CheckContext) -> Measurement:
             y = layer.layer(y, memory)
         logits = parts.forward(src, tgt)
         require_informative(logits, "the logits")
-        logits_err = max_abs_diff(logits, y @ parts.output_projection.T, "the logits")
+        logits_err = max_abs_diff(logits, y @ parts.output_projection.detach().cpu().T, "the logits")
     err = max(encoder_err, logits_err)
     return Measurement(err, detail=f"encoder stack {encoder_err:.1e}, logits {logits_err:.1e} "
                                    f"({len(parts.encoder_layers)} + {len(parts.decoder_layers)} layers)")

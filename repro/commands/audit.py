@@ -9,6 +9,9 @@ when an applicable claim fails or errs, 0 otherwise ("not applicable" never coun
 .[zoo]`` installs the libraries) and writes the side-by-side report (zoo.md, zoo.html, zoo.json)
 into ``--out`` (default ``reports/audit``); exit code 0 once it is written, departures included:
 finding them is its purpose.
+
+``--device`` (default cpu) builds the implementation's parts on that device and runs them there,
+fed the checks' seeded CPU inputs (:mod:`repro.audit.on_device`).
 """
 
 from __future__ import annotations
@@ -22,10 +25,12 @@ from repro.argtypes import existing_dir, output_dir, output_file, seed
 from repro.atomic import atomic_write_text
 from repro.audit.audit import AuditRecord, auditable_claims, broken, render_audit, run_audit
 from repro.audit.load import load_adapter
+from repro.audit.on_device import on_device
 from repro.audit.side_by_side import run_zoo
 from repro.audit.side_by_side_render import write_zoo
 from repro.audit.zoo import ZOO, ZooEntry, installed_entries
 from repro.claims import Outcome
+from repro.cli_flags import add_device_argument, runtime_from_args
 from repro.errors import ReproError
 
 
@@ -55,6 +60,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                              "else the claims shipped in the package)")
     parser.add_argument("--only", metavar="PREFIX", action="append", default=[], help="only claims whose id starts so")
     parser.add_argument("--seed", type=seed, default=0, help="seed of the random inputs (0 .. 2**31 - 1)")
+    add_device_argument(parser, default="cpu", what="the implementation's parts are built and run there, fed the "
+                                                    "checks' seeded CPU inputs")
     parser.set_defaults(func=main)
 
 
@@ -67,11 +74,14 @@ def main(args: argparse.Namespace) -> int:
         raise AuditUsageError("repro audit: --out and --zoo-only go with --zoo")
     adapter = load_adapter(args.target)
     claims = auditable_claims(args.claims_dir, args.only)
+    runtime = runtime_from_args(args, "audit", resolve_precision=False)
+    if runtime.on_gpu:
+        print(f"repro audit: the implementation's parts are built and run on {runtime.device}", file=sys.stderr)
 
     def progress(record: AuditRecord) -> None:
         print(f"  {record.status.value:14s} {record.claim.id} ({record.check.seconds:.1f} s)", file=sys.stderr)
 
-    records = run_audit(adapter, claims, seed=args.seed, on_record=progress)
+    records = run_audit(on_device(adapter, runtime), claims, seed=args.seed, on_record=progress)
     print(render_audit(records))
     if args.json:
         atomic_write_text(Path(args.json), json.dumps([r.to_dict() for r in records], indent=2, default=str) + "\n")
@@ -93,12 +103,15 @@ def zoo_main(args: argparse.Namespace) -> int:
     if not entries:
         raise AuditUsageError("repro audit --zoo: none of the selected implementations is installed (pip install -e .[zoo])")
     claims = auditable_claims(args.claims_dir, args.only)
+    runtime = runtime_from_args(args, "audit", resolve_precision=False)
+    if runtime.on_gpu:
+        print(f"repro audit: the implementation's parts are built and run on {runtime.device}", file=sys.stderr)
 
     def progress(entry: ZooEntry, record: AuditRecord) -> None:
         print(f"  {entry.key:16s} {record.status.value:14s} {record.claim.id} ({record.check.seconds:.1f} s)",
               file=sys.stderr)
 
-    zoo = run_zoo(entries, claims, seed=args.seed, on_record=progress)
+    zoo = run_zoo(entries, claims, seed=args.seed, on_record=progress, runtime=runtime)
     paths = write_zoo(zoo, args.out or Path("reports") / "audit")
     for column in zoo.columns:
         counts = {}

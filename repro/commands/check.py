@@ -1,4 +1,7 @@
-"""``repro check [--json FILE]``: run every local claim against repro's own implementation."""
+"""``repro check [--json FILE] [--device DEVICE]``: run every local claim against repro's own implementation.
+
+``--device`` runs the models the claims build on that device (:mod:`repro.audit.on_device`): the
+inputs are the CPU's seeded ones, the arithmetic is the device's kernels."""
 
 from __future__ import annotations
 
@@ -9,11 +12,13 @@ from pathlib import Path
 
 from repro.argtypes import existing_dir, output_dir, output_file, seed
 from repro.atomic import atomic_write_text
+from repro.audit.on_device import on_device
 from repro.audit.repro_adapter import ReproAdapter
 from repro.checks import run_checks, select_claims
 from repro.claims.loader import known_values
 from repro.claims.runner import CheckRecord
 from repro.claims.table import render
+from repro.cli_flags import add_device_argument, runtime_from_args
 from repro.results import DEFAULT_RESULTS, ResultStore, store_records
 
 
@@ -33,6 +38,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                              "the store (the default: exit 2 naming the first)")
     parser.add_argument("--only", metavar="PREFIX", action="append", default=[], help="only claims whose id starts so")
     parser.add_argument("--seed", type=seed, default=0, help="seed of the random inputs (0 .. 2**31 - 1)")
+    add_device_argument(parser, default="cpu", what="the models the claims build run there, fed the CPU's seeded "
+                                                    "inputs; the default keeps the CPU's verdicts")
     parser.set_defaults(func=main)
 
 
@@ -55,10 +62,14 @@ def main(args: argparse.Namespace) -> int:
     claims = select_claims("local", args.only, args.claims_dir)
     results_dir = Path(args.results) if args.results else DEFAULT_RESULTS
     results = _stored(results_dir, args) if (args.results or results_dir.exists()) else {}
-    records = run_checks(claims, ReproAdapter(), results=results, seed=args.seed, on_record=progress)
+    runtime = runtime_from_args(args, "check", resolve_precision=False)
+    if runtime.on_gpu:
+        print(f"repro check: the claims' models run on {runtime.device}", file=sys.stderr)
+    records = run_checks(claims, on_device(ReproAdapter(), runtime), results=results, seed=args.seed,
+                         on_record=progress)
     print(render(records))
     if args.json:
         atomic_write_text(Path(args.json), json.dumps([r.to_dict() for r in records], indent=2, default=str) + "\n")
     if args.store:
-        store_records(records, ResultStore(args.store))
+        store_records(records, ResultStore(args.store), device=str(runtime.device))
     return 1 if any(r.status.broken for r in records) else 0

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
+import torch
+
 from repro.audit.audit import auditable_claims
+from tests.fake_accelerator import FakeAccelerator
+
+if torch.distributed.is_available():
+    # torch imports DTensor lazily (FLOP counting does). Imported first inside an inline run, pytester drops
+    # it afterwards, and its next import fails: torch cannot register its operators twice.
+    import torch.distributed.tensor  # noqa: F401
 
 #: Claims an adapter with only ``attention`` runs: Eq. 1 on it, on every attention path it has
 #: (by default the same function), the weighted sum of the values (through ``attention``, the
@@ -106,3 +114,21 @@ def test_bad_target_is_a_usage_error(project: pytest.Pytester) -> None:
     result = project.runpytest("--repro-target", "plugin_user_impl:nothing_here", "-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--repro-target: target 'plugin_user_impl:nothing_here': module*has no attribute*"])
+
+
+def test_the_device_option_runs_the_claims_there(project: pytest.Pytester) -> None:
+    """``--repro-device cuda``: the same verdicts with the parts built on the (fake) device."""
+    with FakeAccelerator() as fake:
+        result = project.runpytest(
+            "--repro-target", "repro.audit.torch_adapter:adapter_norm_first", "--repro-device", "cuda",
+            "-p", "no:cacheprovider", "-k", "post-norm or eq1 or causal",
+        )
+    result.assert_outcomes(passed=3, failed=1, skipped=1)
+    assert fake.count("host-to-device", "repro/audit/on_device.py") > 0
+
+
+def test_bad_device_is_a_usage_error(project: pytest.Pytester) -> None:
+    result = project.runpytest("--repro-target", "plugin_user_impl:good", "--repro-device", "gpu0",
+                               "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--repro-device: device must be*got 'gpu0'*"])

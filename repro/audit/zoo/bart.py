@@ -118,7 +118,7 @@ def model_parts(net: BartForConditionalGeneration) -> ModelParts:
         return first_layer_input(lambda: encoder(input_ids=src, attention_mask=(src != PAD_ID).long()), encoder.layers[0])
 
     def decoder_input(tgt: Tensor) -> Tensor:
-        memory = torch.zeros(tgt.size(0), 1, net.config.d_model)
+        memory = torch.zeros(tgt.size(0), 1, net.config.d_model, device=tgt.device)
         return first_layer_input(lambda: decoder(input_ids=tgt, encoder_hidden_states=memory, use_cache=False),
                                  decoder.layers[0])
 

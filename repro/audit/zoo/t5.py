@@ -133,7 +133,7 @@ def model_parts(net: T5ForConditionalGeneration) -> ModelParts:
         return first_layer_input(lambda: encoder(input_ids=src, attention_mask=(src != PAD_ID).long()), encoder.block[0])
 
     def decoder_input(tgt: Tensor) -> Tensor:
-        memory = torch.zeros(tgt.size(0), 1, net.config.d_model)
+        memory = torch.zeros(tgt.size(0), 1, net.config.d_model, device=tgt.device)
         return first_layer_input(lambda: decoder(input_ids=tgt, encoder_hidden_states=memory, use_cache=False),
                                  decoder.block[0])
 
@@ -159,7 +159,7 @@ class T5Adapter(hf_trainer.TrainedByHFTrainer, Adapter):
     def attention(self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None) -> Tensor:
         heads, d_k = query.shape[1], query.shape[-1]
         module = T5Attention(config(d_model=heads * d_k, n_heads=heads)).eval()
-        no_bias = torch.zeros(1, heads, query.shape[-2], key.shape[-2], dtype=query.dtype)
+        no_bias = torch.zeros(1, heads, query.shape[-2], key.shape[-2], dtype=query.dtype, device=query.device)
         out, _ = ALL_ATTENTION_FUNCTIONS[ATTENTION](module, query, key, value, mask, dropout=0.0, scaling=module.scaling,
                                                     position_bias=no_bias)
         return out.transpose(1, 2)
