@@ -17,7 +17,8 @@ inputs wherever the model runs. :class:`OnDevice` stands between them and an ada
   beside a model on the device fails the claim with an error naming the adapter method.
 
 Not moved: ``search`` (a search over a scripted distribution, no model), ``optimizer`` (the
-parameters are the check's own) and the settings.
+parameters are the check's own), the settings, and the claims that watch repro's own jobs rather
+than call the adapter (:mod:`repro.checks.jobs`): those run the jobs on the CPU.
 """
 
 from __future__ import annotations
