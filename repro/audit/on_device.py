@@ -38,8 +38,6 @@ from repro.audit.adapter import (
 )
 from repro.runtime import Runtime
 
-HOST = torch.device("cpu")
-
 
 def _moved(tree: Any, device: torch.device) -> Any:
     return tree_map(lambda t: t.to(device) if isinstance(t, Tensor) else t, tree)
