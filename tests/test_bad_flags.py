@@ -18,6 +18,8 @@ BAD = [
     (["check", "--claims-dir", MISSING], "--claims-dir"),
     (["audit", "--seed", "-5", "x:y"], "--seed"),
     (["audit", "--claims-dir", MISSING, "x:y"], "--claims-dir"),
+    (["audit", "--device", "gpu0", "x:y"], "--device"),
+    (["check", "--device", "cuda:x"], "--device"),
     (["claims", "--claims-dir", MISSING, "list"], "--claims-dir"),
     (["report", "--claims-dir", MISSING], "--claims-dir"),
     (["average", MISSING], "run_dir"),
