@@ -225,8 +225,9 @@ class _Mode(TorchFunctionMode):
             if func is torch.Tensor.cuda:
                 device, dtype, non_blocking = torch.device("cuda"), None, kwargs.get("non_blocking", False)
             else:
-                kwargs.pop("copy", None)   # Tensor.to(..., copy=) (Hugging Face's generate): a move copies anyway
-                device, dtype, non_blocking, _ = torch._C._nn._parse_to(*args[1:], **kwargs)
+                # Tensor.to(..., copy=) (Hugging Face's generate): a move copies anyway; _parse_to refuses it
+                parsed = {k: v for k, v in kwargs.items() if k != "copy"}
+                device, dtype, non_blocking, _ = torch._C._nn._parse_to(*args[1:], **parsed)
             if device is not None and _is_acc(device):
                 if isinstance(tensor, Acc):
                     return tensor.to(dtype) if dtype is not None else tensor
