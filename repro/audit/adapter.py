@@ -367,6 +367,30 @@ class Adapter:
         two); an adapter written without the keyword leaves that comparison unmeasured."""
         raise self._missing("beam_search")
 
+class AdapterWrapper:
+    """Stands in front of an adapter (the contract's checks, a device bridge): its name, its presets
+    and every method the wrapper does not define are the adapter's; ``adapter`` is the one wrapped."""
+
+    def __init__(self, target: Adapter) -> None:
+        self._target = target
+
+    @property
+    def name(self) -> str:
+        return self._target.name
+
+    @property
+    def adapter(self) -> Adapter:
+        """The adapter this one stands in front of."""
+        return self._target
+
+    @property
+    def has_repro_presets(self) -> bool:
+        return bool(getattr(self._target, "has_repro_presets", False))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._target, name)
+
+
 # -- Constants of the protocol (documented in the module docstring) ----------------------------
 
 #: Token ids 0 .. RESERVED_IDS-1 are never fed by the checks: they are left to special tokens.

@@ -25,7 +25,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from repro.audit.adapter import RESERVED_IDS, Adapter, EncoderLayerParts, FeedForwardParts, ModelParts
+from repro.audit.adapter import RESERVED_IDS, Adapter, AdapterWrapper, EncoderLayerParts, FeedForwardParts, ModelParts
 from repro.checks.attention import reference_attention
 
 
@@ -74,24 +74,9 @@ def _instance(what: str, value: Any, kind: type) -> Any:
     return value
 
 
-class CheckedAdapter:
-    """Delegates to an adapter and checks every return value against the protocol."""
-
-    def __init__(self, target: Adapter) -> None:
-        self._target = target
-
-    @property
-    def name(self) -> str:
-        return self._target.name
-
-    @property
-    def adapter(self) -> Adapter:
-        """The adapter whose return values are checked."""
-        return self._target
-
-    @property
-    def has_repro_presets(self) -> bool:
-        return bool(getattr(self._target, "has_repro_presets", False))
+class CheckedAdapter(AdapterWrapper):
+    """Delegates to an adapter and checks every return value against the protocol; methods whose
+    return values are not checked here (later additions to the protocol) go straight to the adapter."""
 
     def attention(self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None) -> Tensor:
         return _checked_attention("attention", self._target.attention)(query, key, value, mask)
@@ -174,11 +159,6 @@ class CheckedAdapter:
         for key, entry in settings.items():
             _check_setting(key, entry)
         return settings
-
-    def __getattr__(self, name: str) -> Any:
-        """Methods whose return values are not checked here (later additions to the protocol) go
-        straight to the adapter."""
-        return getattr(self._target, name)
 
 
 def _checked_parts(what: str, parts: Any, vocab_size: int, d_model: int) -> ModelParts:

@@ -34,7 +34,7 @@ from torch import Tensor, nn
 from torch.utils._pytree import tree_map
 
 from repro.audit.adapter import (
-    AbsentPart, Adapter, DecoderLayerParts, EncoderLayerParts, FeedForwardParts, ModelParts,
+    AbsentPart, Adapter, AdapterWrapper, DecoderLayerParts, EncoderLayerParts, FeedForwardParts, ModelParts,
 )
 from repro.runtime import Runtime
 
@@ -99,27 +99,19 @@ def bridged(fn: Any, device: torch.device) -> Any:
     return call
 
 
-class OnDevice:
+class OnDevice(AdapterWrapper):
     """Delegates to ``target``, building its parts on ``runtime.device`` and bridging their calls
-    (see the module docstring). On the CPU, use the adapter itself."""
+    (see the module docstring); the rest (settings, schedules, the optimizer, the scripted search)
+    as the adapter gives it. On the CPU, use the adapter itself."""
 
     def __init__(self, target: Adapter, runtime: Runtime) -> None:
-        self._target = target
-        self.runtime = runtime
+        super().__init__(target)
         self.device = runtime.device
         self._built: weakref.WeakKeyDictionary[nn.Module, ModelParts] = weakref.WeakKeyDictionary()
 
     @property
     def name(self) -> str:
         return f"{self._target.name} on {self.device}"
-
-    @property
-    def adapter(self) -> Adapter:
-        return self._target
-
-    @property
-    def has_repro_presets(self) -> bool:
-        return bool(getattr(self._target, "has_repro_presets", False))
 
     def _build(self, method: str, *args: Any) -> Any:
         if torch.get_default_device().type == "meta":  # a check that only counts parameters builds on meta
@@ -206,10 +198,6 @@ class OnDevice:
         module = parts.module.inner if isinstance(parts.module, DeviceModule) else parts.module
         own = self._built.get(module, parts) if module is not None else parts
         return _call_on(self.device, self._target.beam_search, (own, src), kwargs)
-
-    def __getattr__(self, name: str) -> Any:
-        """The rest (settings, schedules, the optimizer, the scripted search) as the adapter gives it."""
-        return getattr(self._target, name)
 
 
 def on_device(adapter: Any, runtime: Runtime) -> Any:

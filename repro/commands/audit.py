@@ -32,6 +32,7 @@ from repro.audit.zoo import ZOO, ZooEntry, installed_entries
 from repro.claims import Outcome
 from repro.cli_flags import add_device_argument, runtime_from_args
 from repro.errors import ReproError
+from repro.runtime import Runtime
 
 
 class AuditUsageError(ReproError):
@@ -65,6 +66,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=main)
 
 
+def _runtime(args: argparse.Namespace) -> Runtime:
+    """Where ``--device`` builds and runs the implementation's parts, said on stderr off the CPU."""
+    runtime = runtime_from_args(args, "audit", resolve_precision=False)
+    if runtime.on_gpu:
+        print(f"repro audit: the implementation's parts are built and run on {runtime.device}", file=sys.stderr)
+    return runtime
+
+
 def main(args: argparse.Namespace) -> int:
     if args.zoo:
         return zoo_main(args)
@@ -74,9 +83,7 @@ def main(args: argparse.Namespace) -> int:
         raise AuditUsageError("repro audit: --out and --zoo-only go with --zoo")
     adapter = load_adapter(args.target)
     claims = auditable_claims(args.claims_dir, args.only)
-    runtime = runtime_from_args(args, "audit", resolve_precision=False)
-    if runtime.on_gpu:
-        print(f"repro audit: the implementation's parts are built and run on {runtime.device}", file=sys.stderr)
+    runtime = _runtime(args)
 
     def progress(record: AuditRecord) -> None:
         print(f"  {record.status.value:14s} {record.claim.id} ({record.check.seconds:.1f} s)", file=sys.stderr)
@@ -103,9 +110,7 @@ def zoo_main(args: argparse.Namespace) -> int:
     if not entries:
         raise AuditUsageError("repro audit --zoo: none of the selected implementations is installed (pip install -e .[zoo])")
     claims = auditable_claims(args.claims_dir, args.only)
-    runtime = runtime_from_args(args, "audit", resolve_precision=False)
-    if runtime.on_gpu:
-        print(f"repro audit: the implementation's parts are built and run on {runtime.device}", file=sys.stderr)
+    runtime = _runtime(args)
 
     def progress(entry: ZooEntry, record: AuditRecord) -> None:
         print(f"  {entry.key:16s} {record.status.value:14s} {record.claim.id} ({record.check.seconds:.1f} s)",
