@@ -42,15 +42,18 @@ def cpu_check(tmp_path_factory) -> dict[str, str]:
 
 def test_every_local_claim_gives_the_cpus_verdict_on_the_fake_accelerator(cpu_check, tmp_path: Path) -> None:
     """All 170-odd claims, their models on the fake device under CUDA's rules: no claim errs on a tensor
-    left on the host, and each verdict is the CPU's (the timing claims measure the fake's wrapper, but
-    their verdicts hold)."""
+    left on the host, and each verdict is the CPU's, but for the wall-time claim's (on the fake device it
+    times the fake's Python wrapper, under whatever load the test machine has: it must run, not pass)."""
     out = tmp_path / "fake.json"
     with FakeAccelerator() as fake:
         main(["check", "--device", "cuda", "--json", str(out), "--store", str(tmp_path / "store"),
               "--results", _empty(tmp_path / "no-results")])
     on_device_ = _statuses(out)
-    assert on_device_ == cpu_check
     assert "error" not in on_device_.values()
+    timed = {c.id for c in select_claims("local") if c.checker == "attention.additive_speed"}
+    assert timed and all(on_device_[claim] in ("pass", "fail") for claim in timed)
+    assert {k: v for k, v in on_device_.items() if k not in timed} == \
+        {k: v for k, v in cpu_check.items() if k not in timed}
     # the models really ran there: the bridge moved inputs onto the device and answers back
     assert fake.count("host-to-device", "repro/audit/on_device.py") > 100
     assert fake.count("sync: device-to-host", "repro/audit/on_device.py") > 100
