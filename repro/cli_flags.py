@@ -42,7 +42,7 @@ def runtime_from_args(args: argparse.Namespace, verb: str, resolve_precision: bo
     """The runtime ``--device`` and ``--precision`` name, said on stderr; without
     ``resolve_precision`` only the device (the verb loads its model first: :func:`runtime_for_loaded`)."""
     if not resolve_precision:
-        return Runtime.resolve(getattr(args, "device", None) or "auto", "fp32")
+        return Runtime.device_only(getattr(args, "device", None) or "auto")
     runtime = Runtime.resolve(getattr(args, "device", None) or "auto", getattr(args, "precision", None) or "auto")
     print(f"repro {verb}: {runtime.describe()}", file=sys.stderr)
     return runtime

@@ -81,6 +81,15 @@ class Runtime:
             torch.cuda.set_device(where)
         return cls(where, resolve_precision(precision, where, dims=dims), world_size, rank, local_rank)
 
+    @classmethod
+    def device_only(cls, device: str = "auto", *, local_rank: int = 0, why: str = "not resolved") -> "Runtime":
+        """The device ``device`` names, in plain fp32, with no process-wide switch thrown (no TF32):
+        for a verb that resolves its precision later (:meth:`for_model`) or pins its own arithmetic."""
+        where = resolve_device(device, local_rank)
+        if where.type == "cuda":
+            torch.cuda.set_device(where)
+        return cls(where, Precision("fp32", why, where.type), local_rank=local_rank)
+
     def for_model(self, model: torch.nn.Module, precision: str = "auto") -> "Runtime":
         """This runtime with ``precision`` resolved for ``model``'s sizes (a checkpoint loaded after
         the device was chosen)."""

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from repro.model import precision
+from repro.selftest.toy_data import toy_translation_data
 from tests.fake_accelerator import FakeAccelerator
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -91,13 +92,7 @@ def tiny_multi30k(data_dir: Path):
 def write_tiny_multi30k(data_dir: Path, out: Path, sizes: dict[str, int]) -> Path:
     """A small dataset folder ``out/{train,dev,test}.{en,de}`` cut from Multi30k's train, val and
     test_2016_flickr (the first ``sizes[split]`` pairs), readable by the data registry."""
-    sources = {"train": "train", "dev": "val", "test": "test_2016_flickr"}
-    out.mkdir(parents=True, exist_ok=True)
-    for split, n in sizes.items():
-        for lang in ("en", "de"):
-            lines = (data_dir / "multi30k" / f"{sources[split]}.{lang}").read_text(encoding="utf-8").splitlines()[:n]
-            (out / f"{split}.{lang}").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return out
+    return toy_translation_data(data_dir, out, sizes)
 
 
 #: Two gold trees, for tests of the parsing data and scoring.

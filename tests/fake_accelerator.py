@@ -18,6 +18,13 @@ loss computed on the device gives its gradient to host logits (``repro check --d
 Adapted from the example in ``shared/gpu-proxy/`` (not part of the project); this one patches
 ``torch.inference_mode`` and ``torch.autocast`` only while it is active.
 
+Arithmetic: as on an Ampere or Hopper GPU, fp32 matrix products on the device run in TF32 (operands
+rounded to 10-bit mantissas) whenever torch's settings allow it (:func:`repro.model.arithmetic.tf32_matmul`:
+``allow_tf32 = True`` or a matmul precision below "highest"), and scaled dot-product attention on fp32
+inputs runs at that reduced precision whenever a fused GPU kernel (memory-efficient, cuDNN) is enabled.
+A check that does not pin its arithmetic so sees the errors a real GPU shows it. The settings the fake
+found are restored when it exits.
+
 Known limit: a tensor that torch's C++ makes "on the device of" a fake tensor (a backward formula's
 zeros of ``grad.options()``, a composite op's scalar) is a real meta tensor without data; the
 common forward case, ``torch.where(cond, x, scalar)``, is handled. x-transformers' loss meets the
@@ -37,6 +44,8 @@ from unittest import mock
 import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten, tree_map
+
+from repro.model import arithmetic
 
 aten = torch.ops.aten
 LABEL = torch.device("meta")   # what ``.device`` of an accelerator tensor says
@@ -97,6 +106,9 @@ class Acc(torch.Tensor):
             _record("sync: tolist/numpy")
             return func(args[0].elem.detach(), *args[1:], **kwargs)
         if func is torch.nn.functional.scaled_dot_product_attention:
+            if _fused_sdpa_enabled():   # a fused GPU kernel: fp32 inputs through tensor cores
+                args = tuple(_tf32(a) if i < 3 else a for i, a in enumerate(args))
+                kwargs = {k: (_tf32(v) if k in ("query", "key", "value") else v) for k, v in kwargs.items()}
             return _sdpa_math(*args, **kwargs)
         if func is torch.Tensor.data_ptr:   # where the data lies (a meta tensor says 0), as on CUDA
             return args[0].elem.data_ptr()
@@ -125,6 +137,8 @@ class Acc(torch.Tensor):
         if func is aten.copy_.default and isinstance(args[0], Acc) and not isinstance(args[1], Acc):
             _record("host-to-device copy (copy_)")
         unwrap = lambda e: e.elem if isinstance(e, Acc) else e  # noqa: E731
+        if func in _MATMULS and arithmetic.tf32_matmul():
+            unwrap = lambda e: _round_tf32(e.elem) if isinstance(e, Acc) else e  # noqa: E731
         ukwargs = tree_map(unwrap, kwargs)
         if "device" in ukwargs and _is_acc(ukwargs["device"]):
             ukwargs["device"] = torch.device("cpu")
@@ -143,6 +157,33 @@ class Acc(torch.Tensor):
                 if a.alias_info is not None and a.alias_info.is_write:
                     return kwargs[a.name] if a.kwarg_only or i >= len(args) else args[i]
         return tree_map(lambda e: Acc(e) if isinstance(e, torch.Tensor) and not isinstance(e, Acc) else e, out)
+
+
+_MATMULS = {aten.mm.default, aten.bmm.default, aten.addmm.default, aten.baddbmm.default, aten.addbmm.default,
+            aten.addmv.default, aten.mv.default, aten.dot.default}
+
+
+def _round_tf32(tensor: torch.Tensor) -> torch.Tensor:
+    """An fp32 tensor's values with TF32's 10-bit mantissa (rounded to nearest); others as they are."""
+    if tensor.dtype != torch.float32:
+        return tensor
+    bits = tensor.contiguous().view(torch.int32)
+    rounded = ((bits + 0x1000) & ~0x1FFF).view(torch.float32)
+    return torch.where(torch.isfinite(tensor), rounded, tensor).view_as(tensor)
+
+
+def _tf32(tensor):
+    """A device tensor rounded as a tensor-core kernel reads fp32 (anything else unchanged)."""
+    if isinstance(tensor, Acc) and tensor.dtype == torch.float32:
+        with torch._C.DisableTorchFunctionSubclass():
+            return Acc(_round_tf32(tensor.elem.detach()), requires_grad=False) if not tensor.requires_grad \
+                else tensor + (Acc(_round_tf32(tensor.elem.detach()) - tensor.elem.detach()))
+    return tensor
+
+
+def _fused_sdpa_enabled() -> bool:
+    cuda = torch.backends.cuda
+    return cuda.mem_efficient_sdp_enabled() or cuda.cudnn_sdp_enabled()
 
 
 _INDEX_OK = {aten.index.Tensor, aten.index_put_.default, aten.index_put.default, aten._index_put_impl_.default}
@@ -347,11 +388,13 @@ class FakeAccelerator:
         self._stack.enter_context(warnings.catch_warnings())
         warnings.filterwarnings("ignore", message=".*copying from a non-meta parameter.*")
         _ACTIVE.append(self)
+        self._arithmetic = arithmetic.snapshot()
         return self
 
     def __exit__(self, *exc) -> bool:
         _ACTIVE.remove(self)
         self._stack.close()
+        arithmetic.restore(self._arithmetic)   # the TF32 and attention-kernel settings the fake found
         return False
 
     def reset(self) -> None:

@@ -36,6 +36,11 @@ def step_time(claim: Claim, ctx: CheckContext) -> Measurement:
     if stored is None:
         raise NotRun("no result yet; needs a cluster job (repro submit)")
     finite(stored.measured, f"the stored step time of {claim.id}")
+    measured_by, wanted = stored.provenance.extra.get("measure"), claim.params.get("measure")
+    if measured_by is not None and wanted is not None and measured_by != wanted:
+        raise NotRun(f"the stored value ({stored.measured} s/step) was measured as '{measured_by}', not as the claim's "
+                     f"'{wanted}' (Section 5.2's step is a steady-state update: start-up and compilation left out); "
+                     "needs a job of this version of repro")
     try:
         value, how = normalised(stored)
     except NotComparable as why:

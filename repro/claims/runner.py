@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from repro.claims.claim import Claim
 from repro.claims.compare import NonFinite, is_finite
 from repro.claims.outcome import Absent, CheckContext, Inconclusive, Measurement, NotApplicable, NotRun, Outcome
+from repro.model.arithmetic import IEEE_FP32, ieee_fp32
 
 if TYPE_CHECKING:
     from repro.results.store import Result
@@ -49,6 +50,8 @@ class CheckRecord:
     extra: dict[str, Any] = field(default_factory=dict)
     #: The value was derived from stored results (a metric, a relation), not measured by the check.
     derived: bool = False
+    #: The arithmetic the check ran in (:mod:`repro.model.arithmetic`).
+    arithmetic: str = IEEE_FP32
 
     def to_dict(self) -> dict[str, Any]:
         c = self.claim
@@ -67,6 +70,7 @@ class CheckRecord:
             "unit": self.unit or c.unit,
             "detail": self.detail,
             "seconds": round(self.seconds, 3),
+            "arithmetic": self.arithmetic,
         }
 
 
@@ -95,7 +99,15 @@ class _TracingAdapter:
 
 def run_claim(claim: Claim, check: CheckerFn, target: Any, results: Mapping[str, "Result"] | None = None,
               seed: int = 0) -> CheckRecord:
-    """Run ``check`` (the claim's checker) for ``claim`` against ``target``."""
+    """Run ``check`` (the claim's checker) for ``claim`` against ``target``, in IEEE fp32 whatever the
+    device and whatever the caller set (:func:`repro.model.arithmetic.ieee_fp32`): a verdict that
+    changed with the hardware would not be a verdict."""
+    with ieee_fp32():
+        return _run_claim(claim, check, target, results, seed)
+
+
+def _run_claim(claim: Claim, check: CheckerFn, target: Any, results: Mapping[str, "Result"] | None,
+               seed: int) -> CheckRecord:
     traced = _TracingAdapter(target)
     ctx = CheckContext(target=traced, seed=seed, results=dict(results or {}))
     start = time.perf_counter()

@@ -10,10 +10,11 @@ jobs use too (:mod:`repro.measures`), never chosen by the claim's id:
   parser's beam 21, alpha 0.3, input + 300);
 - ``bleu.tokenized-compound-split`` (Table 2 on newstest2014, Table 3 on newstest2013): the paper's
   protocol, sacreBLEU kept beside it; ``perplexity.wordpiece``: per wordpiece; ``f1.evalb`` (Table 4,
-  WSJ section 23): repaired trees scored by EVALB (COLLINS.prm); ``step-time.run-mean`` (Section 5.2):
-  wall seconds per update of this job, with the device count and a measured peak so the reporter can
-  normalise it to 8 P100 (none stored when this run of the job made no update: a requeued job that
-  resumed at its last step);
+  WSJ section 23): repaired trees scored by EVALB (COLLINS.prm); ``step-time.steady-state`` (Section 5.2):
+  the median seconds of this job's steady updates (start-up, warm-up, compilation, evaluation and
+  checkpoint writes left out and stored beside it by name), with the device count and a measured peak
+  so the reporter can normalise it to 8 P100 (none stored when this run of the job made no steady
+  update: a requeued job that resumed at its last step);
 - a job of Table 3 at a named scale (``repro submit table3 --scale``) stores its records under
   ``table3-<scale>.<ppl|bleu>.<row>``, measured as the row's claim names, the perplexity with a
   bootstrap over sentences too, the parameter count in ``extra``; as ``<claim>/seed-<S>-<signature>.json``

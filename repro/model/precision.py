@@ -38,6 +38,7 @@ from pathlib import Path
 import torch
 
 from repro.errors import ConfigError
+from repro.model import arithmetic
 
 PRECISIONS = ("auto", "fp32", "bf16")
 #: bf16 is picked by ``auto`` on a CPU only when its product is at least this many times as fast as fp32's.
@@ -178,7 +179,10 @@ def _cached_probe(device: str, shape: tuple[int, int, int] | None = None) -> tup
 
 
 def set_tf32(enabled: bool) -> None:
-    """TF32 matrix products and convolutions on CUDA (no effect on the CPU)."""
+    """TF32 matrix products and convolutions on CUDA (no effect on the CPU). Inside a check
+    (:func:`repro.model.arithmetic.ieee_fp32`) the check's IEEE fp32 wins: nothing changes."""
+    if arithmetic.pinned():
+        return
     torch.backends.cuda.matmul.allow_tf32 = enabled
     torch.backends.cudnn.allow_tf32 = enabled
 

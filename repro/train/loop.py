@@ -41,6 +41,7 @@ from repro.train.metrics_log import MetricsLog
 from repro.train.optimizer import optimizer_for
 from repro.train.prefetch import Prefetcher, Sequential
 from repro.train.progress_line import EVERY_LOGGED, progress_line
+from repro.train.step_clock import StepClock
 from repro.train.update_step import TrainingDiverged, UpdateStats, accumulate, update, world
 from repro.train.update_plan import UpdatePlan, plan_update
 
@@ -196,9 +197,10 @@ def train(cfg: TrainConfig, *, synthetic: SyntheticCorpus | None = None, runtime
           **kwargs: Any) -> TrainSummary:
     """Train on ``cfg.dataset`` (BPE built or reloaded under ``cfg.out_dir``, the corpus encoded once
     per job by rank 0; the synthetic corpus when the dataset is ``synthetic``), resuming when possible."""
+    began = (kwargs.get("clock") or time.monotonic)()
     runtime = runtime or runtime_of(cfg)
     data = prepare_training_data(cfg, synthetic, rank=runtime.rank, world_size=runtime.world_size)
-    summary = run(cfg, data.examples, data.vocab_size, runtime=runtime, **kwargs)
+    summary = run(cfg, data.examples, data.vocab_size, runtime=runtime, began=began, **kwargs)
     summary.extra.update(filtered=data.filtered, train_pairs=len(data.examples), vocab_size=data.vocab_size,
                          data=data.origin)
     return summary
@@ -217,14 +219,18 @@ def run(
     log: Callable[[str], None] | None = None,
     clock: Callable[[], float] | None = None,
     evaluate: Callable[[torch.nn.Module, int], dict[str, float]] | None = None,
+    began: float | None = None,
 ) -> TrainSummary:
     """The loop itself, on already encoded ``examples``; ``on_step(step)`` is called after each update,
     ``on_built(trainer)`` once the trainer is built (and restored, when resuming). ``recipe``
     (``Recipe.to_dict()`` of the recipe ``cfg`` comes from) goes into every checkpoint.
     ``evaluate(model, step)`` (rank 0, at every checkpoint) returns dev metrics such as ``{"dev_ppl": ...}``
-    for the metrics log; its time counts neither in tokens/s nor in the logged elapsed time."""
+    for the metrics log; its time counts neither in tokens/s nor in the logged elapsed time.
+    ``began`` (on ``clock``): when the job's training began, data preparation included (default: now);
+    the summary's ``step_time`` splits the wall time since then (:mod:`repro.train.step_clock`)."""
     say = log or (lambda msg: print(msg, file=sys.stderr))
     clock = clock or time.monotonic
+    timing = StepClock(clock, clock() if began is None else began)
     out_dir = Path(cfg.out_dir)
     trainer = build(cfg, examples, vocab_size, make_batcher, runtime, recipe)
     say(f"repro train: {trainer.plan.describe()}")
@@ -248,18 +254,22 @@ def run(
     try:
         while step < cfg.max_steps:
             step += 1
+            timing.start_update()
             micro, data_state = next(batches)
             try:
                 stats = trainer.update(micro, step)
             except TrainingDiverged as err:
                 raise TrainingDiverged(f"{err}; the last checkpoint is {(list_checkpoints(out_dir) or ['none'])[-1]}") \
                     from None
+            timing.end_update()
             due = cadence.due(step) and trainer.rank == 0
-            progress.record(stats, _evaluate(evaluate, trainer, progress, step) if due and evaluate is not None else None,
-                            data_state.get("epoch", ""))
+            progress.record(stats, _evaluate(evaluate, trainer, progress, timing, step) if due and evaluate is not None
+                            else None, data_state.get("epoch", ""))
             if due:
+                saving = clock()
                 written.append(_save(out_dir, step, trainer, data_state))
                 prune_checkpoints(out_dir, cfg.keep_checkpoints)
+                timing.exclude("checkpoint_s", clock() - saving)
                 cadence.written()
             if on_step is not None:
                 on_step(step)
@@ -274,16 +284,17 @@ def run(
         resumed_from=resumed_from, accumulation=trainer.accumulation, world_size=trainer.world_size,
         elapsed_s=elapsed, first_loss=progress.first_loss,
         extra={**trainer.precision.provenance(), "device": str(trainer.device),
-               "steps_run": step - resumed_from},
+               "steps_run": step - resumed_from, "step_time": timing.summary()},
     )
 
 
 def _evaluate(evaluate: Callable[[torch.nn.Module, int], dict[str, float]], trainer: Trainer,
-              progress: "_Progress", step: int) -> dict[str, float]:
+              progress: "_Progress", timing: StepClock, step: int) -> dict[str, float]:
     start = progress.clock()
     metrics = evaluate(trainer.model, step)
     trainer.model.train()
     progress.exclude(progress.clock() - start)
+    timing.exclude("evaluation_s", progress.clock() - start)
     return metrics
 
 

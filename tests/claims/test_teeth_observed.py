@@ -284,6 +284,11 @@ def test_a_step_time_is_compared_only_normalised_to_8_p100():
     for results in (stored(0.4, "1 x CPU", devices=1), stored(0.4, "8 x NVIDIA Tesla P100", "reduced: 100 steps", devices=8)):
         none = record(results)
         assert none.status == Outcome.NOT_RUN and "not comparable" in none.detail
+    # the whole run's mean (start-up and compilation in it) is not Section 5.2's steady-state step
+    mean = record(stored(0.4, "8 x NVIDIA Tesla P100", devices=8, measure="step-time.run-mean"))
+    assert mean.status == Outcome.NOT_RUN and "'step-time.run-mean', not as the claim's" in mean.detail
+    steady = record(stored(0.4, "8 x NVIDIA Tesla P100", devices=8, measure="step-time.steady-state"))
+    assert steady.status == Outcome.PASS
 
 
 def test_figures_3_5_are_measured_on_the_run_s_checkpoint(tmp_path, tiny_run):

@@ -43,7 +43,7 @@ def test_every_metric_claim_gets_a_result_marked_reduced(tiny_run, tmp_path, reg
     assert len(paths) == 3 and set(results) == set(spec["claims"])
     # measured by the registry, as each claim names it; what it measured is what is stored
     assert [(c[0], c[1]) for c in registry_calls] == [
-        ("table2.bleu.base-ende", "bleu.tokenized-compound-split"), ("sec5.step-time.base", "step-time.run-mean"),
+        ("table2.bleu.base-ende", "bleu.tokenized-compound-split"), ("sec5.step-time.base", "step-time.steady-state"),
         ("table3.ppl.base", "perplexity.wordpiece")]
     assert all(results[claim].measured == found.value for claim, _, _, found in registry_calls)
     assert results["table3.ppl.base"].provenance.extra["measure"] == "perplexity.wordpiece"
@@ -53,7 +53,12 @@ def test_every_metric_claim_gets_a_result_marked_reduced(tiny_run, tmp_path, reg
     assert "sacrebleu" in bleu.provenance.extra
     assert bleu.provenance.extra["checkpoints_averaged"] == 2
     assert results["table3.ppl.base"].measured > 1
-    assert results["sec5.step-time.base"].measured > 0 and results["sec5.step-time.base"].provenance.extra["peak_flops"] > 0
+    step = results["sec5.step-time.base"]
+    assert step.measured > 0 and step.provenance.extra["peak_flops"] > 0
+    # the steady-state step: inside its own interval, what was left out stored beside it by name
+    assert step.ci95[0] <= step.measured <= step.ci95[1]
+    assert {"startup_s", "warmup_s", "compile_s", "evaluation_s", "checkpoint_s"} <= set(step.extra["step_time"])
+    assert step.extra["step_time"]["steady_updates"] == 5 and step.measured < summary["elapsed_s"] / 6
     # --set overrides: never at the paper's scale, whatever the job was called.
     assert all(r.provenance.scale.startswith("reduced:") for r in results.values())
 

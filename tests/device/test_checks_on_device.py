@@ -46,9 +46,14 @@ def test_every_local_claim_gives_the_cpus_verdict_on_the_fake_accelerator(cpu_ch
     times the fake's Python wrapper, under whatever load the test machine has: it must run, not pass)."""
     out = tmp_path / "fake.json"
     with FakeAccelerator() as fake:
+        # as after a job or a benchmark in the same process: TF32 on, fused attention kernels enabled
+        # (the fake then computes fp32 products in TF32, as an H100/H200 does)
+        torch.backends.cuda.matmul.allow_tf32 = True
         main(["check", "--device", "cuda", "--json", str(out), "--store", str(tmp_path / "store"),
               "--results", _empty(tmp_path / "no-results")])
+        assert torch.backends.cuda.matmul.allow_tf32   # the caller's setting, given back
     on_device_ = _statuses(out)
+    assert {r["arithmetic"] for r in json.loads(out.read_text())} == {"ieee-fp32"}
     assert "error" not in on_device_.values()
     timed = {c.id for c in select_claims("local") if c.checker == "attention.additive_speed"}
     assert timed and all(on_device_[claim] in ("pass", "fail") for claim in timed)
@@ -97,6 +102,7 @@ def test_audit_takes_the_device(tmp_path: Path, capsys) -> None:
     target = "repro.audit.torch_adapter:adapter"
     assert main(["audit", target, "--json", str(tmp_path / "cpu.json"), *only]) in (0, 1)
     with FakeAccelerator() as fake:
+        torch.set_float32_matmul_precision("high")   # TF32, as a job leaves it
         assert main(["audit", target, "--device", "cuda", "--json", str(tmp_path / "fake.json"), *only]) in (0, 1)
     assert "repro audit: the implementation's parts are built and run on cuda:0" in capsys.readouterr().err
     cpu, fake_ = _statuses(tmp_path / "cpu.json"), _statuses(tmp_path / "fake.json")

@@ -26,6 +26,7 @@ from repro.measures import MEASUREMENTS, Measured, Request, Trained, claim_reque
 from repro.pipeline import local, parsing
 from repro.results import ResultStore
 from repro.runtime import Runtime
+from repro.train.step_clock import StepClock
 
 CLAIMS = {c.id: c for c in load_claims(checkers=CHECKERS)}
 METRIC = {cid: c for cid, c in CLAIMS.items() if c.checker.startswith("metric.")}
@@ -146,10 +147,40 @@ def test_step_times_of_the_run(tmp_path):
                         Request("local.multi30k.step-time", "step-time.logged-median"))
     mean = measure(_run(tmp_path, {"steps": 12, "resumed_from": 2, "elapsed_s": 5.0}), run_mean)
     assert mean.value == 0.5 and mean.provenance["peak_flops"] > 0 and mean.provenance["spread"]["intervals"] == 3
+    assert mean.ci95 is None   # the logged steps' interval is not the run mean's (an H200 run lay outside it)
     # a requeued job that resumed at its last step made no update: nothing to store
     assert measure(_run(tmp_path, {"steps": 12, "resumed_from": 12, "elapsed_s": 5.0}), run_mean) is None
     median = measure(_run(tmp_path, {}), logged)
     assert median.value == 0.5 and median.ci95[0] <= 0.5 <= median.ci95[1] and median.extra["spread"]["max_s"] == 1.0
+
+
+def test_the_steady_state_step_leaves_out_what_is_not_an_update(tmp_path):
+    """Section 5.2's step: the median of the steady updates, inside its own interval, with start-up,
+    warm-up, compilation, evaluation and checkpoint writes stored beside it by name."""
+    clock = iter(range(10**6)).__next__   # whole seconds, one per reading
+    timing = StepClock(lambda: float(clock()), 0.0, compiles=lambda: 0)
+    for _ in range(3):                     # start-up: the clock has run before the first update
+        clock()
+    seconds = [30, 2, 2, 2, 9, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2]   # a compile, then one slow update
+    graphs = iter([0, 1] + [1] * 60)
+    timing.compiles = lambda: next(graphs)
+    for s in seconds:
+        timing.start_update()
+        for _ in range(s - 1):
+            clock()
+        timing.end_update()
+    timing.exclude("checkpoint_s", 40.0)
+    summary = timing.summary()
+    assert summary["updates"] == 22 and summary["warmup_updates"] == 1 and summary["startup_s"] == 3
+    assert summary["steady_updates"] == 21 and summary["steady_s_per_update"] == 2
+    assert summary["checkpoint_s"] == 40 and summary["ci95_s"][0] <= 2 <= summary["ci95_s"][1]
+    request = Request("sec5.step-time.base", "step-time.steady-state")
+    found = measure(_run(tmp_path, {"steps": 22, "elapsed_s": 999.0, "step_time": summary}), request)
+    assert found.value == 2 and found.ci95[0] <= found.value <= found.ci95[1]
+    assert found.extra["step_time"]["checkpoint_s"] == 40 and "checkpoint 40.0 s" in found.detail
+    # no steady update (a run of one update, or a resumed job that made none): nothing stored
+    assert measure(_run(tmp_path, {"step_time": {"updates": 1, "steady_updates": 0}}), request) is None
+    assert measure(_run(tmp_path, {"steps": 3}), request) is None
 
 
 def test_seeds_are_combined_into_their_mean_with_an_interval():

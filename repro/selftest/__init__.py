@@ -1,0 +1,93 @@
+"""``repro selftest``: one acceptance run that proves a machine, the first thing to run on a new
+cluster before spending GPU-days on it.
+
+On one GPU (``--device cuda``), with no network and in about 8 minutes on an H100/H200, it runs
+(:mod:`repro.selftest.stages`): the GPU benchmark and the job-path benchmark (the device to itself),
+a reduced ``table2-base-ende`` through the local executor (train, average, evaluate, store; its stored
+step time checked against its own interval), every local claim on the device with its verdict
+compared to the CPU's, a short Table 3 subset at scale small, and the cuda-marked tests (from a
+checkout). It writes one JSON summary (each stage: ok, fail or skipped with the reason, its seconds,
+its figures and the targets they are held to) and a readable one, and exits 1 when a stage fails.
+
+``--device cpu --quick`` runs every stage at toy size in a few minutes on two cores: CI runs it, so
+that the acceptance run cannot rot between the rare days a GPU is at hand.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import platform
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from repro.atomic import atomic_write_text
+from repro.results.provenance import git_commit
+from repro.runtime import Runtime
+from repro.selftest.stage import FAIL, OK, SKIPPED, Context, StageResult, Target
+from repro.selftest.stages import STAGE_NAMES, STAGES, checkout_root
+
+#: The whole run's budget on one H100/H200 (issue 37): the summary says whether it was met.
+GPU_BUDGET_S = 480.0
+
+__all__ = ["GPU_BUDGET_S", "STAGE_NAMES", "render", "run_selftest"]
+
+
+def run_selftest(runtime: Runtime, *, quick: bool, out_dir: Path, data_dir: Path,
+                 stages: Sequence[str] = STAGE_NAMES, say: Callable[[str], None] = print) -> dict[str, Any]:
+    """Run ``stages`` (in the order of :data:`STAGES`) on ``runtime``; returns the summary."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    ctx = Context(runtime, quick, out_dir, data_dir, checkout_root(), say)
+    began, started = time.monotonic(), _dt.datetime.now(_dt.timezone.utc)
+    results: list[StageResult] = [stage(ctx) for stage in STAGES if stage.name in stages]
+    seconds = time.monotonic() - began
+    targets = [t for r in results for t in r.targets]
+    if runtime.on_gpu and not quick:
+        targets.append(Target("the whole acceptance run, seconds", round(seconds, 1), GPU_BUDGET_S, at_least=False))
+    return {
+        "selftest": "repro selftest" + (" --quick" if quick else ""),
+        "ok": all(r.status != FAIL for r in results),
+        "device": str(runtime.device),
+        "device_name": torch.cuda.get_device_name(runtime.device) if runtime.on_gpu else platform.processor() or "cpu",
+        "torch": torch.__version__, "cuda": torch.version.cuda, "commit": git_commit(),
+        "started": started.isoformat(timespec="seconds"), "seconds": round(seconds, 1),
+        "checkout": str(ctx.checkout) if ctx.checkout else None, "out_dir": str(out_dir),
+        "stages": [r.to_dict() for r in results],
+        "targets": [t.to_dict() for t in targets],
+        "targets_met": all(t.met for t in targets),
+    }
+
+
+def render(summary: dict[str, Any]) -> str:
+    """The summary as text a person reads: one line per stage, then the targets."""
+    lines = [f"# {summary['selftest']} on {summary['device']} ({summary['device_name']}), commit {summary['commit']}",
+             "", f"{'stage':<16} {'status':<8} {'seconds':>8}  reason / figures"]
+    for stage in summary["stages"]:
+        note = stage["reason"] or ", ".join(f"{k} {_short(v)}" for k, v in stage["figures"].items()
+                                            if not isinstance(v, (dict, list)))
+        lines.append(f"{stage['name']:<16} {stage['status']:<8} {stage['seconds']:>8.1f}  {note}")
+    lines += ["", f"in all {summary['seconds']:.0f} s; {'every stage ok or skipped' if summary['ok'] else 'A STAGE FAILED'}"]
+    if summary["targets"]:
+        lines += ["", "targets:"]
+        lines += [f"  {'met   ' if t['met'] else 'MISSED'} {t['name']}: {t['value']} (target {t['target']})"
+                  for t in summary["targets"]]
+    return "\n".join(lines) + "\n"
+
+
+def _short(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def write(summary: dict[str, Any], json_path: Path) -> Path:
+    """The JSON summary at ``json_path`` and the readable one beside it (``.md``), each written whole."""
+    atomic_write_text(json_path, json.dumps(summary, indent=2, default=str) + "\n")
+    readable = json_path.with_suffix(".md")
+    atomic_write_text(readable, render(summary))
+    return readable
+
+
+STATUSES = (OK, FAIL, SKIPPED)

@@ -1,0 +1,232 @@
+"""The stages of ``repro selftest``, in the order they run.
+
+The two benchmarks run first, each with the device to itself (a peak measured beside other work
+reads low: the H200's 634 TFLOP/s against 782 alone); then the reduced Table 2 job, whose step time
+is the figure the stage checks; then the claims, the Table 3 subset and the cuda-marked tests, which
+time nothing. With ``--quick`` every stage runs at toy size (CI runs ``--device cpu --quick``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from repro.audit.on_device import on_device
+from repro.audit.repro_adapter import ReproAdapter
+from repro.benchmarks import gpu as gpu_benchmark
+from repro.checks import run_checks, select_claims
+from repro.cluster.executor import submit_jobs
+from repro.cluster.experiments import Plan, plan_jobs
+from repro.cluster.ledger import Ledger
+from repro.cluster.profiles import load_profile
+from repro.pipeline.table3_small import reproduce_table3
+from repro.results import ResultStore
+from repro.selftest.stage import Context, Skip, Stage, StageFailed, Target
+from repro.selftest.toy_data import toy_translation_data, wmt_sample_data
+
+#: The claims whose arithmetic a GPU changes (TF32, fused attention kernels): the quick run's subset.
+QUICK_CLAIMS = ("sec3.eq1", "sec3.eq2", "sec3.stacks", "sec3.attention", "sec5.label-smoothing")
+
+#: Issue 37's targets for one H100/H200 (the GPU-only ones; utilisation of the measured bf16 peak).
+MFU_BASE, MFU_BIG, PEER_RATIO, JOB_PATH_RATIO = 0.40, 0.50, 1.3, 0.8
+
+#: A model small enough for a toy run on two CPU cores, and the toy run's recipe changes.
+TOY_MODEL = {"n_layers": 1, "d_model": 32, "d_ff": 64, "n_heads": 4}
+TOY_TRAIN = {"vocab_size": 300, "tokens_per_batch": 400, "max_tokens_per_device": 400, "warmup_steps": 2,
+             "max_len": 60, "max_len_offset": 5, "log_every": 1}
+
+
+# -- the benchmarks -------------------------------------------------------------------------------
+
+def gpu_bench(ctx: Context) -> tuple[dict[str, Any], list[Target]]:
+    """``repro bench gpu``: the paper's update, base and big, eager and compiled, against the peer."""
+    args = ["--device", ctx.device, "--out", str(ctx.out_dir / "gpu-bench.json"),
+            "--note", f"repro selftest{' --quick' if ctx.quick else ''}: {gpu_sharing(ctx)}"]
+    if ctx.quick:
+        args += ["--models", "base", "--sentences", "4", "--length", "8", "--vocab", "500", "--steps", "1",
+                 "--warmup", "1", "--peak-n", "128", "--peak-seconds", "0.05", "--no-compile"]
+    elif ctx.gpu:
+        args += ["--steps", "6", "--warmup", "2", "--peak-seconds", "3"]
+    found = gpu_benchmark.main(args)
+    figures: dict[str, Any] = {"peak_tflops": found["peak_tflops"], "precision": found["precision"],
+                               "conditions": found["conditions"]}
+    for size, model in found["models"].items():
+        figures[size] = {"mfu": model["mfu"], "peer_ratio": model["peer_ratio"], "best_case": model["best_repro_case"],
+                         "s_per_step": model["cases"][model["best_repro_case"]]["s_per_step"]}
+    targets = []
+    if ctx.gpu and not ctx.quick:
+        targets = [Target("MFU base (of the measured bf16 peak)", figures["base"]["mfu"], MFU_BASE),
+                   Target("MFU big (of the measured bf16 peak)", figures["big"]["mfu"], MFU_BIG),
+                   Target("base update against torch.nn.Transformer", figures["base"]["peer_ratio"], PEER_RATIO),
+                   Target("big update against torch.nn.Transformer", figures["big"]["peer_ratio"], PEER_RATIO)]
+    return figures, targets
+
+
+def job_path_bench(ctx: Context) -> tuple[dict[str, Any], list[Target]]:
+    """The job's own path (batcher, accumulation, compiled objective, prefetch, Adam) against the
+    fixed-shape update at the same tokens per update."""
+    try:
+        from repro.benchmarks import job_path   # noqa: PLC0415 - the benchmark lands with the job-path work
+    except ImportError:
+        raise Skip("repro.benchmarks.job_path is not in this version of repro") from None
+    found = job_path.measure(device=ctx.device, quick=ctx.quick, data_dir=ctx.data_dir,
+                             out=ctx.out_dir / "job-path-bench.json", note=gpu_sharing(ctx))
+    figures = {k: found[k] for k in ("ratio", "tokens_per_s", "compiles") if k in found}
+    targets = [Target("job path against the fixed-shape update (throughput)", found.get("ratio"), JOB_PATH_RATIO)] \
+        if ctx.gpu and not ctx.quick else []
+    return figures, targets
+
+
+def gpu_sharing(ctx: Context) -> str:
+    """Whether other processes use the GPU now (``nvidia-smi``), for the benchmarks' conditions."""
+    if not ctx.gpu:
+        return "on the CPU"
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return "GPU sharing unknown (no nvidia-smi)"
+    index = ctx.runtime.device.index or 0
+    try:
+        out = subprocess.run([smi, "-i", str(index), "--query-compute-apps=pid", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20, check=False).stdout
+    except (OSError, subprocess.SubprocessError) as err:
+        return f"GPU sharing unknown ({err})"
+    others = [p for p in (line.strip() for line in out.splitlines()) if p and p != str(os.getpid())]
+    return "the GPU to itself (nvidia-smi lists no other compute process)" if not others else \
+        f"the GPU SHARED with {len(others)} other process(es) (pids {', '.join(others[:5])}): figures read low"
+
+
+# -- the reduced Table 2 job ----------------------------------------------------------------------
+
+def table2_reduced(ctx: Context) -> tuple[dict[str, Any], list[Target]]:
+    """``repro submit table2-base-ende --executor local`` at a reduced size: train, average the last 5
+    checkpoints, evaluate on the job's device, store; then the stored step time against its interval."""
+    root = ctx.out_dir / "table2"
+    if ctx.quick:
+        data = toy_translation_data(ctx.data_dir, root / "data", {"train": 200, "dev": 6, "test": 6})
+        overrides = {**TOY_TRAIN, "model_overrides": TOY_MODEL, "max_steps": 8, "checkpoint_every_steps": 1}
+    else:
+        data = wmt_sample_data(ctx.data_dir, root / "data", {"dev": 200, "test": 200})
+        overrides = {"max_steps": 150, "checkpoint_every_steps": 25, "log_every": 10}
+    overrides.update(dataset=str(data), device=ctx.device if not ctx.gpu else "cuda")
+    profile = dataclasses.replace(load_profile("h100-x1" if ctx.gpu else "local"), executor="local")
+    specs = plan_jobs("table2-base-ende", Plan(profile, root / "runs", str(ctx.data_dir), overrides))
+    results = root / "results"
+    submitted = submit_jobs(specs, profile, kind="local", ledger=Ledger(root / "state"), results_dir=results,
+                            job_name="repro-selftest-table2")
+    [job] = submitted.jobs
+    deadline = time.monotonic() + (600 if ctx.gpu else 900)
+    while not job.done(force_check=True):
+        if time.monotonic() > deadline:
+            job.cancel(check=False)
+            raise StageFailed(f"the job did not finish in time; its log: {root / 'state'}")
+        time.sleep(1.0)
+    summary = job.result()
+    figures: dict[str, Any] = {"steps": summary.get("steps"), "device": summary.get("device"),
+                               "precision": summary.get("precision")}
+    return stored_table2(ResultStore(results).read_all(), figures)
+
+
+def stored_table2(records: list[Any], figures: dict[str, Any]) -> tuple[dict[str, Any], list[Target]]:
+    """What the reduced Table 2 job stored: a BLEU, and a step time inside its own interval."""
+    stored = {r.claim_id: r for r in records}
+    step, bleu = stored.get("sec5.step-time.base"), stored.get("table2.bleu.base-ende")
+    figures = {**figures, "stored": sorted(stored), "bleu": bleu.measured if bleu else None,
+               "checkpoints_averaged": bleu.provenance.extra.get("checkpoints_averaged") if bleu else None}
+    if bleu is None:
+        raise StageFailed("the job stored no BLEU (table2.bleu.base-ende)", figures)
+    if step is None:
+        raise StageFailed("the job stored no step time (sec5.step-time.base)", figures)
+    low, high = step.ci95 if step.ci95 is not None else (None, None)
+    figures.update(step_s=step.measured, step_ci95=[low, high], step_time=step.extra.get("step_time", {}))
+    inside = low is not None and low <= step.measured <= high
+    if not inside:
+        raise StageFailed(f"the stored step time {step.measured} s lies outside its own interval [{low}, {high}]",
+                          figures)
+    return figures, [Target("stored step time inside its interval (1: yes)", 1.0, 1.0)]
+
+
+# -- the claims, Table 3, the tests ----------------------------------------------------------------
+
+def claims_on_device(ctx: Context) -> tuple[dict[str, Any], list[Target]]:
+    """Every local claim on the CPU and on the device, fed the same seeded inputs: no verdict may change."""
+    claims = select_claims("local", QUICK_CLAIMS if ctx.quick else ())
+    cpu = {r.claim.id: r.status.value for r in run_checks(claims, ReproAdapter())}
+    device = {r.claim.id: r.status.value for r in run_checks(claims, on_device(ReproAdapter(), ctx.runtime))}
+    changed = {claim: f"{cpu[claim]} on the CPU, {device[claim]} on {ctx.device}" for claim in cpu
+               if device[claim] != cpu[claim]}
+    errors = sorted(claim for claim, status in device.items() if status == "error")
+    figures = {"claims": len(claims), "changed": changed, "errors": errors,
+               "on_device": dict(Counter(device.values())), "on_cpu": dict(Counter(cpu.values()))}
+    if changed or errors:
+        raise StageFailed(f"{len(changed)} verdict(s) changed on {ctx.device}, {len(errors)} error(s)", figures)
+    return figures, [Target("claims whose verdict changed from the CPU's", float(len(changed)), 0, at_least=False)]
+
+
+def table3_subset(ctx: Context) -> tuple[dict[str, Any], list[Target]]:
+    """Two rows of Table 3 at scale small, one seed each, trained and evaluated by the cluster's job code."""
+    root = ctx.out_dir / "table3"
+    overrides: dict[str, Any] = {"device": ctx.device if not ctx.gpu else "cuda"}
+    if ctx.quick:
+        data = toy_translation_data(ctx.data_dir, root / "data", {"train": 200, "dev": 6, "test": 6})
+        overrides.update(TOY_TRAIN, dataset=str(data), max_steps=3, checkpoint_every_steps=3)
+        rows: tuple[str, ...] = ("base",)
+    else:
+        overrides.update(max_steps=60, checkpoint_every_steps=60, compile="off")
+        rows = ("base", "A-h1")
+    summary = reproduce_table3(rows=rows, seeds=1, out_dir=root / "runs", reports_dir=root / "reports",
+                               data_dir=str(ctx.data_dir), fresh=True, overrides=overrides, write_report=False,
+                               say=lambda msg: ctx.say(f"  table3: {msg}"))
+    records = [r for r in ResultStore(root / "reports" / "results").read_all() if r.claim_id.startswith("table3-small.")]
+    figures = {"rows": list(rows), "jobs_run": summary.get("jobs_run"), "records": len(records),
+               "seconds_per_row": summary.get("seconds_per_row")}
+    if len(records) != 2 * len(rows):   # a BLEU and a perplexity per row
+        raise StageFailed(f"{len(records)} records stored for {len(rows)} row(s); expected {2 * len(rows)}", figures)
+    return figures, []
+
+
+#: The cuda-marked test the claims stage already is (every local claim on the GPU, against the CPU).
+COVERED_BY_CLAIMS = "tests/device/test_checks_on_device.py::test_every_local_claim_on_a_real_gpu"
+
+
+def cuda_tests(ctx: Context) -> tuple[dict[str, Any], list[Target]]:
+    """``pytest -m cuda`` from the checkout (the tests' real-GPU variants)."""
+    if not ctx.gpu:
+        raise Skip("no CUDA device: the cuda-marked tests run on a GPU only")
+    if ctx.checkout is None:
+        raise Skip("repro is installed (a wheel), not a checkout: there is no tests/ folder to run")
+    command = [sys.executable, "-m", "pytest", "-m", "cuda", "-q", "-p", "no:cacheprovider", "-n", "4",
+               "--deselect", COVERED_BY_CLAIMS, "tests"]
+    done = subprocess.run(command, cwd=ctx.checkout, capture_output=True, text=True, timeout=420, check=False)
+    tail = (done.stdout + done.stderr).strip().splitlines()[-15:]
+    (ctx.out_dir / "cuda-tests.log").write_text(done.stdout + done.stderr, encoding="utf-8")
+    counts = {kind: int(n) for n, kind in re.findall(r"(\d+) (passed|failed|skipped|errors?)", tail[-1] if tail else "")}
+    figures = {"counts": counts, "log": str(ctx.out_dir / "cuda-tests.log"), "deselected": [COVERED_BY_CLAIMS]}
+    if done.returncode != 0:
+        raise StageFailed(f"pytest -m cuda exited {done.returncode}: {tail[-1] if tail else 'no output'}", figures)
+    return figures, []
+
+
+STAGES = (
+    Stage("gpu-bench", "the paper's update, base and big, against torch.nn.Transformer (repro bench gpu)", gpu_bench),
+    Stage("job-path-bench", "the training job's own path against the fixed-shape update", job_path_bench),
+    Stage("table2-reduced", "a reduced table2-base-ende through the local executor: train, average, evaluate, store",
+          table2_reduced),
+    Stage("claims", "every local claim on the device, its verdict against the CPU's", claims_on_device),
+    Stage("table3-small", "a short Table 3 subset at scale small (cluster job code)", table3_subset),
+    Stage("cuda-tests", "the cuda-marked tests (pytest -m cuda)", cuda_tests),
+)
+STAGE_NAMES = tuple(stage.name for stage in STAGES)
+
+
+def checkout_root() -> Path | None:
+    """The repository repro runs from, when it runs from one (its tests/ beside the package)."""
+    root = Path(__file__).resolve().parents[2]
+    return root if (root / "tests" / "conftest.py").is_file() and (root / "pyproject.toml").is_file() else None
