@@ -61,8 +61,9 @@ def test_the_claims_stage_on_the_fake_gpu_keeps_the_cpus_verdicts(tmp_path: Path
     finally:
         restore(before)
     pinned, unpinned = _summary(tmp_path / "pinned.json"), _summary(tmp_path / "unpinned.json")
-    assert pinned["stages"][0]["status"] == "ok" and pinned["device"] == "cuda:0"
-    failed = unpinned["stages"][0]
+    [stage] = pinned["stages"]
+    assert stage["status"] == "ok" and pinned["device"] == "cuda:0"
+    [failed] = unpinned["stages"]
     assert failed["status"] == "fail" and "verdict(s) changed on cuda:0" in failed["reason"]
     assert "sec3.eq2.feed-forward" in failed["figures"]["changed"]
 
@@ -97,8 +98,9 @@ def test_a_broken_stage_fails_the_run_and_the_others_still_run(tmp_path: Path, d
     assert main(["selftest", "--device", "cpu", "--quick", "--stages", "claims,cuda-tests", "--json", str(out),
                  "--out-dir", str(tmp_path / "run"), "--data-dir", str(data_dir)]) == 1
     summary = _summary(out)
-    assert not summary["ok"] and [s["status"] for s in summary["stages"]] == ["fail", "skipped"]
-    assert "RuntimeError: the device fell over" in summary["stages"][0]["reason"]
+    statuses = {s["name"]: s for s in summary["stages"]}
+    assert not summary["ok"] and statuses["claims"]["status"] == "fail" and statuses["cuda-tests"]["status"] == "skipped"
+    assert "RuntimeError: the device fell over" in statuses["claims"]["reason"]
 
 
 @pytest.mark.parametrize("flags, message", [

@@ -3,6 +3,7 @@ took, its figures, and the targets its figures are held to."""
 
 from __future__ import annotations
 
+import gc
 import math
 import time
 import traceback
@@ -10,6 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import torch
 
 from repro.runtime import Runtime
 
@@ -92,6 +95,8 @@ class Stage:
     name: str
     what: str
     run: Callable[[Context], tuple[dict[str, Any], list[Target]]]
+    #: runs beside the stages after it (it times nothing and they time nothing): a subprocess's wait
+    background: bool = False
 
     def __call__(self, ctx: Context) -> StageResult:
         start = time.monotonic()
@@ -108,6 +113,9 @@ class Stage:
             result = StageResult(self.name, self.what, FAIL, 0.0,
                                  reason=f"{type(err).__name__}: {err} (at {Path(where.filename).name}:{where.lineno})")
         result.seconds = time.monotonic() - start
+        gc.collect()
+        if ctx.gpu:   # what the stage's models held goes back to the device, for the next stage (a subprocess)
+            torch.cuda.empty_cache()
         ctx.say(f"stage {self.name}: {result.status}" + (f" ({result.reason})" if result.reason else "")
                 + f" in {result.seconds:.0f} s")
         return result

@@ -119,7 +119,7 @@ def test_the_zoo_records_the_device(tmp_path: Path) -> None:
 
 
 def test_the_bridge_keeps_gradients_hooks_and_the_models_own_weights(fake_gpu) -> None:
-    bridge = OnDevice(ReproAdapter(), Runtime.resolve("cuda", "fp32"))
+    bridge = OnDevice(ReproAdapter(), Runtime.device_only("cuda"))
     # a loss on the device, its gradient on the host logits
     logits = torch.randn(5, 11, requires_grad=True)
     loss = bridge.loss(logits, torch.tensor([4, 5, 0, 6, 7]), 0, 0.1)
