@@ -30,8 +30,9 @@ def prepared(tmp_path_factory) -> Path:
 
 
 @pytest.fixture
-def eager_backend(monkeypatch):
+def eager_backend(monkeypatch, tmp_path: Path):
     monkeypatch.setattr(loop, "COMPILE_BACKEND", "eager")
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))   # build() points inductor there
     torch._dynamo.reset()
     yield
     torch._dynamo.reset()
@@ -46,7 +47,7 @@ def test_the_job_path_on_the_cpu_compiled_within_its_bound(eager_backend, data_d
     assert result["benchmark"] == "jobpath" and result["dataset"] == "opennmt-wmt-ende-sample"
     assert result["train_pairs"] == 10000 and result["compiled"] and result["loss_impl"] == "dense"
     assert 1 <= result["compilations"] <= result["compilations_bound"] == COMPILATIONS
-    assert result["compilations_while_measured"] == 0
+    assert result["compilations_while_measured"] == 0 and result["compile_cache"] == str(tmp_path / "inductor")
     job, fixed = result["cases"]["job"], result["cases"]["fixed"]
     # the same tokens per update: the fixed batch is sized to the job's mean (32-token sentences)
     assert fixed["real_tokens_per_update"] == pytest.approx(job["real_tokens_per_update"], rel=0.15)

@@ -117,6 +117,7 @@ def test_a_run_on_real_text_compiles_within_the_bound(graphs, monkeypatch, bound
     """100 updates of the real batcher on Multi30k: passes of every shape, one-sentence passes among them.
     The loop as it is compiles once, with no graph break; the plain compile of before compiles again."""
     monkeypatch.setattr(loop, "COMPILE_BACKEND", "eager")
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))   # build() points inductor there
     if not bounded:
         monkeypatch.setattr(loop, "CompiledObjective", PlainCompile)
     shapes: list[tuple[int, int, int]] = []
