@@ -47,6 +47,8 @@ from repro.benchmarks.machine import environment, parse_benchmark_args, publish,
 from repro.benchmarks.train_speed import make_batch
 from repro.cli_flags import device_name
 from repro.cluster.paper_jobs import job_config
+from repro.cluster.profiles import load_profile
+from repro.errors import UsageError
 from repro.model.precision import PRECISIONS
 from repro.train.compile_cache import compile_cache_dir
 from repro.train.compiled import COMPILATIONS
@@ -68,6 +70,10 @@ def job_config_for(device: str, quick: bool, out_dir: Path, *, experiment: str =
                    compile: str = "auto", precision: str = "auto") -> TrainConfig:
     """The training config measured: the job ``repro submit EXPERIMENT --cluster PROFILE`` runs (one
     process), on ``dataset``, writing nothing but its prepared data under ``out_dir``."""
+    devices = load_profile(profile).world_size
+    if devices != 1:
+        raise UsageError(f"repro bench jobpath measures one process's path: profile '{profile}' has {devices} "
+                         "devices (use a one-device profile such as h100-x1)")
     cfg = job_config(experiment, profile=profile)
     changes: dict[str, Any] = dict(dataset=dataset, data_dir=data_dir, out_dir=str(out_dir), device=device,
                                    compile=compile, precision=precision, max_steps=10**9, checkpoint_every_steps=0,

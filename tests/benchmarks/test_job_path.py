@@ -75,3 +75,5 @@ def test_repro_bench_jobpath_refuses_bad_flags(capsys: pytest.CaptureFixture) ->
     with pytest.raises(SystemExit) as err:
         cli_main(["bench", "jobpath", "--steps", "0"])
     assert err.value.code == 2 and "--steps must be at least 1" in capsys.readouterr().err
+    assert cli_main(["bench", "jobpath", "--quick", "--profile", "h100"]) == 2   # 8 devices: not one process's path
+    assert "one-device profile" in capsys.readouterr().err
