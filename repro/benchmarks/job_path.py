@@ -25,7 +25,8 @@ collation runs during the fixed block before it.
 Default: the job ``repro submit table2-base-ende --cluster h100-x1`` runs (base model, the paper's
 ~25000 + ~25000 tokens per update, one pass, a 37000-word shared vocabulary) on the 10k-pair WMT
 EN-DE sample. ``--quick`` (and :func:`measure` with ``quick=True``): a one-layer d_model-64 model,
-~600 tokens per update, a 2000-word vocabulary, 3 rounds: the path's mechanics in seconds on a CPU.
+~600 tokens per update, a 2000-word vocabulary, 3 rounds: the path's mechanics in seconds on a CPU
+(where the paper's update takes minutes: use ``--quick`` there).
 """
 
 from __future__ import annotations
