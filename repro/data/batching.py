@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from repro.data.encoded import EncodedPairs
 from repro.data.vocab import BOS, EOS, PAD
 from repro.errors import ConfigError, DataError
 
@@ -201,7 +202,7 @@ class TokenBatcher:
             while self.offset < len(batches):
                 idx = batches[self.offset]
                 self.offset += 1  # advanced before yielding: a state_dict taken now resumes after this batch
-                if hasattr(self.examples, "take"):   # EncodedPairs: one gather per side
+                if isinstance(self.examples, EncodedPairs):   # one gather per side
                     yield collate_flat(*self.examples.take(idx), idx.tolist())
                 else:
                     yield collate([self.examples[i] for i in idx], [int(i) for i in idx])
