@@ -71,11 +71,13 @@ def test_dry_run_and_the_measured_update_agree(profile: str, data_dir: Path, tmp
 
 
 @pytest.mark.parametrize("experiment", ["table2-base-ende", "table2-big-ende"])
-def test_one_h100_takes_the_update_in_one_pass(experiment: str) -> None:
+@pytest.mark.parametrize("profile", ["h100", "h100-x1"])
+def test_an_h100_takes_its_share_of_the_update_in_one_pass(profile: str, experiment: str) -> None:
     """Measured on an H200, a pass of 25000 tokens per side peaked at 25.8 GiB (base) and 37.4 GiB (big):
-    an 80 GB H100 holds the whole update, padding included, so the job runs the benchmark's one pass."""
-    profile = load_profile("h100-x1")
-    cfg = job_config(experiment, profile="h100-x1")
-    plan = plan_update(cfg.tokens_per_batch, profile.world_size, cfg.max_tokens_per_device)
-    assert (plan.world_size, plan.accumulation, plan.tokens_per_micro_batch) == (1, 1, 25000)
+    an 80 GB H100 holds the whole update, padding included, so one H100 runs the benchmark's one pass
+    (it ran 2 accumulated passes of ~12500), and each of 8 runs one pass of its eighth."""
+    devices = load_profile(profile).world_size
+    cfg = job_config(experiment, profile=profile)
+    plan = plan_update(cfg.tokens_per_batch, devices, cfg.max_tokens_per_device)
+    assert (plan.world_size, plan.accumulation, plan.tokens_per_micro_batch) == (devices, 1, 25000 // devices)
     assert cfg.max_tokens_per_device > plan.tokens_per_micro_batch   # room for the pass's padding
