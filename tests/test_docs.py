@@ -233,6 +233,7 @@ def benchmark_figures() -> list[tuple[str, str]]:
     decode, peak = record("reports/benchmarks/decode_speed.json"), record("reports/benchmarks/matmul_peak.json")
     bf16, bf16_native = (record("reports/benchmarks/precision_speed.json"),
                          record("reports/benchmarks/precision_speed.avx512-bf16.json"))
+    jobpath = record("reports/benchmarks/jobpath-cpu.json")
     ours, peer = train["models"]["repro"], train["models"]["torch.nn.Transformer"]
     low, high = run["sacrebleu_ci95"]
     figures = {
@@ -266,6 +267,13 @@ def benchmark_figures() -> list[tuple[str, str]]:
             f"{spread(bf16_native['bf16_speedup_tokens_per_s'], 2)}",
             "bf16 {} against fp32 {}".format(*re.search(r"bf16 ([\d.]+) vs fp32 ([\d.]+)", bf16_native["auto_reason"]).groups()),
             f"measured at {bf16_native['commit'][:7]}"],
+        "jobpath-cpu.json": [f"{fixed(jobpath['cases'][case]['s_per_update'], 2)} s per update "
+                             f"{spread(jobpath['cases'][case]['s_per_update_spread'], 2)}, "
+                             f"{fixed(jobpath['cases'][case]['tokens_per_s'], 0)} tokens/s" for case in ("job", "fixed")] +
+                            [f"ratio **{fixed(jobpath['ratio'], 2)}** {spread(jobpath['ratio_spread'], 2)}",
+                             f"{fixed(jobpath['cases']['job']['real_tokens_per_update'], 0)} real tokens per update, "
+                             f"{fixed(100 * jobpath['cases']['job']['padding_fraction'], 1)} % padding",
+                             f"measured at {jobpath['commit'][:7]}"],
     }
     return [(name, text) for name, texts in figures.items() for text in texts]
 

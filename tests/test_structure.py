@@ -199,6 +199,8 @@ OPTIONAL_HEAVY = ("transformers", "x_transformers", "torch.utils.tensorboard", "
 LOCAL_IMPORTS_ALLOWED = {
     "repro/audit/plugin.py": "the pytest11 entry point is loaded by every pytest run where repro is installed; "
                              "repro (torch) is imported only when --repro-target is given",
+    "repro/train/compile_cache.py": "torch._inductor takes ~5 s to import; only a compiled run (on a GPU by default) "
+                                    "needs its config, and the CPU's training and checks do not",
 }
 
 

@@ -64,10 +64,14 @@ def tokens_per_update(claim: Claim, ctx: CheckContext) -> Measurement:
     the training loop builds for every rank (:func:`repro.train.loop.batcher_for`, ranks simulated by
     shards) and the accumulation it plans, on real WMT text. Measured: mean [source, target] real
     tokens per update over ``updates`` updates (the padded sizes are given in the detail); a pass
-    that holds more padded tokens than the device's cap fails the claim."""
+    that holds more padded tokens than the device's cap fails the claim. ``max_tokens_per_device``
+    (optional): a device that holds fewer padded tokens per pass than the profile's (it must accumulate)."""
     own(ctx)
     profile = load_profile(claim.params.get("profile", PAPER_PROFILE))
     cfg = job_config(claim.params.get("experiment", "table2-base-ende"), profile=profile.name)
+    if "max_tokens_per_device" in claim.params:
+        bound = int(claim.params["max_tokens_per_device"])
+        cfg = cfg.replace(max_tokens_per_device=min(cfg.max_tokens_per_device, bound))
     world = profile.world_size
     plan = plan_update(cfg.tokens_per_batch, world, cfg.max_tokens_per_device)
     examples = _sample_examples(claim.params.get("vocab_size", 8000))

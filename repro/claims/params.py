@@ -101,7 +101,7 @@ PARAMS: dict[str, dict[str, Any]] = {
     "run.shared_vocabulary": {},
     "run.shifted_right": {},
     "run.tokens_per_update": {"experiment": TEXT, "devices": COUNT, "updates": COUNT, "vocab_size": COUNT,
-                              "profile": TEXT},
+                              "profile": TEXT, "max_tokens_per_device": COUNT},
     "section4.attention_vs_recurrent": {"d": COUNTS},
     "section4.convolution_factor_k": {"n": COUNT, "d": COUNT, "k": COUNTS},
     "section4.separable_convolution": {"n": COUNTS, "d": COUNTS},

@@ -19,9 +19,15 @@ BENCHMARKS = {
     "precision_speed": "bf16 against fp32 training steps",
     "check_time": "how long `repro check` takes",
     "gpu": "the paper's update on one device, base and big, eager and compiled, MFU and the peer",
+    "jobpath": "the training job's own path (batcher, accumulation, compiled objective, prefetch) against the "
+               "fixed-shape update at the same tokens per update",
 }
+
+#: a benchmark whose module is named otherwise than the benchmark
+MODULES = {"jobpath": "job_path"}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     add_pass_through(sub, "bench", "run a benchmark (python -m repro.benchmarks.NAME)", BENCHMARKS,
-                     lambda name, rest: importlib.import_module(f"repro.benchmarks.{name}").main(rest) and 0)
+                     lambda name, rest: importlib.import_module(f"repro.benchmarks.{MODULES.get(name, name)}").main(rest)
+                     and 0)

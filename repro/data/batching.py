@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from repro.data.encoded import EncodedPairs
 from repro.data.vocab import BOS, EOS, PAD
 from repro.errors import ConfigError, DataError
 
@@ -55,22 +56,38 @@ class Batch:
 
 def collate(examples: Sequence[tuple[Sequence[int], Sequence[int]]], indices: Sequence[int] = ()) -> Batch:
     """Pad a list of (source ids, target ids) into a Batch. Source ids are used as given."""
-    n = len(examples)
-    src_len = max(len(s) for s, _ in examples)
-    tgt_len = max(len(t) for _, t in examples) + 1
-    src = torch.full((n, src_len), PAD, dtype=torch.long)
-    tgt_in = torch.full((n, tgt_len), PAD, dtype=torch.long)
-    tgt_out = torch.full((n, tgt_len), PAD, dtype=torch.long)
-    for row, (s, t) in enumerate(examples):
-        src[row, : len(s)] = torch.as_tensor(s, dtype=torch.long)
-        tgt_in[row, 0] = BOS
-        tgt_in[row, 1 : len(t) + 1] = torch.as_tensor(t, dtype=torch.long)
-        tgt_out[row, : len(t)] = torch.as_tensor(t, dtype=torch.long)
-        tgt_out[row, len(t)] = EOS
-    return Batch(src, tgt_in, tgt_out,
-                 src_tokens=sum(len(s) for s, _ in examples),
-                 tgt_tokens=sum(len(t) + 1 for _, t in examples),
-                 indices=list(indices))
+    src_lens = np.fromiter((len(s) for s, _ in examples), dtype=np.int64, count=len(examples))
+    tgt_lens = np.fromiter((len(t) for _, t in examples), dtype=np.int64, count=len(examples))
+    return collate_flat(_flat([s for s, _ in examples]), src_lens, _flat([t for _, t in examples]), tgt_lens,
+                        indices)
+
+
+def collate_flat(src_ids: np.ndarray, src_lens: np.ndarray, tgt_ids: np.ndarray, tgt_lens: np.ndarray,
+                 indices: Sequence[int] = ()) -> Batch:
+    """:func:`collate` of pairs given flat (each side's ids one pair after the other, and the pairs'
+    lengths). Vectorised (masked writes, no loop over rows in Python): the loop's prefetch thread
+    collates ~25000 + 25000 tokens per update while the main thread launches the GPU's kernels, and
+    a collate row by row held the interpreter longer (~55 ms per update on a 2-core host, with the
+    gather of the rows ~85 ms) than a base model's update takes on an H100."""
+    n = len(src_lens)
+    src_len, tgt_len = int(src_lens.max()), int(tgt_lens.max()) + 1
+    src = np.full((n, src_len), PAD, dtype=np.int64)
+    tgt_in = np.full((n, tgt_len), PAD, dtype=np.int64)
+    tgt_out = np.full((n, tgt_len), PAD, dtype=np.int64)
+    src[np.arange(src_len)[None, :] < src_lens[:, None]] = src_ids
+    body = np.arange(tgt_len - 1)[None, :] < tgt_lens[:, None]     # y's positions, row by row
+    tgt_out[:, :-1][body] = tgt_ids
+    tgt_out[np.arange(n), tgt_lens] = EOS
+    tgt_in[:, 0] = BOS
+    tgt_in[:, 1:][body] = tgt_ids
+    return Batch(torch.from_numpy(src), torch.from_numpy(tgt_in), torch.from_numpy(tgt_out),
+                 src_tokens=int(src_lens.sum()), tgt_tokens=int(tgt_lens.sum()) + n, indices=list(indices))
+
+
+def _flat(rows: Sequence[Sequence[int]]) -> np.ndarray:
+    """The rows' ids one after the other (int64)."""
+    return np.concatenate([np.asarray(r, dtype=np.int64).reshape(-1) for r in rows]) if rows else \
+        np.zeros(0, dtype=np.int64)
 
 
 class TokenBatcher:
@@ -185,7 +202,10 @@ class TokenBatcher:
             while self.offset < len(batches):
                 idx = batches[self.offset]
                 self.offset += 1  # advanced before yielding: a state_dict taken now resumes after this batch
-                yield collate([self.examples[i] for i in idx], [int(i) for i in idx])
+                if isinstance(self.examples, EncodedPairs):   # one gather per side
+                    yield collate_flat(*self.examples.take(idx), idx.tolist())
+                else:
+                    yield collate([self.examples[i] for i in idx], [int(i) for i in idx])
             self.epoch, self.offset = self.epoch + 1, 0
             if not self.shuffle:
                 return

@@ -62,6 +62,15 @@ class EncodedPairs(Sequence):
         """Source and target lengths of every pair, without touching the ids."""
         return np.diff(self.src_offsets), np.diff(self.tgt_offsets)
 
+    def take(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The pairs at ``indices``, flat: (source ids one after the other, source lengths, the same
+        for the targets), gathered in one indexing per side (no array per pair: a batch's ~1000
+        slices of a memory map cost ~30 ms of a 2-core host, the gather well under 1 ms)."""
+        indices = np.asarray(indices, dtype=np.int64)
+        src, src_len = _gather(self.src, self.src_offsets, indices)
+        tgt, tgt_len = _gather(self.tgt, self.tgt_offsets, indices)
+        return src, src_len, tgt, tgt_len
+
     def save(self, folder: Path, manifest: dict) -> None:
         """The four arrays as ``.npy`` files and ``manifest`` (what they were encoded from) as
         ``manifest.json``, written last: a folder without a manifest is an interrupted write."""
@@ -89,3 +98,14 @@ class EncodedPairs(Sequence):
         if len(pairs) != saved.get("pairs"):
             raise DataError(f"{folder}: encoded corpus holds {len(pairs)} pairs, its manifest says {saved.get('pairs')}")
         return pairs
+
+
+def _gather(flat: np.ndarray, offsets: np.ndarray, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The runs ``flat[offsets[i]:offsets[i + 1]]`` for ``i`` in ``indices``, concatenated, and their lengths."""
+    if (indices < 0).any() or (indices >= len(offsets) - 1).any():
+        raise IndexError(f"pair index out of range [0, {len(offsets) - 1})")
+    starts = np.asarray(offsets[indices], dtype=np.int64)
+    lengths = np.asarray(offsets[indices + 1], dtype=np.int64) - starts
+    ends = np.cumsum(lengths)
+    positions = np.repeat(starts - (ends - lengths), lengths) + np.arange(int(ends[-1]) if len(ends) else 0)
+    return np.asarray(flat[positions], dtype=np.int64), lengths

@@ -22,6 +22,7 @@ from typing import Any
 from repro.audit.on_device import on_device
 from repro.audit.repro_adapter import ReproAdapter
 from repro.benchmarks import gpu as gpu_benchmark
+from repro.benchmarks import job_path
 from repro.checks import run_checks, select_claims
 from repro.cluster.executor import submit_jobs
 from repro.cluster.experiments import Plan, plan_jobs
@@ -73,14 +74,17 @@ def gpu_bench(ctx: Context) -> tuple[dict[str, Any], list[Target]]:
 def job_path_bench(ctx: Context) -> tuple[dict[str, Any], list[Target]]:
     """The job's own path (batcher, accumulation, compiled objective, prefetch, Adam) against the
     fixed-shape update at the same tokens per update."""
-    try:
-        from repro.benchmarks import job_path   # noqa: PLC0415 - the benchmark lands with the job-path work
-    except ImportError:
-        raise Skip("repro.benchmarks.job_path is not in this version of repro") from None
-    found = job_path.measure(device=ctx.device, quick=ctx.quick, data_dir=ctx.data_dir,
-                             out=ctx.out_dir / "job-path-bench.json", note=gpu_sharing(ctx))
-    figures = {k: found[k] for k in ("ratio", "tokens_per_s", "compiles") if k in found}
-    targets = [Target("job path against the fixed-shape update (throughput)", found.get("ratio"), JOB_PATH_RATIO)] \
+    found = job_path.measure(device=ctx.device, quick=ctx.quick, data_dir=str(ctx.data_dir),
+                             out=ctx.out_dir / "job-path-bench.json", work_dir=ctx.out_dir / "job-path",
+                             note=f"repro selftest: {gpu_sharing(ctx)}")
+    figures = {"ratio": found["ratio"], "compiled": found["compiled"], "compilations": found["compilations"],
+               "compile_s": found["compile_s"], "plan": found["plan"],
+               **{f"{case}_tokens_per_s": found["cases"][case]["tokens_per_s"] for case in found["cases"]},
+               **{f"{case}_s_per_update": found["cases"][case]["s_per_update"] for case in found["cases"]}}
+    if found["compiled"] and found["compilations"] > found["compilations_bound"]:
+        raise StageFailed(f"the job's objective compiled {found['compilations']} times, more than its bound "
+                          f"{found['compilations_bound']}", figures)
+    targets = [Target("job path against the fixed-shape update (tokens per second)", found["ratio"], JOB_PATH_RATIO)] \
         if ctx.gpu and not ctx.quick else []
     return figures, targets
 

@@ -34,6 +34,8 @@ from repro.model.precision import Precision
 from repro.runtime import Runtime
 from repro.train.cadence import CheckpointCadence
 from repro.train.checkpoint import checkpoint_path, list_checkpoints, load_checkpoint, prune_checkpoints, save_checkpoint
+from repro.train.compile_cache import use_compile_cache
+from repro.train.compiled import CompiledObjective
 from repro.train.config import TrainConfig
 from repro.train.data import prepare_training_data
 from repro.train.loss import TranslationLoss, loss_impl_for
@@ -45,8 +47,8 @@ from repro.train.step_clock import StepClock
 from repro.train.update_step import TrainingDiverged, UpdateStats, accumulate, update, world
 from repro.train.update_plan import UpdatePlan, plan_update
 
-__all__ = ["TrainSummary", "Trainer", "TrainingDiverged", "batcher_for", "build", "first_update_gradients", "run",
-           "runtime_of", "train"]
+__all__ = ["TrainSummary", "Trainer", "TrainingDiverged", "batcher_for", "batches_for", "build",
+           "first_update_gradients", "run", "runtime_of", "train"]
 
 
 class Batcher(Protocol):
@@ -156,6 +158,14 @@ class Trainer:
         return [next(it) for _ in range(self.accumulation)]
 
 
+def batches_for(trainer: Trainer) -> Prefetcher | Sequential:
+    """The loop's source of (an update's micro-batches, the batcher's state after them): on a GPU
+    the next updates' batches are collated and pinned in a thread while this one computes."""
+    if trainer.runtime.on_gpu:
+        return Prefetcher(trainer.batcher, trainer.accumulation)
+    return Sequential(trainer.batcher, trainer.accumulation)
+
+
 def build(cfg: TrainConfig, examples: Sequence[tuple[Sequence[int], Sequence[int]]], vocab_size: int,
           make_batcher: BatcherFactory | None = None, runtime: Runtime | None = None,
           recipe: dict[str, Any] | None = None) -> Trainer:
@@ -173,8 +183,9 @@ def build(cfg: TrainConfig, examples: Sequence[tuple[Sequence[int], Sequence[int
     compiled = cfg.compile == "on" or (cfg.compile == "auto" and runtime.on_gpu)
     objective: torch.nn.Module = TranslationLoss(model, cfg.label_smoothing,
                                                  impl=loss_impl_for(runtime.device, compiled))
-    if compiled:   # dynamic shapes: batches vary in size and length from update to update
-        objective = torch.compile(objective, dynamic=True, backend=COMPILE_BACKEND)
+    if compiled:   # dynamic shapes, compiled once per run (repro.train.compiled), cached across runs
+        use_compile_cache()
+        objective = CompiledObjective(objective, COMPILE_BACKEND)
     if runtime.world_size > 1:
         objective = torch.nn.parallel.DistributedDataParallel(
             objective, device_ids=[runtime.device] if runtime.on_gpu else None)
@@ -246,9 +257,7 @@ def run(
     progress = _Progress(cfg, out_dir, step, trainer, clock, say)
     cadence = CheckpointCadence(cfg.checkpoint_every_steps, cfg.checkpoint_every_minutes, cfg.max_steps, clock)
     trainer.model.train()
-    # on a GPU the next updates' batches are collated and pinned in a thread while this one computes
-    batches = (Prefetcher(trainer.batcher, trainer.accumulation) if trainer.runtime.on_gpu
-               else Sequential(trainer.batcher, trainer.accumulation))
+    batches = batches_for(trainer)
     written: list[Path] = []
     start = clock()
     try:

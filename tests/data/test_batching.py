@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from repro.data.batching import TokenBatcher, collate
+from repro.data.encoded import EncodedPairs
 from repro.data.vocab import BOS, EOS, PAD
 from repro.errors import ConfigError, DataError
 
@@ -31,6 +32,42 @@ def test_collate_layout():
     assert b.tgt_out.tolist() == [[8, 9, EOS, PAD], [8, 9, 10, EOS]]
     assert (b.src_tokens, b.tgt_tokens, b.indices, len(b)) == (4, 7, [3, 4], 2)
     assert b.src.dtype == torch.long
+
+
+def _collate_row_by_row(examples):
+    """The layout spelled out one row at a time (what the vectorised collate must equal)."""
+    n, src_len, tgt_len = len(examples), max(len(s) for s, _ in examples), max(len(t) for _, t in examples) + 1
+    src, tgt_in, tgt_out = (torch.full((n, length), PAD) for length in (src_len, tgt_len, tgt_len))
+    for row, (s, t) in enumerate(examples):
+        src[row, :len(s)] = torch.tensor(s, dtype=torch.long)
+        tgt_in[row, 0] = BOS
+        tgt_in[row, 1:len(t) + 1] = torch.tensor(t, dtype=torch.long)
+        tgt_out[row, :len(t)] = torch.tensor(t, dtype=torch.long)
+        tgt_out[row, len(t)] = EOS
+    return src, tgt_in, tgt_out
+
+
+def test_vectorised_collate_equals_the_row_by_row_layout():
+    rng = random.Random(5)
+    for n in (1, 2, 7, 40):
+        examples = [([rng.randint(4, 99) for _ in range(rng.randint(0, 12))],
+                     [rng.randint(4, 99) for _ in range(rng.randint(0, 12))]) for _ in range(n)]
+        b = collate(examples, indices=list(range(n)))
+        for got, want in zip((b.src, b.tgt_in, b.tgt_out), _collate_row_by_row(examples)):
+            assert got.dtype == torch.long and torch.equal(got, want)
+        assert b.src_tokens == sum(len(s) for s, _ in examples)
+        assert b.tgt_tokens == sum(len(t) + 1 for _, t in examples)
+
+
+def test_encoded_pairs_give_the_same_batches_as_lists():
+    """The batcher gathers encoded pairs in one indexing per side: the same batches, token for token."""
+    examples = _examples(400)
+    encoded = EncodedPairs.from_lists(examples)
+    for a, b in itertools.islice(zip(TokenBatcher(examples, 300, seed=2), TokenBatcher(encoded, 300, seed=2)), 60):
+        assert torch.equal(a.src, b.src) and torch.equal(a.tgt_in, b.tgt_in) and torch.equal(a.tgt_out, b.tgt_out)
+        assert (a.src_tokens, a.tgt_tokens, a.indices) == (b.src_tokens, b.tgt_tokens, b.indices)
+    with pytest.raises(IndexError):
+        encoded.take([0, 400])
 
 
 def test_every_batch_within_budget_and_epoch_covers_each_example_once():

@@ -17,7 +17,7 @@ from tests.pipeline.test_local import OVERRIDES
 TINY = ["--set", "vocab_size=300", "--set", "tokens_per_batch=400", "--set", "max_tokens_per_device=400",
         "--set", "warmup_steps=2", "--set", "checkpoint_every_steps=2", "--set", "average_last=2",
         "--set", "log_every=1", "--set", 'model_overrides={"n_layers": 1, "d_model": 32, "d_ff": 64, "n_heads": 4}',
-        "--compile", "off"]   # dynamo cannot trace the fake device; compile is tested on the CPU (tests/train/test_compile.py)
+        "--compile", "off"]   # dynamo cannot trace the fake device; compile is tested on the CPU (tests/train/test_compiled.py)
 
 
 @pytest.fixture(scope="module")

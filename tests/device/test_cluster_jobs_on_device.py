@@ -24,7 +24,7 @@ from repro.results import ResultStore
 TINY = {"n_layers": 1, "d_model": 32, "d_ff": 64, "n_heads": 2, "tokens_per_batch": 600,
         "max_tokens_per_device": 600, "max_steps": 4, "checkpoint_every_steps": 2, "warmup_steps": 2,
         "vocab_size": 400, "max_len": 120,
-        "compile": "off"}   # dynamo cannot trace the fake device; compile is tested on the CPU (tests/train/test_compile.py)
+        "compile": "off"}   # dynamo cannot trace the fake device; compile is tested on the CPU (tests/train/test_compiled.py)
 JOBS = {
     "table2-base-ende": ({"dataset": "multi30k-en-de", "average_last": 2, "keep_checkpoints": 2},
                          {"table2.bleu.base-ende", "sec5.step-time.base"}),

@@ -2,9 +2,8 @@
 
 - On the fake accelerator: at most one host sync per update (none in the micro-batch loop), and no
   blocking host-to-device copy: a GPU never waits for the host inside an update.
-- torch.compile of the objective (model and loss) over 100 updates of the real batcher on real text:
-  no graph break, a handful of compilations at most (counted with dynamo's counters; the "eager"
-  backend traces exactly as inductor would, without generating kernels).
+- torch.compile of the objective over 100 updates of the real batcher on real text: no graph break,
+  and a stated number of compilations: tests/train/test_compiled.py.
 """
 
 from __future__ import annotations
@@ -12,11 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import torch
-from torch._dynamo.utils import counters
 
-import repro.train.loop as loop
-from repro.train.config import TrainConfig
 from repro.train.loop import build, run
 from repro.train.update_step import update
 from tests.train.test_loop import VOCAB, quiet, tiny_config, toy_examples
@@ -50,26 +45,3 @@ def test_the_loop_prefetches_pinned_batches_on_a_gpu(fake_gpu, tmp_path: Path) -
     # (the restore copies the checkpoint onto the device once; the updates copy nothing blocking)
     assert fake_gpu.count("host-to-device copy (blocking)", "repro/train/update_step.py") == 0, fake_gpu.report()
     assert fake_gpu.count("host-to-device copy (non_blocking)", "repro/train/update_step.py") > 0
-
-
-@pytest.fixture
-def eager_compile(monkeypatch):
-    monkeypatch.setattr(loop, "COMPILE_BACKEND", "eager")
-    torch._dynamo.reset()
-    counters.clear()
-    yield counters
-    torch._dynamo.reset()
-
-
-def test_compiled_objective_has_no_graph_break_and_few_recompiles(eager_compile, tiny_multi30k, tmp_path: Path):
-    data = tiny_multi30k(tmp_path / "data", {"train": 600, "dev": 4, "test": 4})
-    cfg = TrainConfig(dataset=str(data), vocab_size=300, tokens_per_batch=300, max_tokens_per_device=300,
-                      max_steps=100, warmup_steps=10, max_len=60, checkpoint_every_steps=0,
-                      checkpoint_every_minutes=0, keep_checkpoints=5, average_last=1, out_dir=str(tmp_path / "run"),
-                      device="cpu", log_every=1000, compile="on", precision="fp32", threads=1,
-                      model_overrides={"n_layers": 1, "d_model": 32, "d_ff": 64, "n_heads": 4, "attention": "fused"})
-    summary = loop.train(cfg, log=quiet)
-    assert summary.steps == 100
-    assert dict(eager_compile["graph_break"]) == {}
-    frames = eager_compile["stats"]["unique_graphs"]
-    assert 1 <= frames <= 4, dict(eager_compile["stats"])   # 100 updates of batches of every shape

@@ -1,0 +1,243 @@
+"""The job's own path, timed: does the training job run as fast as the benchmark's update?
+
+``repro bench gpu`` times the loop's ``update()`` on one fixed batch already on the device. A
+training job does more around it: the batcher packs real sentence pairs by length (Section 5.1),
+every pass has another shape and carries padding, passes may be accumulated, the compiled objective
+meets those shapes, and on a GPU the prefetcher collates and pins the next batches in a thread while
+the main thread launches kernels. This measures that path as the job runs it, from the loop's own
+pieces (:func:`repro.train.loop.build`, :func:`repro.train.loop.batches_for`, ``Trainer.update``) on
+real text prepared as a job prepares it (:func:`repro.train.data.prepare_training_data`), with no
+checkpoint writes and no evaluation, and beside it, in alternating rounds on the same model and
+optimizer, the fixed-shape update at the job's own tokens per update (``sentences x 32`` tokens per
+side, as ``repro bench gpu`` builds it, rounded to the job's mean real tokens per side).
+
+Each round runs ``--block`` updates of the job, then ``--block`` fixed-shape updates, each block
+timed between two device synchronisations; the figures are medians over ``--steps`` rounds after
+``--warmup`` updates of each. Tokens per second count real tokens (source + target, no padding).
+The first update of the job, which compiles the objective where the loop compiles it, is timed
+apart (``compile_s``), as are the other warm-up updates (``warmup_s``); ``compilations`` is
+dynamo's count of graphs compiled (:data:`repro.train.compiled.COMPILATIONS` is the stated bound).
+The prefetcher's queue carries over between rounds: up to its depth (2 updates) of the job's
+collation runs during the fixed block before it.
+
+    repro bench jobpath [--device cuda] [--steps 8] [--block 5] [--quick] [--out reports/benchmarks/jobpath-<device>.json]
+
+Default: the job ``repro submit table2-base-ende --cluster h100-x1`` runs (base model, the paper's
+~25000 + ~25000 tokens per update, one pass, a 37000-word shared vocabulary) on the 10k-pair WMT
+EN-DE sample. ``--quick`` (and :func:`measure` with ``quick=True``): a one-layer d_model-64 model,
+~600 tokens per update, a 2000-word vocabulary, 3 rounds: the path's mechanics in seconds on a CPU
+(where the paper's update takes minutes: use ``--quick`` there).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import resource
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch._dynamo.utils import counters
+
+from repro.benchmarks.machine import environment, parse_benchmark_args, publish, ratio_spread, spread
+from repro.benchmarks.train_speed import make_batch
+from repro.cli_flags import device_name
+from repro.cluster.paper_jobs import job_config
+from repro.cluster.profiles import load_profile
+from repro.errors import UsageError
+from repro.model.precision import PRECISIONS
+from repro.train.compile_cache import compile_cache_dir
+from repro.train.compiled import COMPILATIONS
+from repro.train.config import COMPILE_MODES, TrainConfig
+from repro.train.data import prepare_training_data
+from repro.train.loop import Trainer, batches_for, build
+
+__all__ = ["FIXED_LENGTH", "QUICK_MODEL", "job_config_for", "measure", "main"]
+
+#: Tokens per sentence and side of the fixed-shape update (``repro bench gpu``'s 780 x 32).
+FIXED_LENGTH = 32
+#: The model of ``--quick``: the path's mechanics, not a figure about the paper's model.
+QUICK_MODEL = {"n_layers": 1, "d_model": 64, "d_ff": 128, "n_heads": 2, "attention": "fused"}
+DATASET = "opennmt-wmt-ende-sample"
+
+
+def job_config_for(device: str, quick: bool, out_dir: Path, *, experiment: str = "table2-base-ende",
+                   profile: str = "h100-x1", dataset: str = DATASET, data_dir: str | None = None,
+                   compile: str = "auto", precision: str = "auto") -> TrainConfig:
+    """The training config measured: the job ``repro submit EXPERIMENT --cluster PROFILE`` runs (one
+    process), on ``dataset``, writing nothing but its prepared data under ``out_dir``."""
+    devices = load_profile(profile).world_size
+    if devices != 1:
+        raise UsageError(f"repro bench jobpath measures one process's path: profile '{profile}' has {devices} "
+                         "devices (use a one-device profile such as h100-x1)")
+    cfg = job_config(experiment, profile=profile)
+    changes: dict[str, Any] = dict(dataset=dataset, data_dir=data_dir, out_dir=str(out_dir), device=device,
+                                   compile=compile, precision=precision, max_steps=10**9, checkpoint_every_steps=0,
+                                   checkpoint_every_minutes=0.0, log_every=10**9, tensorboard=False)
+    if quick:
+        changes.update(model_overrides=dict(QUICK_MODEL), vocab_size=2000, tokens_per_batch=600,
+                       max_tokens_per_device=800, warmup_steps=50)
+    return cfg.replace(**changes)
+
+
+def measure(device: str = "auto", quick: bool = False, *, steps: int | None = None, block: int | None = None,
+            warmup: int | None = None, experiment: str = "table2-base-ende", profile: str = "h100-x1",
+            dataset: str = DATASET, data_dir: str | None = None, compile: str = "auto", precision: str = "auto",
+            note: str = "", out: Path | None = None, work_dir: Path | None = None) -> dict[str, Any]:
+    """Time the job's path against the fixed-shape update (the module's docstring); the figures as a
+    dict, also written to ``out`` (JSON) when given. ``quick``: seconds on a 2-core CPU. The data are
+    prepared (BPE learned, the corpus encoded) in ``work_dir``, and reused from there by a later call
+    with the same settings; by default in a temporary directory, removed after."""
+    steps = steps or (3 if quick else 8)
+    block = block or (3 if quick else 5)
+    warmup = 2 if warmup is None and quick else (3 if warmup is None else warmup)
+    if min(steps, block) < 1 or warmup < 0:
+        raise ValueError(f"jobpath: steps and block must be positive and warmup non-negative, got "
+                         f"{steps}, {block}, {warmup}")
+    with tempfile.TemporaryDirectory(prefix="repro-jobpath-") as temporary:
+        work = Path(work_dir) if work_dir is not None else Path(temporary)
+        cfg = job_config_for(device, quick, work, experiment=experiment, profile=profile, dataset=dataset,
+                             data_dir=data_dir, compile=compile, precision=precision)
+        began = time.perf_counter()
+        data = prepare_training_data(cfg)
+        prepare_s = time.perf_counter() - began
+        graphs_before = counters["stats"]["unique_graphs"]
+        trainer = build(cfg, data.examples, data.vocab_size)
+        figures = _measure(trainer, steps, block, warmup)
+        figures["compilations"] = counters["stats"]["unique_graphs"] - graphs_before
+    compiled = cfg.compile == "on" or (cfg.compile == "auto" and trainer.runtime.on_gpu)
+    gpu = trainer.device.type == "cuda"
+    name = torch.cuda.get_device_name(trainer.device) if gpu else str(trainer.device)
+    result: dict[str, Any] = {
+        "benchmark": "jobpath", **environment(note), "device": str(trainer.device), "device_name": name,
+        "cuda": torch.version.cuda, "precision": trainer.precision.name, "precision_reason": trainer.precision.reason,
+        "quick": quick,
+        "job": f"repro submit {experiment} --cluster {profile}" + (" (quick: a tiny model)" if quick else ""),
+        "dataset": dataset, "train_pairs": len(data.examples), "vocab_size": data.vocab_size,
+        "model": trainer.model_cfg.to_dict(), "update_plan": trainer.plan.to_dict(), "plan": trainer.plan.describe(),
+        "compiled": compiled, "compile_cache": str(compile_cache_dir()) if compiled else None,
+        "compilations_bound": COMPILATIONS if compiled else 0, "loss_impl": trainer.objective.impl,
+        "prefetch": trainer.runtime.on_gpu, "optimizer": type(trainer.optimizer).__name__
+        + (" (fused)" if trainer.optimizer.defaults.get("fused") else ""),
+        "rounds": steps, "block": block, "warmup_updates": warmup, "prepare_s": round(prepare_s, 2),
+        "data": data.origin,
+        **figures, "target_ratio": 0.8,
+    }
+    return publish(result, out) if out is not None else result
+
+
+def _measure(trainer: Trainer, steps: int, block: int, warmup: int) -> dict[str, Any]:
+    device = trainer.device
+    trainer.model.train()
+    batches = batches_for(trainer)
+    step = iter(range(1, 10**9))
+    job_tokens: list[int] = []
+    padded: list[int] = []
+
+    def job_update() -> int:
+        micro, _ = next(batches)
+        stats = trainer.update(micro, next(step))
+        padded.append(sum(b.src.numel() + b.tgt_out.numel() for b in micro))
+        job_tokens.append(stats.src_tokens + stats.tgt_tokens)
+        return stats.src_tokens + stats.tgt_tokens
+
+    try:
+        compile_s = _timed(device, job_update)
+        warmup_s = _timed(device, lambda: [job_update() for _ in range(max(warmup - 1, 0))])
+        per_side = statistics.mean(job_tokens) / 2
+        sentences = max(2, round(per_side / FIXED_LENGTH))
+        fixed = make_batch(sentences, FIXED_LENGTH, trainer.model_cfg.src_vocab_size).to(device)
+        fixed_tokens = fixed.src_tokens + fixed.tgt_tokens
+
+        def fixed_update() -> int:
+            trainer.update([fixed], next(step))
+            return fixed_tokens
+
+        fixed_warmup_s = _timed(device, lambda: [fixed_update() for _ in range(max(warmup, 1))])
+        job_tokens.clear()
+        padded.clear()
+        graphs = counters["stats"]["unique_graphs"]
+        seconds: dict[str, list[float]] = {"job": [], "fixed": []}
+        tokens: dict[str, list[int]] = {"job": [], "fixed": []}
+        for _ in range(steps):
+            for name, fn in (("job", job_update), ("fixed", fixed_update)):
+                counted: list[int] = []
+                seconds[name].append(_timed(device, lambda: counted.extend(fn() for _ in range(block))))
+                tokens[name].append(sum(counted))
+        recompiled = counters["stats"]["unique_graphs"] - graphs
+    finally:
+        batches.close()
+    rates = {name: [t / s for t, s in zip(tokens[name], seconds[name])] for name in seconds}
+    out: dict[str, Any] = {
+        "compile_s": round(compile_s, 3), "warmup_s": round(warmup_s, 3), "fixed_warmup_s": round(fixed_warmup_s, 3),
+        "compilations_while_measured": recompiled,
+        "fixed_batch": f"{sentences} x {FIXED_LENGTH} tokens per side (random ids), one pass, on the device",
+        "cases": {},
+    }
+    for name in seconds:
+        per_update = [s / block for s in seconds[name]]
+        out["cases"][name] = {
+            "s_per_update": round(statistics.median(per_update), 4), "s_per_update_spread": spread(per_update, 4),
+            "tokens_per_s": round(statistics.median(rates[name]), 1),
+            "real_tokens_per_update": round(sum(tokens[name]) / (steps * block), 1)}
+    out["cases"]["job"]["padding_fraction"] = round(1 - sum(job_tokens) / max(sum(padded), 1), 4)
+    out["ratio_spread"] = ratio_spread(rates["job"], rates["fixed"])   # job / fixed tokens per second, per round
+    out["ratio"] = out["ratio_spread"]["median"]
+    out["peak_memory_gib"] = round(_memory(device), 2)
+    return out
+
+
+def _timed(device: torch.device, fn: Callable[[], Any]) -> float:
+    """Wall seconds of ``fn``, between two synchronisations of ``device``."""
+    _sync(device)
+    start = time.perf_counter()
+    fn()
+    _sync(device)
+    return time.perf_counter() - start
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _memory(device: torch.device) -> float:
+    """Peak memory in GiB: the device's allocator on CUDA, the process's resident set on the CPU."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**30
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", type=device_name, default="auto")
+    parser.add_argument("--quick", action="store_true", help="a tiny model and few updates (seconds on a CPU)")
+    parser.add_argument("--steps", type=int, default=None, help="measured rounds (default 8; quick 3)")
+    parser.add_argument("--block", type=int, default=None, help="updates of each case per round (default 5; quick 3)")
+    parser.add_argument("--warmup", type=int, default=None, help="unmeasured updates of each case first (default 3)")
+    parser.add_argument("--experiment", default="table2-base-ende")
+    parser.add_argument("--profile", default="h100-x1", help="the one-device cluster profile whose job is measured")
+    parser.add_argument("--dataset", default=DATASET)
+    parser.add_argument("--data-dir", default=None)
+    parser.add_argument("--compile", choices=COMPILE_MODES, default="auto", help="as the job's config (auto: on a GPU)")
+    parser.add_argument("--precision", choices=PRECISIONS, default="auto")
+    args = parse_benchmark_args(parser, argv)   # --threads, --note, --out (default reports/benchmarks/jobpath-<device>.json)
+    for flag in ("steps", "block"):
+        if getattr(args, flag) is not None and getattr(args, flag) < 1:
+            parser.error(f"--{flag} must be at least 1")
+    if args.warmup is not None and args.warmup < 0:
+        parser.error("--warmup must not be negative")
+    result = measure(args.device, args.quick, steps=args.steps, block=args.block, warmup=args.warmup,
+                     experiment=args.experiment, profile=args.profile, dataset=args.dataset, data_dir=args.data_dir,
+                     compile=args.compile, precision=args.precision, note=args.note)
+    slug = re.sub(r"[^a-z0-9]+", "-", result["device_name"].lower()).strip("-")
+    return publish(result, args.out or Path("reports") / "benchmarks" / f"jobpath-{slug}.json")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,42 @@
+"""Where ``torch.compile`` keeps what it compiled, so that the next job on the machine reuses it.
+
+Compiling the objective (:mod:`repro.train.compiled`) is most of a short job's start-up on a GPU:
+dynamo traces the model, AOTAutograd derives the backward pass, inductor generates and Triton
+compiles the kernels. torch caches the last three on disk, keyed by the graph, the torch version
+and the device: inductor's FX graph cache (the generated code of forward and backward), the
+AOTAutograd cache (the joint graph's split into forward and backward, on top of it) and Triton's
+kernel binaries. A job whose graph is unchanged then skips inductor's and Triton's work and only
+traces (dynamo still runs). torch keeps them under the temporary directory by default
+(``/tmp/torchinductor_<user>``), which a cluster node often empties between jobs; a job here keeps
+them under ``$REPRO_CACHE_DIR/inductor`` (default ``~/.cache/repro/inductor``). A
+``TORCHINDUCTOR_CACHE_DIR`` set by the user wins.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+__all__ = ["compile_cache_dir", "use_compile_cache"]
+
+
+def compile_cache_dir() -> Path:
+    """The directory compiled graphs and kernels are kept in (see the module's docstring)."""
+    explicit = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    root = os.environ.get("REPRO_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "repro")
+    return Path(root) / "inductor"
+
+
+def use_compile_cache() -> Path:
+    """Point inductor's caches at :func:`compile_cache_dir` and turn them on (torch's defaults, made
+    explicit so that a site-wide setting does not silently turn them off); before the first compilation."""
+    import torch._functorch.config as aot_config
+    import torch._inductor.config as inductor_config
+
+    path = compile_cache_dir()
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(path)   # read by inductor at each compilation
+    inductor_config.fx_graph_cache = True
+    aot_config.enable_autograd_cache = True
+    return path

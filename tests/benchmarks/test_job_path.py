@@ -1,0 +1,79 @@
+"""``repro bench jobpath``: the job's own path (batcher on real WMT text, accumulation, the compiled
+objective, prefetch, optimizer) against the fixed-shape update at the same tokens per update.
+
+On the CPU: the figures are there and consistent, the compiled objective (dynamo's "eager" backend:
+it traces as inductor would, without generating code) compiles within its stated bound and never
+while measured. On the fake accelerator: the GPU path (prefetch thread, pinned batches, the fixed
+batch on the device) runs with one host sync per update, all of them the loop's own.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+import repro.train.loop as loop
+from repro.benchmarks import job_path
+from repro.cli import main as cli_main
+from repro.train.compiled import COMPILATIONS
+
+TINY = dict(quick=True, steps=2, block=2, warmup=1)
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory) -> Path:
+    """One folder for the tests' prepared data: the BPE is learned once, then reused."""
+    return tmp_path_factory.mktemp("jobpath-data")
+
+
+@pytest.fixture
+def eager_backend(monkeypatch, tmp_path: Path):
+    monkeypatch.setattr(loop, "COMPILE_BACKEND", "eager")
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))   # build() points inductor there
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def test_the_job_path_on_the_cpu_compiled_within_its_bound(eager_backend, data_dir: Path, prepared: Path,
+                                                            tmp_path: Path) -> None:
+    out = tmp_path / "jobpath-cpu.json"
+    result = job_path.measure("cpu", compile="on", precision="fp32", data_dir=str(data_dir), out=out,
+                              work_dir=prepared, **TINY)
+    assert json.loads(out.read_text()) == result
+    assert result["benchmark"] == "jobpath" and result["dataset"] == "opennmt-wmt-ende-sample"
+    assert result["train_pairs"] == 10000 and result["compiled"] and result["loss_impl"] == "dense"
+    assert 1 <= result["compilations"] <= result["compilations_bound"] == COMPILATIONS
+    assert result["compilations_while_measured"] == 0 and result["compile_cache"] == str(tmp_path / "inductor")
+    job, fixed = result["cases"]["job"], result["cases"]["fixed"]
+    # the same tokens per update: the fixed batch is sized to the job's mean (32-token sentences)
+    assert fixed["real_tokens_per_update"] == pytest.approx(job["real_tokens_per_update"], rel=0.15)
+    assert 0 < job["padding_fraction"] < 0.5
+    for case in (job, fixed):
+        assert case["s_per_update"] > 0 and case["tokens_per_s"] > 0
+        assert case["s_per_update_spread"]["n"] == TINY["steps"]
+    assert result["ratio"] == result["ratio_spread"]["median"] > 0
+    assert result["ratio_spread"]["n"] == TINY["steps"]
+    assert result["compile_s"] > 0 and result["update_plan"]["accumulation"] == 1
+
+
+def test_the_gpu_path_syncs_once_per_update_on_the_fake_device(fake_gpu, data_dir: Path, prepared: Path) -> None:
+    result = job_path.measure("cuda", quick=True, steps=1, block=1, warmup=0, compile="off", data_dir=str(data_dir),
+                              work_dir=prepared)
+    assert result["prefetch"] is True and result["device_name"] == "FakeAccelerator" and result["data"] == "reused"
+    updates = 4     # the job's first and measured updates, the fixed batch's warm-up and measured updates
+    syncs = fake_gpu.sites("sync")
+    assert sum(syncs.values()) == updates, syncs
+    assert all(site.startswith("repro/train/update_step.py") for site in syncs), syncs
+    assert fake_gpu.count("host-to-device copy (blocking)", "repro/train/update_step.py") == 0
+
+
+def test_repro_bench_jobpath_refuses_bad_flags(capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit) as err:
+        cli_main(["bench", "jobpath", "--steps", "0"])
+    assert err.value.code == 2 and "--steps must be at least 1" in capsys.readouterr().err
+    assert cli_main(["bench", "jobpath", "--quick", "--profile", "h100"]) == 2   # 8 devices: not one process's path
+    assert "one-device profile" in capsys.readouterr().err
