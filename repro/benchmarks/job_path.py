@@ -52,7 +52,7 @@ from repro.cluster.profiles import load_profile
 from repro.errors import UsageError
 from repro.model.precision import PRECISIONS
 from repro.train.compile_cache import compile_cache_dir
-from repro.train.compiled import COMPILATIONS
+from repro.train.compiled import COMPILATIONS, compiles
 from repro.train.config import COMPILE_MODES, TrainConfig
 from repro.train.data import prepare_training_data
 from repro.train.loop import Trainer, batches_for, build
@@ -110,7 +110,7 @@ def measure(device: str = "auto", quick: bool = False, *, steps: int | None = No
         trainer = build(cfg, data.examples, data.vocab_size)
         figures = _measure(trainer, steps, block, warmup)
         figures["compilations"] = counters["stats"]["unique_graphs"] - graphs_before
-    compiled = cfg.compile == "on" or (cfg.compile == "auto" and trainer.runtime.on_gpu)
+    compiled = compiles(cfg.compile, trainer.runtime.on_gpu, cfg.max_steps)
     gpu = trainer.device.type == "cuda"
     name = torch.cuda.get_device_name(trainer.device) if gpu else str(trainer.device)
     result: dict[str, Any] = {

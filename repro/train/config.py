@@ -26,7 +26,8 @@ from repro.train.schedule import PAPER_WARMUP_STEPS
 
 
 _TEXT_FIELDS = ("preset", "dataset", "bpe_split", "out_dir", "device", "precision", "compile")
-#: ``compile``: torch.compile the training objective (model and loss): on CUDA by default (``auto``).
+#: ``compile``: torch.compile the training objective (model and loss): ``auto`` compiles on CUDA for runs
+#: of at least repro.train.compiled.COMPILE_MIN_UPDATES updates (compiling costs minutes; a short run never earns it back).
 COMPILE_MODES = ("auto", "on", "off")
 _OPTIONAL_TEXT_FIELDS = ("data_dir", "train_src", "train_tgt", "dev_src", "dev_tgt")
 _INT_FIELDS = ("vocab_size", "tokens_per_batch", "max_tokens_per_device", "max_steps", "warmup_steps", "max_len",
@@ -69,7 +70,7 @@ class TrainConfig:
     threads: int = 0                   # torch intra-op threads; 0 leaves torch's default
     tensorboard: bool = False          # also write TensorBoard scalars under OUT_DIR/tensorboard (optional dep)
     precision: str = "auto"            # auto, fp32 or bf16 (mixed; repro.model.precision); master weights stay fp32
-    compile: str = "auto"              # torch.compile the objective: auto (on CUDA), on, off
+    compile: str = "auto"              # torch.compile the objective: auto (on CUDA, runs of >= 5000 updates), on, off
 
     def __post_init__(self) -> None:
         self._check_types()

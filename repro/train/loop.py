@@ -35,7 +35,7 @@ from repro.runtime import Runtime
 from repro.train.cadence import CheckpointCadence
 from repro.train.checkpoint import checkpoint_path, list_checkpoints, load_checkpoint, prune_checkpoints, save_checkpoint
 from repro.train.compile_cache import use_compile_cache
-from repro.train.compiled import CompiledObjective
+from repro.train.compiled import CompiledObjective, compiles
 from repro.train.config import TrainConfig
 from repro.train.data import prepare_training_data
 from repro.train.loss import TranslationLoss, loss_impl_for
@@ -180,7 +180,7 @@ def build(cfg: TrainConfig, examples: Sequence[tuple[Sequence[int], Sequence[int
     random.seed(cfg.seed)
     model_cfg = cfg.model_config(vocab_size)
     model = Transformer(model_cfg).to(runtime.device)
-    compiled = cfg.compile == "on" or (cfg.compile == "auto" and runtime.on_gpu)
+    compiled = compiles(cfg.compile, runtime.on_gpu, cfg.max_steps)
     objective: torch.nn.Module = TranslationLoss(model, cfg.label_smoothing,
                                                  impl=loss_impl_for(runtime.device, compiled))
     if compiled:   # dynamic shapes, compiled once per run (repro.train.compiled), cached across runs

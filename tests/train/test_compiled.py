@@ -17,7 +17,7 @@ from torch._dynamo.utils import counters
 import repro.train.loop as loop
 from repro.data.vocab import BOS, EOS, PAD
 from repro.model import Transformer
-from repro.train.compiled import COMPILATIONS, CompiledObjective, at_least_two
+from repro.train.compiled import COMPILATIONS, COMPILE_MIN_UPDATES, CompiledObjective, at_least_two, compiles
 from repro.train.config import TrainConfig
 from repro.train.loss import TranslationLoss
 from tests.train.test_loop import quiet, tiny_config
@@ -138,3 +138,12 @@ def test_a_run_on_real_text_compiles_within_the_bound(graphs, monkeypatch, bound
         assert graphs() == COMPILATIONS
     else:
         assert graphs() > COMPILATIONS
+
+
+def test_auto_compiles_on_a_gpu_only_a_run_long_enough_to_earn_it_back() -> None:
+    """A paper job (100k updates) compiles on a GPU; the local main job (1000) and a reduced job do
+    not (on an H200 compiling cost minutes of a 3-minute job); ``on`` and ``off`` are obeyed."""
+    assert compiles("auto", True, 100_000) and compiles("auto", True, COMPILE_MIN_UPDATES)
+    assert not compiles("auto", True, 1000) and not compiles("auto", True, COMPILE_MIN_UPDATES - 1)
+    assert not compiles("auto", False, 100_000)
+    assert compiles("on", False, 10) and not compiles("off", True, 10**6)
