@@ -95,7 +95,7 @@ def main(args: argparse.Namespace) -> int:
     model, state = load_model(args.checkpoint, runtime=runtime)
     runtime = runtime_for_loaded(runtime, model, args, "translate")
     settings = search_settings(args, state)
-    vocab = find_vocab(args.checkpoint, args.vocab, model)
+    vocab = find_vocab(args.checkpoint, args.vocab, model, state)
     lines = [line.rstrip("\r\n") for line in sys.stdin] if args.input == "-" else list(_lines(Path(args.input)))
     check_output_lengths(model.cfg, vocab, lines, settings, "<stdin>" if args.input == "-" else args.input)
     hyps = translate(model, vocab, lines, settings, greedy=args.greedy, use_cache=not args.no_cache, runtime=runtime)
