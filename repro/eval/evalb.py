@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from repro.data.text_lines import BOM
 from repro.errors import DataError
 from repro.eval.evalb_params import COLLINS, EvalbParams
 
@@ -338,7 +339,8 @@ class EvalbResult:
 
 
 def _lines(text: str) -> list[str]:
-    lines = text.split("\n")
+    """Lines split at ``\n`` only, as EVALB's reader splits them; a leading BOM is not a tree's text."""
+    lines = text.removeprefix(BOM).split("\n")
     return lines[:-1] if lines and lines[-1] == "" else lines
 
 

@@ -210,3 +210,22 @@ def test_ids_beyond_the_vocabulary_are_refused_naming_the_file(runs, tmp_path, c
     rc, _, err = run(capsys, *train_args(runs["data"], target, 3))
     line = refusal(err)
     assert rc == 2 and str(src) in line and "10000" in line
+
+
+# -- translate reads its input as the reference tools do (issue 39, item 6) -----------------------
+
+def test_translate_refuses_an_empty_input_naming_it(runs, tmp_path, capsys):
+    empty = tmp_path / "empty.en"
+    empty.write_text("")
+    rc, out, err = run(capsys, "translate", "--checkpoint", str(runs["a"] / "checkpoints" / "step_00000002.pt"),
+                       "--input", str(empty), "--max-len-offset", "2", "--greedy")
+    assert rc == 2 and str(empty) in refusal(err) and out == ""
+
+
+def test_translate_keeps_one_output_line_per_input_line(runs, tmp_path, capsys):
+    source = tmp_path / "in.en"
+    source.write_text("\ufeffA man\u0085reads a book .\nTwo dogs\u2028run .\n", encoding="utf-8")
+    rc, out, err = run(capsys, "translate", "--checkpoint", str(runs["a"] / "checkpoints" / "step_00000002.pt"),
+                       "--input", str(source), "--max-len-offset", "2", "--greedy")
+    assert rc == 0, err
+    assert out.count("\n") == 2
