@@ -92,3 +92,13 @@ def test_table3_names_a_record_of_a_row_table3_does_not_have(tmp_path, capsys):
     write_row(root, "Z-nope", "bleu", [20.0])
     rc, _, err = run(capsys, "table3", "--scale", "small", "--results", str(root))
     assert rc == 2 and "Z-nope" in err and "table3-small.bleu.Z-nope" in err
+
+
+def test_report_refuses_records_that_disagree_across_two_results_folders(tmp_path, claims_dir, capsys):
+    one, two = ResultStore(tmp_path / "one"), ResultStore(tmp_path / "two")
+    _record(one, 31.57, "a")
+    _record(two, 5.0, "a")
+    rc, _, err = run(capsys, "report", "--results", str(one.root), "--results", str(two.root), "--claims-dir",
+                     str(claims_dir), "--out", str(tmp_path / "out"), "--no-attention")
+    line = [x for x in err.splitlines() if "error:" in x]
+    assert rc == 2 and len(line) == 1 and str(one.root) in line[0] and str(two.root) in line[0], err
