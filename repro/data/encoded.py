@@ -85,6 +85,8 @@ class EncodedPairs(Sequence):
         try:
             saved = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
         except FileNotFoundError:
+            if any((folder / f"{name}.npy").exists() for name in _ARRAYS):
+                why(f"{folder} has arrays but no manifest.json (an interrupted write)")
             return None
         except (OSError, json.JSONDecodeError) as err:
             why(f"{folder / 'manifest.json'} is unreadable ({err})")
