@@ -20,6 +20,11 @@ from repro.content_hash import file_sha256, text_sha256
 from repro.errors import CheckpointError
 
 KEY = "lineage"
+#: The training fields that make a run what it is: checkpoints that differ in one are of different runs
+#: (a resume may change the others: steps, where it runs, how often it checkpoints).
+RUN_FIELDS = ("seed", "dataset", "train_src", "train_tgt", "vocab_size", "bpe_split", "preset", "model_overrides",
+              "lr_scale", "warmup_steps", "label_smoothing", "adam_beta1", "adam_beta2", "adam_eps", "max_len",
+              "tokens_per_batch")
 
 
 def run_lineage(out_dir: str | os.PathLike[str]) -> dict[str, Any]:
@@ -68,7 +73,7 @@ def check_resume(state: dict[str, Any], checkpoint: str | os.PathLike[str], out_
 
 def check_same_run(states: list[dict[str, Any]], names: list[str]) -> None:
     """Refuse to average checkpoints of different runs: another vocabulary, other training data, or
-    another seed than the first's."""
+    another seed or recipe (:data:`RUN_FIELDS`) than the first's."""
     first, first_name = states[0], names[0]
     for state, name in zip(states[1:], names[1:]):
         for key, what in (("vocab_sha256", "vocabulary"), ("data_sha256", "training data")):
@@ -76,7 +81,9 @@ def check_same_run(states: list[dict[str, Any]], names: list[str]) -> None:
             if a and b and a != b:
                 raise CheckpointError(f"{name}: trained with another {what} than {first_name} (SHA-256 differs); "
                                       "average checkpoints of one run")
-        seeds = [(s.get("train_config") or {}).get("seed") for s in (first, state)]
-        if None not in seeds and seeds[0] != seeds[1]:
-            raise CheckpointError(f"{name}: of a run with seed {seeds[1]}, {first_name} of one with seed {seeds[0]}; "
-                                  "average checkpoints of one run")
+        mine, theirs = first.get("train_config") or {}, state.get("train_config") or {}
+        differ = [k for k in RUN_FIELDS if k in mine and k in theirs and mine[k] != theirs[k]]
+        if differ:
+            key = differ[0]
+            raise CheckpointError(f"{name}: of a run with {key}={theirs[key]!r}, {first_name} of one with "
+                                  f"{key}={mine[key]!r}; average checkpoints of one run")
