@@ -23,20 +23,29 @@ from repro.run_lock import NAME, RunDirBusy, run_dir_lock
 REPO = Path(__file__).resolve().parents[2]
 
 _AT_ONCE = textwrap.dedent("""
-    import sys, time
-    from repro.cli import main
-    start = float(sys.argv[1])
-    time.sleep(max(0.0, start - time.time()))
-    sys.exit(main(sys.argv[2:]))
+    import os, sys, time
+    from repro.cli import build_parser, main
+    import repro.train.loop  # noqa: F401 - everything imported first, so that both start their work at once
+    build_parser()
+    ready, go = sys.argv[1], sys.argv[2]
+    open(ready, "w").close()
+    while not os.path.exists(go):
+        time.sleep(0.001)
+    sys.exit(main(sys.argv[3:]))
 """)
 
 
-def _together(argv: list[str], n: int = 2) -> list[subprocess.CompletedProcess]:
-    """``repro ARGV`` in ``n`` processes that start its work at the same instant (after their imports)."""
+def _together(argv: list[str], barrier: Path, n: int = 2) -> list[subprocess.CompletedProcess]:
+    """``repro ARGV`` in ``n`` processes released at one instant (a file both poll), after their imports."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    start = time.time() + 8.0
-    procs = [subprocess.Popen([sys.executable, "-c", _AT_ONCE, str(start), *argv], env=env, text=True,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(n)]
+    barrier.mkdir()
+    go = barrier / "go"
+    procs = [subprocess.Popen([sys.executable, "-c", _AT_ONCE, str(barrier / f"ready-{i}"), str(go), *argv], env=env,
+                              text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for i in range(n)]
+    deadline = time.monotonic() + 240
+    while not all((barrier / f"ready-{i}").exists() for i in range(n)) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    go.touch()
     done = []
     for proc in procs:
         out, err = proc.communicate(timeout=300)
@@ -46,7 +55,7 @@ def _together(argv: list[str], n: int = 2) -> list[subprocess.CompletedProcess]:
 
 def test_two_trains_started_together_one_is_refused(tmp_path):
     out = tmp_path / "run"
-    results = _together(["train", "--recipe", "smoke", "--out-dir", str(out), "--max-steps", "150"])
+    results = _together(["train", "--recipe", "smoke", "--out-dir", str(out), "--max-steps", "3"], tmp_path / "barrier")
     codes = sorted(r.returncode for r in results)
     assert codes == [0, 2], [r.stderr[-2000:] for r in results]
     loser = next(r for r in results if r.returncode == 2)
