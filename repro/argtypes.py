@@ -78,6 +78,19 @@ def output_file(text: str) -> str:
     return _checked(paths.output_file, text, "output file")
 
 
+def positive_float(text: str) -> float:
+    """A finite number > 0 (a duration to measure for)."""
+    value = non_negative_float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
+    return value
+
+
+def output_path(text: str) -> Path:
+    """An :func:`output_file`, as a Path (a benchmark's ``--out``)."""
+    return Path(output_file(text))
+
+
 def output_file_or_stdout(text: str) -> str:
     """``-`` (standard output) or an :func:`output_file`."""
     return text if text == "-" else output_file(text)

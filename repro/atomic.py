@@ -2,7 +2,8 @@
 
 A file is written to a temporary name in its own directory, flushed to disk, and moved over
 the target with ``os.replace``; on any error the temporary file is removed and the target is
-left as it was. Checkpoints, result records and reports are all written this way.
+left as it was. A full disk or a read-only folder is an :class:`~repro.errors.OutputError` naming
+the target (exit 2), never a half-written file. Checkpoints, result records and reports are all written this way.
 
 A write that is killed (SIGKILL, a node lost) cannot remove its temporary file. Its name says
 whose it was, ``.<name>.<host>-<pid>.<random>.tmp``, and the next writer of the same file removes
@@ -22,6 +23,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
+
+from repro.errors import WRITE_FAULTS, cannot_write
 
 #: A temporary file untouched this long belongs to a writer that is gone, whoever it was.
 STALE_AFTER_S = 3600.0
@@ -101,16 +104,23 @@ def temporary_file(path: str | os.PathLike[str]) -> tuple[int, Path]:
 def atomic_open(path: str | os.PathLike[str], mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO[Any]]:
     """Open a temporary file for writing that replaces ``path`` when the block ends without error."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = temporary_file(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = temporary_file(path)
+    except OSError as err:
+        if err.errno in WRITE_FAULTS:
+            raise cannot_write(path, err) from None
+        raise
     try:
         with os.fdopen(fd, mode, encoding=None if "b" in mode else encoding) as fh:
             yield fh
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         tmp.unlink(missing_ok=True)
+        if isinstance(err, OSError) and err.errno in WRITE_FAULTS:   # a full disk, a read-only folder
+            raise cannot_write(path, err) from None
         raise
 
 

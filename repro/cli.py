@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 import repro.commands
-from repro.errors import ReproError
+from repro.errors import WRITE_FAULTS, ReproError
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -48,6 +48,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ReproError as err:
         print(f"repro: error: {err}", file=sys.stderr)
         return err.exit_code
+    except OSError as err:
+        if err.errno not in WRITE_FAULTS:
+            raise
+        # a write outside repro.atomic (a log appended to) met a full disk or a read-only folder
+        where = err.filename or "a file"
+        print(f"repro: error: {where}: cannot write ({err.strerror or os.strerror(err.errno)})", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("repro: interrupted", file=sys.stderr)
         return 130

@@ -7,6 +7,13 @@ on valid input (training diverged). docs/exit-codes.md lists every code.
 
 from __future__ import annotations
 
+import errno
+import os
+
+#: What an operating system says when a file cannot be written for reasons outside repro: a full
+#: disk or quota, a read-only file system, no permission, a file over the size limit.
+WRITE_FAULTS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EFBIG})
+
 
 class ReproError(Exception):
     """An error caused by input the user controls; the CLI prints it and exits ``exit_code``."""
@@ -49,3 +56,15 @@ class ResultError(ReproError):
     """A missing or malformed result record; the message names the file and field."""
 
     exit_code = 2
+
+
+class OutputError(ReproError):
+    """A file or folder that cannot be written (a full disk, a read-only folder, no permission); the
+    message names the path. What was being written is left as it was (:mod:`repro.atomic`)."""
+
+    exit_code = 2
+
+
+def cannot_write(path: str | os.PathLike[str], err: OSError) -> OutputError:
+    """The one-line refusal for ``err`` met writing ``path``."""
+    return OutputError(f"{path}: cannot write ({err.strerror or os.strerror(err.errno or 0)})")

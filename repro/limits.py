@@ -19,6 +19,8 @@ model parameters       --      10**10      the paper's big model has 213 million
                                            40 GB of weights alone
 seeds (``--seed``)     --      2**31 - 1   the range every random generator here takes
 ``threads``            --      1024        torch's thread pool (10**8 threads crash it)
+tree depth (evalb)     --      1000        Penn Treebank trees nest a few dozen deep; EVALB's
+                                           bracket matching is quadratic in the brackets
 =====================  ======  ==========  =====================================================
 """
 
@@ -62,3 +64,6 @@ MODEL_PARAMETERS = Limit("model parameters", hard=10**10,
 THREADS = Limit("threads", hard=1024, why="torch's intra-op thread pool; far more threads than cores only slow it down")
 ALPHA = Limit("--alpha", hard=10, why="Section 6.1 uses 0.6, Section 6.3 0.3; the length penalty ((5 + |Y|) / 6)^alpha "
               "overflows a float far above it")
+TREE_DEPTH = Limit("tree depth", hard=1000,
+                   why="Penn Treebank trees nest a few dozen brackets deep; EVALB's bracket matching takes time "
+                       "quadratic in the brackets")

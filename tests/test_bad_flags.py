@@ -67,3 +67,33 @@ def test_status_refuses_a_missing_state_dir(tmp_path, capsys):
     assert main(["status", "--state-dir", str(tmp_path / "typo")]) == 2
     err = capsys.readouterr().err
     assert f"{tmp_path / 'typo'}: state directory (--state-dir) does not exist" in err
+
+
+BENCH_BAD = [   # issue 39: every count a benchmark takes is at least 1; --out is a file that can be written
+    (["bench", "train_speed", "--steps", "0"], "--steps"),
+    (["bench", "precision_speed", "--steps", "0"], "--steps"),
+    (["bench", "gpu", "--steps", "0"], "--steps"),
+    (["bench", "decode_speed", "--rounds", "0"], "--rounds"),
+    (["bench", "matmul_peak", "--n", "0"], "--n"),
+    (["bench", "matmul_peak", "--seconds", "0"], "--seconds"),
+    (["bench", "check_time", "--repeats", "0"], "--repeats"),
+    (["bench", "train_speed", "--sentences", "-2"], "--sentences"),
+]
+
+
+@pytest.mark.parametrize("argv, flag", BENCH_BAD, ids=[" ".join(a[1:3]) for a, _ in BENCH_BAD])
+def test_bench_counts_must_be_positive(capsys, argv, flag):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    assert f"argument {flag}" in capsys.readouterr().err
+
+
+def test_bench_out_under_a_regular_file_is_refused(tmp_path, capsys):
+    plain = tmp_path / "plain.txt"
+    plain.write_text("x")
+    with pytest.raises(SystemExit) as exc:
+        main(["bench", "matmul_peak", "--n", "8", "--seconds", "0.01", "--out", str(plain / "out.json")])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument --out" in err and str(plain) in err

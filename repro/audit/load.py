@@ -33,7 +33,7 @@ def load_adapter(target: str) -> Adapter:
         if err.name is not None and module_name.startswith(err.name):
             raise TargetError(f"target '{target}': module '{module_name}' not found (is it on PYTHONPATH?)") from None
         raise TargetError(f"target '{target}': importing module '{module_name}' failed: {err}") from err
-    except Exception as err:  # noqa: BLE001 - the user's module is foreign code
+    except (Exception, SystemExit) as err:  # noqa: BLE001 - the user's module is foreign code; it may not end the run
         raise TargetError(f"target '{target}': importing module '{module_name}' raised {type(err).__name__}: {err}") from err
     try:
         factory = getattr(module, factory_name)
@@ -50,7 +50,7 @@ def load_adapter(target: str) -> Adapter:
         raise TargetError(f"target '{target}': '{factory_name}' is a {type(factory).__name__}, not a factory (a callable)")
     try:
         adapter = factory()
-    except Exception as err:  # noqa: BLE001
+    except (Exception, SystemExit) as err:  # noqa: BLE001 - nor may its factory
         raise TargetError(f"target '{target}': calling {factory_name}() raised {type(err).__name__}: {err}") from err
     if not isinstance(adapter, Adapter):
         raise TargetError(

@@ -11,6 +11,7 @@ import statistics
 import time
 
 
+from repro.argtypes import positive_int
 from repro.audit.repro_adapter import ReproAdapter
 from repro.benchmarks.machine import environment, parse_benchmark_args, publish
 from repro.checks import run_checks, select_claims
@@ -18,7 +19,7 @@ from repro.checks import run_checks, select_claims
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=positive_int, default=3)
     args = parse_benchmark_args(parser, argv)
     claims = select_claims("local")
     walls, per_claim = [], {}

@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 import torch
 
+from repro.argtypes import non_negative_int, positive_int
 from repro.benchmarks.machine import (
     alternate,
     environment,
@@ -42,15 +43,15 @@ class NoEos(Transformer):
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sentences", type=int, default=8, help="beam search batch (x beam 4 rows)")
-    parser.add_argument("--greedy-sentences", type=int, default=32)
-    parser.add_argument("--src-len", type=int, default=14)
-    parser.add_argument("--out-len", type=int, default=64)
-    parser.add_argument("--vocab", type=int, default=37000)
-    parser.add_argument("--layers", type=int, default=None)
+    parser.add_argument("--sentences", type=positive_int, default=8, help="beam search batch (x beam 4 rows)")
+    parser.add_argument("--greedy-sentences", type=positive_int, default=32)
+    parser.add_argument("--src-len", type=positive_int, default=14)
+    parser.add_argument("--out-len", type=positive_int, default=64)
+    parser.add_argument("--vocab", type=positive_int, default=37000)
+    parser.add_argument("--layers", type=positive_int, default=None)
     parser.add_argument("--skip-recompute-beam", action="store_true")
-    parser.add_argument("--rounds", type=int, default=3, help="measured rounds; each runs every case once, in turn")
-    parser.add_argument("--warmup", type=int, default=0, help="unmeasured rounds first")
+    parser.add_argument("--rounds", type=positive_int, default=3, help="measured rounds; each runs every case once, in turn")
+    parser.add_argument("--warmup", type=non_negative_int, default=0, help="unmeasured rounds first")
     parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
     args = parse_benchmark_args(parser, argv)
     torch.manual_seed(0)

@@ -35,6 +35,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from repro.argtypes import non_negative_int, positive_float, positive_int
 from repro.benchmarks.machine import environment, parse_benchmark_args, publish, ratio_spread, spread
 from repro.benchmarks.train_speed import ReferenceObjective, ReferenceTransformer, make_batch, training_flops
 from repro.cli_flags import device_name
@@ -128,15 +129,15 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--device", type=device_name, default="auto")
     parser.add_argument("--precision", choices=PRECISIONS, default="auto")
     parser.add_argument("--models", nargs="+", default=["base", "big"], choices=["base", "big"])
-    parser.add_argument("--sentences", type=int, default=None, help="per update (default: 780 on a GPU, 64 on a CPU)")
-    parser.add_argument("--length", type=int, default=32, help="tokens per sentence, each side")
-    parser.add_argument("--vocab", type=int, default=37000)
-    parser.add_argument("--steps", type=int, default=10, help="measured rounds (median reported)")
-    parser.add_argument("--warmup", type=int, default=3, help="unmeasured rounds first (compilation happens here)")
+    parser.add_argument("--sentences", type=positive_int, default=None, help="per update (default: 780 on a GPU, 64 on a CPU)")
+    parser.add_argument("--length", type=positive_int, default=32, help="tokens per sentence, each side")
+    parser.add_argument("--vocab", type=positive_int, default=37000)
+    parser.add_argument("--steps", type=positive_int, default=10, help="measured rounds (median reported)")
+    parser.add_argument("--warmup", type=non_negative_int, default=3, help="unmeasured rounds first (compilation happens here)")
     parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
                         help="also time the step under torch.compile (default: on a GPU only)")
-    parser.add_argument("--peak-n", type=int, default=None, help="matrix size of the peak (default 8192 GPU, 2048 CPU)")
-    parser.add_argument("--peak-seconds", type=float, default=5.0)
+    parser.add_argument("--peak-n", type=positive_int, default=None, help="matrix size of the peak (default 8192 GPU, 2048 CPU)")
+    parser.add_argument("--peak-seconds", type=positive_float, default=5.0)
     args = parse_benchmark_args(parser, argv)   # --threads, --note, --out (default reports/benchmarks/gpu-<device>.json)
     runtime = Runtime.resolve(args.device, args.precision, dims=(512, 2048))
     gpu = runtime.on_gpu

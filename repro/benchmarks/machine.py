@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from repro.argtypes import non_negative_int, output_path
 from repro.atomic import atomic_write_text
 from repro.results.provenance import cpu_model, git_commit, vector_flags
 
@@ -21,9 +22,9 @@ from repro.results.provenance import cpu_model, git_commit, vector_flags
 def parse_benchmark_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
     """Add the flags every benchmark takes (``--threads``, ``--note``, ``--out``), parse ``argv``,
     and set torch's thread count when ``--threads`` asks for one."""
-    parser.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: torch's default)")
+    parser.add_argument("--threads", type=non_negative_int, default=0, help="torch intra-op threads (0: torch's default)")
     parser.add_argument("--note", default="", help="how the machine was shared (e.g. under the CPU lock)")
-    parser.add_argument("--out", type=Path, default=None, help="also write the figures as JSON here")
+    parser.add_argument("--out", type=output_path, default=None, help="also write the figures as JSON here")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)

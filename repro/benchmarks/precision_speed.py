@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from repro.argtypes import non_negative_int, positive_int
 from repro.benchmarks.machine import (
     alternate,
     environment,
@@ -42,11 +43,11 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", choices=("base", "local"), default="base",
                         help="the base recipe's model (37000 vocabulary) or the local main job's (8000)")
-    parser.add_argument("--steps", type=int, default=3, help="measured steps per precision")
-    parser.add_argument("--warmup", type=int, default=1, help="unmeasured steps per precision first")
-    parser.add_argument("--sentences", type=int, default=128)
-    parser.add_argument("--length", type=int, default=32)
-    parser.add_argument("--layers", type=int, default=None, help="override N (quick runs)")
+    parser.add_argument("--steps", type=positive_int, default=3, help="measured steps per precision")
+    parser.add_argument("--warmup", type=non_negative_int, default=1, help="unmeasured steps per precision first")
+    parser.add_argument("--sentences", type=positive_int, default=128)
+    parser.add_argument("--length", type=positive_int, default=32)
+    parser.add_argument("--layers", type=positive_int, default=None, help="override N (quick runs)")
     args = parse_benchmark_args(parser, argv)
     recipe = get_recipe("paper" if args.model == "base" else "local")
     vocab = recipe.train.vocab_size

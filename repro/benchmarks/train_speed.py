@@ -25,6 +25,7 @@ import time
 import torch
 from torch import nn
 
+from repro.argtypes import non_negative_int, positive_float, positive_int
 from repro.benchmarks.machine import (
     environment,
     parse_benchmark_args,
@@ -101,14 +102,14 @@ def make_batch(sentences: int, length: int, vocab: int, seed: int = 0) -> Batch:
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--steps", type=int, default=3, help="measured steps per model")
-    parser.add_argument("--warmup", type=int, default=1, help="unmeasured steps per model first")
-    parser.add_argument("--sentences", type=int, default=128)
-    parser.add_argument("--length", type=int, default=32)
-    parser.add_argument("--vocab", type=int, default=37000)
+    parser.add_argument("--steps", type=positive_int, default=3, help="measured steps per model")
+    parser.add_argument("--warmup", type=non_negative_int, default=1, help="unmeasured steps per model first")
+    parser.add_argument("--sentences", type=positive_int, default=128)
+    parser.add_argument("--length", type=positive_int, default=32)
+    parser.add_argument("--vocab", type=positive_int, default=37000)
     parser.add_argument("--attention", default="fused", choices=["fused", "reference"], help="repro's attention path")
-    parser.add_argument("--layers", type=int, default=None, help="override N (quick validation runs)")
-    parser.add_argument("--peak-seconds", type=float, default=5.0, help="how long the sustained matmul peak runs")
+    parser.add_argument("--layers", type=positive_int, default=None, help="override N (quick validation runs)")
+    parser.add_argument("--peak-seconds", type=positive_float, default=5.0, help="how long the sustained matmul peak runs")
     args = parse_benchmark_args(parser, argv)
     torch.manual_seed(0)
     cfg = get_preset("base").model.replace(src_vocab_size=args.vocab, tgt_vocab_size=args.vocab, attention=args.attention,

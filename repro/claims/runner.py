@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from repro.claims import interrupts
 from repro.claims.claim import Claim
 from repro.claims.compare import NonFinite, is_finite
 from repro.claims.outcome import Absent, CheckContext, Inconclusive, Measurement, NotApplicable, NotRun, Outcome
@@ -111,6 +112,7 @@ def _run_claim(claim: Claim, check: CheckerFn, target: Any, results: Mapping[str
     traced = _TracingAdapter(target)
     ctx = CheckContext(target=traced, seed=seed, results=dict(results or {}))
     start = time.perf_counter()
+    interrupts.watch()
     try:
         measurement = check(claim, ctx)
     except NotApplicable as why:
@@ -133,6 +135,14 @@ def _run_claim(claim: Claim, check: CheckerFn, target: Any, results: Mapping[str
             claim, Outcome.ERROR, detail=f"claim {claim.id}: {where} raised {type(err).__name__}: {err}",
             seconds=time.perf_counter() - start,
         )
+    except (SystemExit, KeyboardInterrupt) as err:  # the implementation may not end the run; the user's Ctrl-C does
+        if interrupts.from_user(err):
+            raise
+        where = (f"adapter method '{traced.last_method}' of {target.name}" if traced.last_method
+                 else f"checker '{claim.checker}'")
+        return CheckRecord(
+            claim, Outcome.ERROR, detail=f"claim {claim.id}: {where} raised {type(err).__name__}({err}); the code "
+                                         "under test may not end the run", seconds=time.perf_counter() - start)
     passed = measurement.passed if measurement.passed is not None else claim.within(measurement.value)
     status = Outcome.PASS if passed else (Outcome.INCONSISTENT if claim.inconsistency else Outcome.FAIL)
     if not is_finite(measurement.value):  # whatever the checker decided: NaN and infinity never pass

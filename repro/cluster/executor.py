@@ -21,6 +21,7 @@ import submitit
 
 from repro.cluster.experiments import JobSpec
 from repro.cluster.job import JobSequence, TrainingJob
+from repro.cluster.process_identity import process_start
 from repro.cluster.job_state import RecordsState
 from repro.cluster.profiles import ClusterProfile, ClusterProfileError
 from repro.cluster.ledger import Ledger, SubmissionRecord
@@ -136,7 +137,19 @@ def submit_jobs(specs: list[JobSpec], profile: ClusterProfile, *, kind: str, led
         created=stamp.isoformat(timespec="seconds"), folder=str(folder),
         results_dir=str(results_dir) if results_dir else None, job_name=job_name,
         jobs=[{"name": s.name, "job_id": str(j.job_id), "out_dir": s.train.get("out_dir"),
-               **({"lane": i % lanes} if lanes else {})} for i, (s, j) in enumerate(zip(specs, jobs))],
+               **({"lane": i % lanes} if lanes else {}), **_started(kind, j)}
+              for i, (s, j) in enumerate(zip(specs, jobs))],
     )
     ledger.write(record)
     return Submitted(record, jobs)
+
+
+def _started(kind: str, job: Any) -> dict[str, str]:
+    """A local job's process start, so that ``repro status`` never takes a reused pid for the job."""
+    if kind != "local":
+        return {}
+    try:
+        started = process_start(int(job.job_id))
+    except (TypeError, ValueError):
+        return {}
+    return {"started": started} if started is not None else {}

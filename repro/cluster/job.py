@@ -8,7 +8,9 @@ update-size invariant of Section 5.1 (:mod:`repro.train.update_plan`) and trains
 loop; rank 0 prepares the data while the others wait (:mod:`repro.train.data`). On preemption or at the time limit SLURM sends
 USR2; submitit calls :meth:`TrainingJob.checkpoint`, which hands back a copy of the job with
 its requeue count raised, and the job is requeued; the copy resumes from the newest checkpoint
-in its ``out_dir``. After ``max_requeues`` requeues it refuses, and the job ends as failed.
+in its ``out_dir``. After ``max_requeues`` requeues it refuses, and the job ends as failed. Rank 0
+holds the ``out_dir``'s lock (:mod:`repro.run_lock`) while it trains: a second job into the same
+folder is refused.
 When training ends, rank 0 writes the run's record to the results store, and every rank takes
 its share of measuring the claims the job serves (:mod:`repro.cluster.job_evaluation`: the test set's
 decoding is split over the ranks; rank 0 scores and writes).
@@ -22,6 +24,7 @@ import logging
 import os
 import sys
 import time
+from contextlib import nullcontext
 from typing import Any
 
 import submitit
@@ -34,6 +37,7 @@ from repro.cluster.experiments import check_parser_data, finished
 from repro.data.synthetic import SYNTHETIC, SyntheticCorpus
 from repro.errors import ConfigError
 from repro.results import Result, ResultStore, collect_provenance
+from repro.run_lock import run_dir_lock
 from repro.runtime import Runtime
 from repro.train.config import TrainConfig
 from repro.train.data import prepare_training_data
@@ -153,7 +157,10 @@ class TrainingJob(submitit.helpers.Checkpointable):
             plan = plan_update(int(train["tokens_per_batch"]), world, int(train["max_tokens_per_device"]))
             log.info("job %s (requeue %d of at most %d): %s", self.spec["name"], self.requeues,
                      self.max_requeues, plan.describe())
-            summary = _train(self.spec, runtime)
+            # rank 0 holds the run directory for the whole job: a second job into it is refused
+            with run_dir_lock(train.get("out_dir") or TrainConfig().out_dir, f"run directory of job {self.spec['name']}") if rank == 0 \
+                    else nullcontext():
+                summary = _train(self.spec, runtime)
             if (summary.get("world_size"), summary.get("accumulation")) != (world, plan.accumulation):
                 raise ConfigError(
                     f"job {self.spec['name']}: training ran {summary.get('world_size')} process(es) x "

@@ -22,6 +22,7 @@ from typing import Any
 
 from repro import jsonfile
 from repro.atomic import atomic_write_text
+from repro.cluster import process_identity
 from repro.cluster.job_state import read_state
 from repro.errors import ConfigError
 from repro.validation import problem
@@ -50,7 +51,10 @@ SUBMISSION_SCHEMA: dict = {
             "properties": {"name": {"type": "string", "minLength": 1}, "job_id": {"type": "string", "pattern": JOB_ID},
                            "out_dir": {"type": ["string", "null"]},
                            # the local executor's lane that runs the job (repro.cluster.executor)
-                           "lane": {"type": "integer", "minimum": 0}}}},
+                           "lane": {"type": "integer", "minimum": 0},
+                           # a local job's process start (repro.cluster.process_identity): its pid alone may
+                           # be another process's by now
+                           "started": {"type": "string", "maxLength": 200}}}},
     },
 }
 
@@ -106,6 +110,9 @@ class Ledger:
     def read_all(self) -> list[SubmissionRecord]:
         records = []
         self.skipped = []
+        if self.directory.exists() and not self.directory.is_dir():
+            raise ConfigError(f"{self.directory}: the ledger must be a folder of submission records, but this is a "
+                              "file (is --state-dir the right folder?)")
         for path in sorted(self.directory.iterdir()) if self.directory.is_dir() else []:
             if path.name.startswith(".") and path.name.endswith(".tmp"):
                 continue  # a write in progress, or a killed one the next writer removes (repro.atomic)
@@ -170,19 +177,28 @@ def slurm_states(job_ids: list[str]) -> dict[str, str]:
     return {j: states.get(j, "UNKNOWN") for j in job_ids}
 
 
-def local_state(folder: str | Path, job_id: str) -> str:
-    """The state of a job run by submitit's local executor, from its JSON state file and pid."""
+def local_state(folder: str | Path, job_id: str, started: str | None = None) -> str:
+    """The state of a job run by submitit's local executor, from its JSON state file, else from its
+    process: RUNNING only while the process with its pid is the one that started at ``started``
+    (the ledger's record, :mod:`repro.cluster.process_identity`), or, for records without it, runs
+    submitit's job runner; a pid now another process's, or gone, reads LOST."""
     ended = read_state(folder, job_id)
     if ended is not None:
         return ended
     if (Path(folder) / f"{job_id}_0_result.pkl").exists():
         return "UNKNOWN"  # ended, but submitted before jobs recorded their state (its pickle is not read)
     try:
-        os.kill(int(job_id), 0)
+        pid = int(job_id)
+        os.kill(pid, 0)
     except (ValueError, OverflowError, ProcessLookupError):
         return "LOST"
     except PermissionError:
         pass
+    if process_identity.has_proc():
+        if started is not None:
+            return "RUNNING" if process_identity.is_same_process(pid, started) else "LOST"
+        if process_identity.process_start(pid) is None or not process_identity.looks_like_local_job(pid):
+            return "LOST"
     return "RUNNING"
 
 
@@ -192,5 +208,6 @@ def job_states(record: SubmissionRecord) -> list[dict[str, Any]]:
     if record.executor == "slurm":
         states = slurm_states(ids)
     else:
-        states = {j: local_state(record.folder, j) for j in ids}
+        states = {str(j["job_id"]): local_state(record.folder, str(j["job_id"]), j.get("started"))
+                  for j in record.jobs}
     return [{**job, "state": states[str(job["job_id"])]} for job in record.jobs]

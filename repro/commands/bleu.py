@@ -52,8 +52,8 @@ def run(args: argparse.Namespace) -> int:
     result = score_files(args.hyp, args.ref, args.protocol, **kwargs)
     out = result.to_dict()
     if args.nltk:
-        hyps = paper_tokens(read_lines(args.hyp), lang=args.lang, tokenized=args.hyp_tokenized)
-        refs = paper_tokens(read_lines(args.ref), lang=args.lang, tokenized=args.ref_tokenized)
+        hyps = paper_tokens(read_lines(args.hyp, "hypothesis file"), lang=args.lang, tokenized=args.hyp_tokenized)
+        refs = paper_tokens(read_lines(args.ref, "reference file"), lang=args.lang, tokenized=args.ref_tokenized)
         out["nltk_score"] = nltk_bleu(hyps, refs)
     if args.confidence:
         interval = confidence(args)
@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
 
 def confidence(args: argparse.Namespace) -> Interval:
     """sacreBLEU's bootstrap over sentences, on the text the chosen protocol scores."""
-    hyps, refs = read_lines(args.hyp), read_lines(args.ref)
+    hyps, refs = read_lines(args.hyp, "hypothesis file"), read_lines(args.ref, "reference file")
     if args.protocol == "paper":
         hyp_tok = paper_tokens(hyps, lang=args.lang, tokenized=args.hyp_tokenized)
         ref_tok = paper_tokens(refs, lang=args.lang, tokenized=args.ref_tokenized)

@@ -34,7 +34,7 @@ def main(args: argparse.Namespace) -> int:
     model, state = load_model(args.checkpoint, runtime=runtime)
     runtime = runtime_for_loaded(runtime, model, args, "evaluate")
     settings = search_settings(args, state, "evaluate")
-    vocab = find_vocab(args.checkpoint, args.vocab, model)
+    vocab = find_vocab(args.checkpoint, args.vocab, model, state)
     train_cfg = state.get("train_config") or {}
     name = args.dataset or train_cfg.get("dataset") or "wmt14-en-de"
     data_dir = args.data_dir or train_cfg.get("data_dir")

@@ -19,10 +19,13 @@ from repro.pipeline.local import reproduce_local
 from repro.pipeline.parsing import reproduce_parsing_local
 from repro.pipeline.table3_small import SUBSET, SUBSET_SEEDS, reproduce_table3
 from repro.recipes import parse_assignments
+from repro.run_lock import run_dir_lock
 
 
 #: The local jobs ``repro reproduce`` runs (the cluster's experiments go through ``repro submit``).
 PIPELINES = ["local", "local-parsing", "table3-small"]
+#: what a second run into the same --out-dir is refused about (:mod:`repro.run_lock`)
+LOCKED = "run directory (--out-dir)"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -87,9 +90,10 @@ def main(args: argparse.Namespace) -> int:
     if seeds < 1:
         raise ConfigError(f"--seeds must be positive, got {seeds}")
     limits.SEEDS.check(seeds, force=args.force)
-    report = reproduce_local(out_dir=out_dir, reports_dir=f"{args.reports}/local", data_dir=args.data_dir,
-                             fresh=args.fresh, checks=not args.skip_checks, overrides=overrides,
-                             claims_dir=args.claims_dir, report_dir=args.reports, seeds=seeds)
+    with run_dir_lock(out_dir, LOCKED):
+        report = reproduce_local(out_dir=out_dir, reports_dir=f"{args.reports}/local", data_dir=args.data_dir,
+                                 fresh=args.fresh, checks=not args.skip_checks, overrides=overrides,
+                                 claims_dir=args.claims_dir, report_dir=args.reports, seeds=seeds)
     print(json.dumps({k: report[k] for k in ("sacrebleu", "paper_protocol_bleu", "dev_ppl", "steps",
                                              "wall_minutes_total", "checks")}, indent=2))
     failed = report["checks"].get("failed") or []
@@ -108,10 +112,11 @@ def _table3(args: argparse.Namespace, out_dir: str, overrides: dict) -> int:
     limits.SEEDS.check(seeds, force=args.force)
     rows = tuple(r.strip() for r in args.rows.split(",") if r.strip()) if args.rows is not None else SUBSET
     precision = overrides.pop("precision", None)
-    report = reproduce_table3(scale="small", rows=rows, seeds=seeds, out_dir=out_dir,
-                              reports_dir=f"{args.reports}/local", data_dir=args.data_dir, fresh=args.fresh,
-                              overrides={**parse_assignments(args.overrides), **overrides}, precision=precision,
-                              claims_dir=args.claims_dir, report_dir=args.reports)
+    with run_dir_lock(out_dir, LOCKED):
+        report = reproduce_table3(scale="small", rows=rows, seeds=seeds, out_dir=out_dir,
+                                  reports_dir=f"{args.reports}/local", data_dir=args.data_dir, fresh=args.fresh,
+                                  overrides={**parse_assignments(args.overrides), **overrides}, precision=precision,
+                                  claims_dir=args.claims_dir, report_dir=args.reports)
     print(json.dumps({"scale": report["scale"], "signature": report["signature"], "jobs_run": report["jobs_run"],
                       "jobs_left_out": report["jobs_left_out"], "seconds_per_row": report["seconds_per_row"],
                       "seconds_all_jobs": report["seconds_all_jobs"],
@@ -123,8 +128,10 @@ def _table3(args: argparse.Namespace, out_dir: str, overrides: dict) -> int:
 def _parsing(args: argparse.Namespace, out_dir: str, overrides: dict) -> int:
     if args.seeds not in (None, 1):
         raise ConfigError("--seeds applies to --pipeline local only")
-    report = reproduce_parsing_local(out_dir=out_dir, reports_dir=f"{args.reports}/local", data_dir=args.data_dir,
-                                     fresh=args.fresh, overrides=overrides, test_limit=args.test_limit)
+    with run_dir_lock(out_dir, LOCKED):
+        report = reproduce_parsing_local(out_dir=out_dir, reports_dir=f"{args.reports}/local",
+                                         data_dir=args.data_dir, fresh=args.fresh, overrides=overrides,
+                                         test_limit=args.test_limit)
     print(json.dumps({k: report[k] for k in ("f1", "precision", "recall", "repaired", "at_length_limit",
                                              "test_sentences", "steps", "wall_minutes_total", "stages_s")}, indent=2))
     return 0

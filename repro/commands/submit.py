@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
+from repro import limits
 from repro.argtypes import output_dir, positive_int, script_text
 from repro.cluster.executor import executor_parameters, new_submission_id, resolve_executor, submit_jobs
 from repro.cluster.experiments import EXPERIMENTS, SCALED_SEEDS, Plan, finished, plan_jobs, scale_signature
 from repro.cluster.profiles import load_profile
+from repro.cluster.submission_checks import check_jobs, check_parallel
 from repro.cluster.ledger import Ledger, default_state_dir
 from repro.errors import ConfigError
 from repro.model.precision import PRECISIONS
@@ -54,6 +57,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="with --scale: only these rows of Table 3 (default all 20), e.g. base,A-h1,D-drop0.0")
     p.add_argument("--parallel", type=positive_int, default=1, metavar="N",
                    help="local executor: run N of the array's jobs at a time (default 1: one after another)")
+    p.add_argument("--force", action="store_true",
+                   help=f"allow more than {limits.SEEDS.soft} --seeds (at most {limits.SEEDS.hard})")
     p.set_defaults(func=run)
 
 
@@ -69,6 +74,10 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("--seeds and --rows apply to a scaled Table 3 only (repro submit table3 --scale NAME)")
     if args.scale is not None and args.experiment != "table3":
         raise ConfigError(f"--scale applies to experiment table3 only, not {args.experiment}")
+    if args.seeds is not None:   # bounded before a single job is planned
+        limits.SEEDS.check(args.seeds, force=args.force)
+    if args.parallel != 1:
+        check_parallel(args.parallel, resolve_executor(args.executor, profile))
     runs_dir = state_dir / "jobs" / submission_id  # each job's out_dir: checkpoints, metrics
     signature = None
     if args.scale is not None:  # the scale's folders, so that a later submission resumes its jobs
@@ -77,6 +86,8 @@ def run(args: argparse.Namespace) -> int:
     rows = tuple(r.strip() for r in args.rows.split(",") if r.strip()) if args.rows is not None else None
     specs = plan_jobs(args.experiment, Plan(profile, runs_dir, args.data_dir, overrides, args.precision,
                                             scale=args.scale, seeds=args.seeds or SCALED_SEEDS, rows=rows))
+    for warning in check_jobs(specs, profile, overrides, args.data_dir):
+        print(f"repro submit: WARNING: {warning}", file=sys.stderr)
     done = [s.name for s in specs if finished(s, results_dir)]
     specs = [s for s in specs if s.name not in done]
     if args.dry_run:

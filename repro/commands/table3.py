@@ -55,12 +55,13 @@ def mapping(scale_name: str) -> list[dict[str, Any]]:
 
 def main(args: argparse.Namespace) -> int:
     scale = get_scale(args.scale)
+    # the records first: a malformed or contradictory one is refused before the rows are counted
+    table = collect([Path(d) for d in args.results]).get(scale.name) if args.results else None
     rows = mapping(args.scale)
     payload: dict[str, Any] = {"scale": scale.name, "description": scale.description,
                                "base": scale.cells(), "rows": rows}
     if args.results:
         claims = select_claims(claims_dir=args.claims_dir)
-        table = collect([Path(d) for d in args.results]).get(scale.name)
         payload["measured"] = None if table is None else {
             "signature": table.signature, "scale_texts": table.scale_texts, "notes": table.notes,
             "rows": {row: {**{m: {"mean": x.mean, "ci95": list(x.ci95), "seeds": x.summary.values}

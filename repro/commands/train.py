@@ -10,6 +10,7 @@ from repro.cli_flags import add_device_argument, deprecated_alias
 from repro.errors import ConfigError
 from repro.model.precision import PRECISIONS
 from repro.pipeline.run_dir import check_writable
+from repro.run_lock import run_dir_lock
 from repro.recipes import Recipe, apply_assignments, get_recipe, parse_assignments, recipe_names
 from repro.decode.settings import DecodeSettings
 from repro.train.config import TrainConfig, read_json_config
@@ -85,7 +86,8 @@ def main(args: argparse.Namespace) -> int:
                           "recipe": recipe.name}, indent=2))
         return 0
     check_writable(cfg.out_dir, "run directory (out_dir)")
-    summary = train(cfg, recipe=recipe.to_dict())
+    with run_dir_lock(cfg.out_dir, "run directory (out_dir)"):   # one writer per run directory
+        summary = train(cfg, recipe=recipe.to_dict())
     print(json.dumps({
         "steps": summary.steps, "final_loss": summary.final_loss, "out_dir": str(summary.out_dir),
         "resumed_from": summary.resumed_from, "tokens_per_s": round(summary.tokens_per_s, 1),

@@ -11,9 +11,10 @@ from repro.argtypes import existing_file, non_negative_float, non_negative_int, 
 from repro.atomic import atomic_write_text
 from repro.cli_flags import add_device_argument, runtime_for_loaded, runtime_from_args
 from repro.cli_flags import add_precision_argument as _add_precision_argument
-from repro.data.corpus import _lines
+from repro.data.text_lines import read_lines, split_lines
 from repro.decode.settings import TRANSLATION, DecodeSettings
 from repro.decode.fit import check_output_lengths
+from repro.errors import DataError
 from repro.decode.translate import decode_settings_of, find_vocab, load_model, translate
 from repro.model import Transformer
 from repro.model.precision import Precision, resolve_precision
@@ -77,6 +78,20 @@ def search_settings(args: argparse.Namespace, state: dict | None = None, verb: s
     return settings
 
 
+def _input_lines(source: str) -> list[str]:
+    """The sentences to translate, split as :mod:`repro.data.text_lines` splits them; none is refused."""
+    if source != "-":
+        return read_lines(Path(source), "input to translate")
+    try:
+        buffer = getattr(sys.stdin, "buffer", None)
+        lines = split_lines(buffer.read().decode("utf-8") if buffer is not None else sys.stdin.read())
+    except UnicodeDecodeError as err:
+        raise DataError(f"<stdin>: not valid UTF-8 ({err.reason} at byte {err.start})") from None
+    if not lines:
+        raise DataError("<stdin>: the input to translate is empty (no line to read)")
+    return lines
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("translate", help="translate text with a checkpoint (beam 4, alpha 0.6)")
     parser.add_argument("--checkpoint", required=True, type=existing_file, help="a training or averaged checkpoint")
@@ -95,8 +110,8 @@ def main(args: argparse.Namespace) -> int:
     model, state = load_model(args.checkpoint, runtime=runtime)
     runtime = runtime_for_loaded(runtime, model, args, "translate")
     settings = search_settings(args, state)
-    vocab = find_vocab(args.checkpoint, args.vocab, model)
-    lines = [line.rstrip("\r\n") for line in sys.stdin] if args.input == "-" else list(_lines(Path(args.input)))
+    vocab = find_vocab(args.checkpoint, args.vocab, model, state)
+    lines = _input_lines(args.input)
     check_output_lengths(model.cfg, vocab, lines, settings, "<stdin>" if args.input == "-" else args.input)
     hyps = translate(model, vocab, lines, settings, greedy=args.greedy, use_cache=not args.no_cache, runtime=runtime)
     text = "".join(h + "\n" for h in hyps)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from itertools import zip_longest
 from pathlib import Path
 
+from repro.data.text_lines import iter_lines
 from repro.errors import DataError
 
 
@@ -27,19 +28,9 @@ class ParallelCorpus:
 
 
 def _lines(path: Path) -> Iterator[str]:
-    """Lines without their line ending; read as bytes and decoded line by line so errors name the line."""
-    try:
-        fh = open(path, "rb")
-    except FileNotFoundError:
-        raise DataError(f"{path}: file not found") from None
-    except OSError as err:
-        raise DataError(f"{path}: cannot read ({err.strerror})") from None
-    with fh:
-        for lineno, raw in enumerate(fh, start=1):
-            try:
-                yield raw.decode("utf-8").rstrip("\r\n")
-            except UnicodeDecodeError as err:
-                raise DataError(f"{path}:{lineno}: not valid UTF-8 ({err.reason} at byte {err.start})") from None
+    """Lines without their line ending, as :mod:`repro.data.text_lines` reads them (``\n`` only, a
+    BOM dropped); decoded line by line so errors name the line."""
+    return iter_lines(path)
 
 
 def whitespace_length(text: str) -> int:

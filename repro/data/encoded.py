@@ -9,13 +9,14 @@ requeued run of the job, memory-maps: the operating system keeps one copy for al
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import overload
 
 import numpy as np
 
 from repro.atomic import atomic_open, atomic_write_text
+from repro.content_hash import array_sha256
 from repro.errors import DataError
 
 _ARRAYS = ("src", "src_offsets", "tgt", "tgt_offsets")
@@ -72,32 +73,74 @@ class EncodedPairs(Sequence):
         return src, src_len, tgt, tgt_len
 
     def save(self, folder: Path, manifest: dict) -> None:
-        """The four arrays as ``.npy`` files and ``manifest`` (what they were encoded from) as
-        ``manifest.json``, written last: a folder without a manifest is an interrupted write."""
+        """The four arrays as ``.npy`` files and ``manifest`` (what they were encoded from, with the
+        SHA-256 of each array) as ``manifest.json``, written last: a folder without a manifest is an
+        interrupted write."""
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "manifest.json").unlink(missing_ok=True)
         for name in _ARRAYS:
             with atomic_open(folder / f"{name}.npy", "wb") as fh:
                 np.save(fh, getattr(self, name), allow_pickle=False)
-        atomic_write_text(folder / "manifest.json", json.dumps({**manifest, "pairs": len(self)}, indent=2, sort_keys=True))
+        arrays = {name: array_sha256(getattr(self, name)) for name in _ARRAYS}
+        atomic_write_text(folder / "manifest.json", json.dumps({**manifest, "pairs": len(self), "arrays": arrays},
+                                                               indent=2, sort_keys=True))
 
     @classmethod
-    def load(cls, folder: Path, manifest: dict) -> "EncodedPairs | None":
-        """The pairs saved in ``folder`` if they were encoded from ``manifest`` (else None), memory-mapped."""
+    def load(cls, folder: Path, manifest: dict, why: Callable[[str], None] | None = None) -> "EncodedPairs | None":
+        """The pairs saved in ``folder`` if they were encoded from ``manifest`` and every array still
+        holds what was saved (its SHA-256), memory-mapped; else None, and ``why(reason)`` is told why
+        (when there was a cache to reuse)."""
+        why = why or (lambda _: None)
         try:
             saved = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError):
+        except FileNotFoundError:
+            if any((folder / f"{name}.npy").exists() for name in _ARRAYS):
+                why(f"{folder} has arrays but no manifest.json (an interrupted write)")
             return None
-        if not isinstance(saved, dict) or {k: saved.get(k) for k in manifest} != manifest:
+        except (OSError, json.JSONDecodeError) as err:
+            why(f"{folder / 'manifest.json'} is unreadable ({err})")
+            return None
+        if not isinstance(saved, dict):
+            why(f"{folder / 'manifest.json'} is not a manifest")
+            return None
+        changed = sorted(k for k in manifest if saved.get(k) != manifest[k])
+        if changed:
+            why(f"{folder} was encoded from other inputs ({', '.join(_describe(k, saved.get(k), manifest[k]) for k in changed)})")
+            return None
+        hashes = saved.get("arrays")
+        if not isinstance(hashes, dict):
+            why(f"{folder / 'manifest.json'} records no content hash of the arrays (an older repro wrote it)")
             return None
         try:
             arrays = [np.load(folder / f"{name}.npy", mmap_mode="r", allow_pickle=False) for name in _ARRAYS]
         except (OSError, ValueError) as err:
-            raise DataError(f"{folder}: encoded corpus unreadable ({err}); delete the folder to encode again") from None
-        pairs = cls(*arrays)
+            why(f"{folder}: an encoded array is unreadable ({err})")
+            return None
+        for name, array in zip(_ARRAYS, arrays):
+            if array.ndim != 1 or array.dtype.kind not in "iu":
+                why(f"{folder / (name + '.npy')} is not a flat integer array")
+                return None
+            if array_sha256(array) != hashes.get(name):
+                why(f"{folder / (name + '.npy')} does not hold what was encoded (its SHA-256 differs from the manifest's)")
+                return None
+        try:
+            pairs = cls(*arrays)
+        except DataError as err:
+            why(f"{folder}: {err}")
+            return None
         if len(pairs) != saved.get("pairs"):
-            raise DataError(f"{folder}: encoded corpus holds {len(pairs)} pairs, its manifest says {saved.get('pairs')}")
+            why(f"{folder} holds {len(pairs)} pairs, its manifest says {saved.get('pairs')}")
+            return None
         return pairs
+
+    def check_ids(self, folder: Path, vocab_size: int, vocab_file: Path) -> None:
+        """Refuse ids outside ``[0, vocab_size)``, naming the array file and the vocabulary."""
+        for name in ("src", "tgt"):
+            array = getattr(self, name)
+            if len(array) and (int(array.min()) < 0 or int(array.max()) >= vocab_size):
+                bad = int(array.max()) if int(array.max()) >= vocab_size else int(array.min())
+                raise DataError(f"{folder / (name + '.npy')}: holds id {bad}, outside the vocabulary of "
+                                f"{vocab_file} ({vocab_size} entries); delete {folder} to encode again")
 
 
 def _gather(flat: np.ndarray, offsets: np.ndarray, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -109,3 +152,10 @@ def _gather(flat: np.ndarray, offsets: np.ndarray, indices: np.ndarray) -> tuple
     ends = np.cumsum(lengths)
     positions = np.repeat(starts - (ends - lengths), lengths) + np.arange(int(ends[-1]) if len(ends) else 0)
     return np.asarray(flat[positions], dtype=np.int64), lengths
+
+
+def _describe(key: str, saved: object, wanted: object) -> str:
+    if key == "files" and isinstance(saved, dict) and isinstance(wanted, dict):
+        differ = sorted(p for p in set(saved) | set(wanted) if saved.get(p) != wanted.get(p))
+        return "content of " + ", ".join(differ)
+    return f"{key}"

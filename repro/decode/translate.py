@@ -26,6 +26,7 @@ from repro.model import Transformer, TransformerConfig
 from repro.model.precision import Precision
 from repro.runtime import Runtime, runtime_for
 from repro.train.checkpoint import load_checkpoint
+from repro.train.lineage import check_vocab_file
 
 
 def load_model(path: str | os.PathLike[str], device: torch.device | str = "cpu", *,
@@ -50,9 +51,10 @@ def decode_settings_of(state: dict[str, Any]) -> DecodeSettings | None:
 
 
 def find_vocab(checkpoint: str | os.PathLike[str], vocab: str | os.PathLike[str] | None = None,
-               model: Transformer | None = None) -> SharedVocab:
+               model: Transformer | None = None, state: dict[str, Any] | None = None) -> SharedVocab:
     """``vocab`` if given, else ``vocab.json`` of the run the checkpoint belongs to; with ``model``
-    (the checkpoint's), one of another size is refused naming both (:mod:`repro.decode.fit`)."""
+    (the checkpoint's), one of another size is refused naming both (:mod:`repro.decode.fit`); with
+    ``state`` (the loaded checkpoint), one other than the run's own (:mod:`repro.train.lineage`) too."""
     path = Path(checkpoint).resolve()
     found = Path(vocab) if vocab is not None else next(
         (f / "vocab.json" for f in (path.parent, path.parent.parent) if (f / "vocab.json").is_file()), None)
@@ -61,6 +63,8 @@ def find_vocab(checkpoint: str | os.PathLike[str], vocab: str | os.PathLike[str]
     loaded = SharedVocab.load(found)
     if model is not None:
         check_vocab(loaded, model.cfg, found, checkpoint)
+    if state is not None:
+        check_vocab_file(state, checkpoint, found)
     return loaded
 
 

@@ -39,6 +39,7 @@ from sacrebleu.metrics import BLEU
 from sacremoses import MosesPunctNormalizer, MosesTokenizer
 
 import repro
+from repro.data import text_lines
 from repro.errors import DataError
 
 PROTOCOLS = ("sacrebleu", "paper")
@@ -198,21 +199,16 @@ def score(hyps: Sequence[str], refs: Sequence[str], protocol: str, **kwargs: Any
     raise DataError(f"unknown BLEU protocol '{protocol}' (choose from {', '.join(PROTOCOLS)})")
 
 
-def read_lines(path: str | os.PathLike[str]) -> list[str]:
-    path = Path(path)
-    try:
-        return path.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        raise DataError(f"{path}: file not found") from None
-    except UnicodeDecodeError as err:
-        line = path.read_bytes()[: err.start].count(b"\n") + 1
-        raise DataError(f"{path}:{line}: not valid UTF-8 ({err.reason})") from None
+def read_lines(path: str | os.PathLike[str], what: str | None = None) -> list[str]:
+    """The lines of ``path`` as sacreBLEU reads them (:mod:`repro.data.text_lines`: ``\n`` only, BOM
+    dropped); with ``what``, an empty file is refused naming it."""
+    return text_lines.read_lines(path, what)
 
 
 def score_files(hyp_path: str | os.PathLike[str], ref_path: str | os.PathLike[str], protocol: str,
                 **kwargs: Any) -> BleuResult:
     """Score a hypothesis file against a reference file, line by line."""
-    hyps, refs = read_lines(hyp_path), read_lines(ref_path)
+    hyps, refs = read_lines(hyp_path, "hypothesis file"), read_lines(ref_path, "reference file")
     if len(hyps) != len(refs):
         raise DataError(f"{hyp_path} has {len(hyps)} lines but {ref_path} has {len(refs)}; "
                         f"line {min(len(hyps), len(refs)) + 1} has no partner")

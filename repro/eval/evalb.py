@@ -21,6 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from repro.data.text_lines import BOM
+from repro.limits import TREE_DEPTH
 from repro.errors import DataError
 from repro.eval.evalb_params import COLLINS, EvalbParams
 
@@ -101,6 +103,8 @@ def _read_line(text: str, params: EvalbParams) -> _Sentence:
                     sent.errors.append("More than two elements in a bracket")
             sent.brackets.append(_Bracket(len(sent.terminals), -1, label))
             stack.append(len(sent.brackets) - 1)
+            if len(stack) > TREE_DEPTH.hard:   # bounded up front: matching is quadratic in the brackets
+                raise _Unreadable(f"brackets nested more than {TREE_DEPTH.hard} deep ({TREE_DEPTH.why})")
             i = p
         elif ch == ")":
             if stack:
@@ -338,7 +342,8 @@ class EvalbResult:
 
 
 def _lines(text: str) -> list[str]:
-    lines = text.split("\n")
+    """Lines split at ``\n`` only, as EVALB's reader splits them; a leading BOM is not a tree's text."""
+    lines = text.removeprefix(BOM).split("\n")
     return lines[:-1] if lines and lines[-1] == "" else lines
 
 

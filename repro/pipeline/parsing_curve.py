@@ -33,6 +33,7 @@ from typing import Any
 
 import torch
 
+from repro.argtypes import positive_int
 from repro import jsonfile
 from repro.atomic import atomic_write_text
 from repro.data.corpora import resolve_data_dir
@@ -196,7 +197,7 @@ def learning_curve(*, sizes: Sequence[int] = SIZES, out_dir: str | Path = "runs/
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m repro.pipeline.parsing_curve", description=__doc__.split("\n")[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES), help="training-tree counts")
+    parser.add_argument("--sizes", type=positive_int, nargs="+", default=list(SIZES), help="training-tree counts")
     parser.add_argument("--out-dir", type=Path, help="run folders (default: runs/parsing-curve, "
                         "runs/parsing-curve-per-word with --targets per-word)")
     parser.add_argument("--reports", type=Path, default=Path("reports/local"))

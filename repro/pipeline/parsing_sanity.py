@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 
+from repro.argtypes import positive_int
 from repro.atomic import atomic_write_text
 from repro.data.corpora import resolve_data_dir
 from repro.data.vocab import SharedVocab
@@ -109,9 +110,9 @@ def main(argv: list[str] | None = None) -> int:
     committed record, ``REPORTS/parsing_overfit_{trees}.json``."""
     parser = argparse.ArgumentParser(prog="python -m repro.pipeline.parsing_sanity",
                                      description="overfit the first N training trees of the PTB sample (the sanity ladder)")
-    parser.add_argument("--trees", type=int, default=TREES)
-    parser.add_argument("--steps", type=int, default=STEPS)
-    parser.add_argument("--warmup", type=int, default=WARMUP)
+    parser.add_argument("--trees", type=positive_int, default=TREES)
+    parser.add_argument("--steps", type=positive_int, default=STEPS)
+    parser.add_argument("--warmup", type=positive_int, default=WARMUP)
     parser.add_argument("--out-dir", type=Path, default=Path("runs/parsing-overfit"))
     parser.add_argument("--reports", type=Path, default=Path("reports/local"))
     parser.add_argument("--data-dir", help="data directory (default: $REPRO_DATA_DIR or ../shared/data)")

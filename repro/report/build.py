@@ -18,7 +18,7 @@ from repro.claims.claim import BASES, Claim
 from repro.errors import ResultError
 from repro.report.verdict import STATUSES, verdict
 from repro.results.provenance import REQUIRED_FIELDS, Provenance
-from repro.results.store import Result, ResultStore
+from repro.results.store import Result, ResultStore, disagree
 
 #: Columns of the claims table, in the order every renderer prints them.
 #: ``paper`` is the paper's value; a claim that holds the project's own target (``target = true``)
@@ -142,12 +142,18 @@ def load_results(dirs: Sequence[Path], *, skip_invalid: bool = False,
     -> paper value: also one naming no claim, or measuring another kind of value than its claim's)
     raises ResultError naming it (with ``skip_invalid`` it is left out: the caller lists them)."""
     newest: dict[str, Result] = {}
+    found: dict[str, Path] = {}
     for directory in dirs:
         for claim_id, res in ResultStore(directory, skip_invalid=skip_invalid, expected=expected).latest().items():
             check_provenance(res, str(directory / claim_id))
             cur = newest.get(claim_id)
+            if cur is not None and res.provenance.date == cur.provenance.date and disagree(cur, res):
+                raise ResultError(f"{claim_id}: two records dated {res.provenance.date} disagree across the results "
+                                  f"folders ({cur.measured!r} in {found[claim_id]}, {res.measured!r} in {directory}); "
+                                  "remove the wrong one")
             if cur is None or res.provenance.date >= cur.provenance.date:
                 newest[claim_id] = res
+                found[claim_id] = directory
     return newest
 
 

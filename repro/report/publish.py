@@ -11,18 +11,24 @@ import os
 from pathlib import Path
 
 from repro.atomic import temporary_file
+from repro.errors import WRITE_FAULTS, cannot_write
 
 
 def _stage(path: Path, content: bytes) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = temporary_file(path)  # a killed earlier report's leftovers of this file are removed first
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = temporary_file(path)  # a killed earlier report's leftovers of this file are removed first
+    except OSError as err:
+        raise (cannot_write(path, err) if err.errno in WRITE_FAULTS else err) from None
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(content)
             fh.flush()
             os.fsync(fh.fileno())
-    except BaseException:
+    except BaseException as err:
         tmp.unlink(missing_ok=True)
+        if isinstance(err, OSError) and err.errno in WRITE_FAULTS:   # a full disk: named, nothing moved
+            raise cannot_write(path, err) from None
         raise
     return tmp
 
@@ -41,8 +47,15 @@ def publish(out_dir: Path, files: dict[str, bytes], *, prune: str | None = "figu
         for tmp, _ in staged:
             tmp.unlink(missing_ok=True)
         raise
-    for tmp, target in staged:
-        os.replace(tmp, target)
+    try:
+        for tmp, target in staged:
+            os.replace(tmp, target)
+    except OSError as err:
+        for tmp, _ in staged:
+            tmp.unlink(missing_ok=True)
+        if err.errno in WRITE_FAULTS:
+            raise cannot_write(out_dir, err) from None
+        raise
     if prune:
         written = {out_dir / n for n in files}
         for old in (out_dir / prune).glob("*.png"):

@@ -10,6 +10,7 @@ run, so a regenerated store changes files rather than deleting and adding them.
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 import uuid
@@ -132,6 +133,10 @@ class ResultStore:
 
     def read_all(self) -> list[Result]:
         """Every record under the root; a malformed one raises an error naming its file."""
+        return [result for _, result in self.read_records()]
+
+    def read_records(self) -> list[tuple[Path, Result]]:
+        """Every record under the root with its file; a malformed one raises an error naming its file."""
         if not self.root.exists():
             raise ResultError(f"{self.root}: results directory does not exist")
         if not self.root.is_dir():
@@ -141,7 +146,7 @@ class ResultStore:
         for path in sorted(p for p in self.root.rglob("*") if not p.is_dir()):
             try:
                 if not _in_progress(path):
-                    results.append(self._read(path))
+                    results.append((path, self._read(path)))
             except ResultError as err:
                 if not self.skip_invalid:
                     raise
@@ -160,13 +165,33 @@ class ResultStore:
         return Result.from_dict(data, source=str(path))
 
     def latest(self) -> dict[str, Result]:
-        """The newest record of each claim (by provenance date)."""
+        """The newest record of each claim (by provenance date). Two records of one claim with the same
+        newest date that disagree (another measured value or outcome) are a conflict no date resolves:
+        refused naming both files, never one of them chosen."""
+        by_claim: dict[str, list[tuple[Path, Result]]] = {}
+        for path, res in self.read_records():
+            by_claim.setdefault(res.claim_id, []).append((path, res))
         newest: dict[str, Result] = {}
-        for res in self.read_all():
-            cur = newest.get(res.claim_id)
-            if cur is None or res.provenance.date >= cur.provenance.date:
-                newest[res.claim_id] = res
+        for claim_id, records in by_claim.items():
+            date = max(r.provenance.date for _, r in records)
+            tied = [(p, r) for p, r in records if r.provenance.date == date]
+            first_path, first = tied[0]
+            for path, res in tied[1:]:
+                if disagree(first, res):
+                    raise ResultError(f"{first_path} and {path}: two records of claim {claim_id} dated {date} "
+                                      f"disagree (measured {first.measured!r}, scale {first.provenance.scale!r} vs "
+                                      f"{res.measured!r}, scale {res.provenance.scale!r}); remove the wrong one")
+            newest[claim_id] = tied[-1][1]
         return newest
+
+
+def disagree(a: Result, b: Result) -> bool:
+    """Whether two records of one claim say different things (NaN equals NaN: both diverged)."""
+    def same(x: Any, y: Any) -> bool:
+        if isinstance(x, float) and isinstance(y, float) and math.isnan(x) and math.isnan(y):
+            return True
+        return x == y
+    return not same(a.measured, b.measured) or a.status != b.status
 
 
 def _in_progress(path: Path) -> bool:

@@ -7,7 +7,9 @@ parameter count in ``extra`` and the seed's bootstrap interval in ``ci95``. A ro
 mean over its seeds with :func:`repro.eval.seeds.over_seeds`'s interval (Student's t over the seeds
 combined with the seeds' bootstraps). Only records of one signature (the same base recipe and
 ``--set`` changes: seeds of one experiment) are combined: per scale, the signature of the newest
-record; records of other signatures are left out and named in ``notes``.
+record; records of other signatures are left out and named in ``notes``. Two records of one seed
+with one date that disagree are refused naming both (no date says which counts), and so is a record
+of a row Table 3 does not have.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from repro.errors import ResultError
 from repro.eval.seeds import SeedSummary, over_seeds
 from repro.model import TABLE3_ROWS
 from repro.results.record_schema import SCALED_TABLE3, record_problem
-from repro.results.store import Result
+from repro.results.store import Result, disagree
 
 #: Table 3's two measured columns, as the result ids name them.
 METRICS = ("ppl", "bleu")
@@ -94,9 +96,12 @@ def _records(result_dirs: Iterable[Path], skipped: list[str], skip_invalid: bool
         root = Path(root)
         if not root.is_dir():
             continue
-        for folder in sorted(p for p in root.iterdir() if p.is_dir() and is_scaled_id(p.name)):
+        for folder in sorted(p for p in root.iterdir() if p.is_dir() and SCALED_TABLE3.match(p.name)):
             for path in sorted(p for p in folder.glob("*.json") if not p.name.startswith(".")):
                 try:
+                    if not is_scaled_id(folder.name):
+                        raise ResultError(f"{path}: a record of Table 3 row '{SCALED_TABLE3.match(folder.name)['row']}', "
+                                          f"which Table 3 does not have (rows: {', '.join(TABLE3_ROWS)})")
                     found.append((path, _read(path, folder.name)))
                 except ResultError as err:
                     if not skip_invalid:
@@ -147,16 +152,23 @@ def collect(result_dirs: Iterable[Path], *, skip_invalid: bool = False) -> dict[
 
 
 def _table(scale: str, signature: str, records: list[tuple[Path, Result]], notes: list[str]) -> ScaledTable:
-    grouped: dict[tuple[str, str], dict[int, tuple[Path, Result]]] = {}
+    every: dict[tuple[str, str, int], list[tuple[Path, Result]]] = {}
     for path, result in records:
         _, metric, row = parse_id(result.claim_id)
         seed = result.extra["seed"]
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise ResultError(f"{path}: extra.seed must be an integer, got {seed!r}")
-        seen = grouped.setdefault((metric, row), {})
-        if seed in seen and seen[seed][1].provenance.date >= result.provenance.date:
-            continue   # two records of one seed: the newer counts
-        seen[seed] = (path, result)
+        every.setdefault((metric, row, seed), []).append((path, result))
+    grouped: dict[tuple[str, str], dict[int, tuple[Path, Result]]] = {}
+    for (metric, row, seed), found in every.items():
+        date = max(r.provenance.date for _, r in found)
+        tied = [(p, r) for p, r in found if r.provenance.date == date]   # two records of one seed: the newer counts
+        for path, result in tied[1:]:
+            if disagree(tied[0][1], result):
+                raise ResultError(f"{tied[0][0]} and {path}: two records of {metric} of row {row}, seed {seed}, dated "
+                                  f"{date}, disagree ({tied[0][1].measured!r} vs {result.measured!r}); remove the "
+                                  "wrong one")
+        grouped.setdefault((metric, row), {})[seed] = tied[-1]
     rows: dict[str, ScaledRow] = {}
     for row in TABLE3_ROWS:
         for metric in METRICS:

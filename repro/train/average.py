@@ -1,7 +1,8 @@
 """Section 6.1: a model obtained by averaging the last checkpoints (5 for base, 20 for big).
 
 Each floating-point parameter and buffer of the averaged model is the arithmetic mean of the
-same tensor over the checkpoints; the checkpoints must share one model configuration.
+same tensor over the checkpoints; the checkpoints must share one model configuration and come from
+one run (one vocabulary, one training data, one seed: :mod:`repro.train.lineage`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import torch
 
 from repro.errors import CheckpointError
 from repro.train.checkpoint import checkpoint_path, list_checkpoints, load_checkpoint, save_checkpoint
+from repro.train.lineage import KEY as LINEAGE, check_same_run, lineage_of
 
 
 def average_state_dicts(states: list[dict[str, torch.Tensor]], names: list[str]) -> dict[str, torch.Tensor]:
@@ -48,6 +50,7 @@ def average_checkpoints(paths: list[str | os.PathLike[str]], device: str | torch
     for state, name in zip(states[1:], names[1:]):
         if state["model_config"] != states[0]["model_config"]:
             raise CheckpointError(f"{name}: model configuration differs from {names[0]}")
+    check_same_run(states, names)
     on_device = [{k: v.to(device) for k, v in s["model"].items()} for s in states]
     averaged = {k: v.cpu() for k, v in average_state_dicts(on_device, names).items()}
     return {
@@ -57,6 +60,7 @@ def average_checkpoints(paths: list[str | os.PathLike[str]], device: str | torch
         **({"recipe": states[-1]["recipe"]} if "recipe" in states[-1] else {}),
         "step": states[-1].get("step", 0),
         "averaged_from": [str(Path(p).name) for p in paths],
+        **({LINEAGE: lineage_of(states[-1])} if lineage_of(states[-1]) else {}),
     }
 
 

@@ -4,7 +4,9 @@ A checkpoint is a dict of tensors and plain Python values with a ``format`` mark
 a file written by anything else is refused by name. Training checkpoints live at
 ``OUT_DIR/checkpoints/step_{step:08d}.pt`` and hold everything an exact resume needs: the
 model, Adam's moments, the step (the schedule of Eq. 3 is a function of it), the torch and
-Python RNG states, and the data position of the batcher.
+Python RNG states, the data position of the batcher, and the run's lineage (the SHA-256 of its
+vocabulary and training data, :mod:`repro.train.lineage`). Weights that are NaN or infinite are
+refused where a checkpoint is loaded.
 """
 
 from __future__ import annotations
@@ -56,6 +58,13 @@ def load_checkpoint(path: str | os.PathLike[str], map_location: str | torch.devi
         raise CheckpointError(f"{path}: checkpoint version {state.get('version')!r}, this repro reads {VERSION}")
     if "model" not in state or "model_config" not in state:
         raise CheckpointError(f"{path}: checkpoint lacks the model weights or the model configuration")
+    if not isinstance(state["model"], dict):
+        raise CheckpointError(f"{path}: the model weights are not a dict of tensors")
+    for name, value in state["model"].items():
+        if isinstance(value, torch.Tensor) and value.is_floating_point() and not bool(torch.isfinite(value).all()):
+            kind = "NaN" if bool(torch.isnan(value).any()) else "infinite"
+            raise CheckpointError(f"{path}: weight '{name}' holds {kind} values (a diverged or corrupt run); "
+                                  "use an earlier checkpoint")
     return state
 
 

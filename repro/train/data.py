@@ -8,20 +8,21 @@ The ``synthetic`` dataset (:mod:`repro.data.synthetic`) needs no files and no vo
 A job prepares its data once: rank 0 learns the vocabulary and encodes the corpus into
 ``OUT_DIR/encoded/`` (:class:`~repro.data.encoded.EncodedPairs`, with a manifest of what it was
 encoded from); the other ranks wait for it at a barrier and memory-map the result, and a
-requeued or resumed run whose corpus, vocabulary and filter are unchanged reuses it.
+requeued or resumed run whose corpus, vocabulary and filter are unchanged (by content: SHA-256 of
+the files and of each array) reuses it; otherwise it says why on stderr and encodes again.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch.distributed as dist
 
+from repro.content_hash import file_sha256
 from repro.data.corpus import read_parallel
 from repro.data.encoded import EncodedPairs
 from repro.data.corpora import Dataset, get_dataset, resolve_data_dir, with_splits
@@ -113,24 +114,36 @@ def prepare_training_data(cfg: TrainConfig, synthetic: SyntheticCorpus | None = 
 
 
 def _manifest(cfg: TrainConfig, src_path: Path, tgt_path: Path, vocab_file: Path) -> dict:
-    """What an encoded corpus depends on: the two files (size and time), the vocabulary, the filter."""
-    files = {str(p.resolve()): [p.stat().st_size, p.stat().st_mtime_ns] for p in (src_path, tgt_path)}
-    vocab = hashlib.sha256(vocab_file.read_bytes()).hexdigest() if vocab_file.is_file() else None
-    return {"files": files, "vocab_sha256": vocab, "max_len": cfg.max_len, "format": 1}
+    """What an encoded corpus depends on: the two files (by content: size and SHA-256), the
+    vocabulary (SHA-256), the filter."""
+    files = {str(p.resolve()): {"size": p.stat().st_size, "sha256": file_sha256(p)} for p in (src_path, tgt_path)}
+    vocab = file_sha256(vocab_file) if vocab_file.is_file() else None
+    return {"files": files, "vocab_sha256": vocab, "max_len": cfg.max_len, "format": 2}
+
+
+def _say_stale(folder: Path) -> Callable[[str], None]:
+    return lambda reason: print(f"repro train: not reusing {folder}: {reason}; encoding again", file=sys.stderr)
 
 
 def _prepared(cfg: TrainConfig, src_path: Path, tgt_path: Path, origin: str = "reused") -> TrainingData | None:
-    """The training data encoded earlier into ``OUT_DIR/encoded`` from these very inputs, if any."""
+    """The training data encoded earlier into ``OUT_DIR/encoded`` from these very inputs (by
+    content), if any; ids outside the vocabulary are refused naming the array file."""
     out_dir = Path(cfg.out_dir)
     vocab_file = out_dir / "vocab.json"
     if not vocab_file.is_file():
         return None
-    pairs = EncodedPairs.load(out_dir / "encoded", _manifest(cfg, src_path, tgt_path, vocab_file))
+    folder = out_dir / "encoded"
+    try:
+        manifest = _manifest(cfg, src_path, tgt_path, vocab_file)
+    except OSError as err:
+        raise DataError(f"{err.filename or src_path}: cannot read ({err.strerror})") from None
+    pairs = EncodedPairs.load(folder, manifest, _say_stale(folder) if origin == "reused" else None)
     if pairs is None:
         return None
-    saved = json.loads((out_dir / "encoded" / "manifest.json").read_text(encoding="utf-8"))
+    saved = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
     lines = list(saved.get("filtered_lines", []))
     vocab = SharedVocab.load(vocab_file)
+    pairs.check_ids(folder, len(vocab), vocab_file)
     return TrainingData(vocab, pairs, len(vocab), len(lines), lines, (src_path, tgt_path), origin)
 
 

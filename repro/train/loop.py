@@ -27,7 +27,7 @@ import torch
 from tqdm import tqdm
 
 from repro.data.batching import TokenBatcher
-from repro.data.synthetic import SyntheticCorpus
+from repro.data.synthetic import SYNTHETIC, SyntheticCorpus
 from repro.errors import CheckpointError
 from repro.model import Transformer, TransformerConfig
 from repro.model.precision import Precision
@@ -38,6 +38,7 @@ from repro.train.compile_cache import use_compile_cache
 from repro.train.compiled import CompiledObjective, compiles
 from repro.train.config import TrainConfig
 from repro.train.data import prepare_training_data
+from repro.train.lineage import KEY as LINEAGE, check_resume, run_lineage
 from repro.train.loss import TranslationLoss, loss_impl_for
 from repro.train.metrics_log import MetricsLog
 from repro.train.optimizer import optimizer_for
@@ -392,11 +393,19 @@ def _save(out_dir: Path, step: int, trainer: Trainer, data_state: dict[str, Any]
         "rng": {"torch": torch.get_rng_state(), "python": random.getstate(),
                 "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []},
         "data": data_state,
+        LINEAGE: run_lineage(out_dir),
     })
 
 
 def _restore(path: Path, trainer: Trainer) -> int:
     state = load_checkpoint(path)
+    check_resume(state, path, trainer.cfg.out_dir)
+    written_with = (state.get("train_config") or {}).get("vocab_size")
+    if trainer.cfg.dataset != SYNTHETIC and written_with is not None and written_with != trainer.cfg.vocab_size:
+        raise CheckpointError(f"{path}: written by a run with vocab_size={written_with} (its vocabulary has "
+                              f"{trainer.model_cfg.src_vocab_size} entries); resuming with vocab_size="
+                              f"{trainer.cfg.vocab_size} would record a vocabulary the model does not have: "
+                              "give the run's vocab_size, or train into another out_dir")
     mine = trainer.model_cfg.to_dict()
     theirs = TransformerConfig.from_dict(state["model_config"]).to_dict()
     if theirs != mine:

@@ -7,6 +7,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from repro.errors import WRITE_FAULTS, cannot_write
+
 #: ``dev_ppl`` is filled at checkpoints when the loop is given a dev evaluation, empty elsewhere.
 COLUMNS = ("step", "loss", "nll", "lr", "tokens_per_s", "src_tokens", "tgt_tokens", "elapsed_s", "epoch", "dev_ppl")
 
@@ -54,8 +56,13 @@ class MetricsLog:
         os.replace(tmp, self.path)
 
     def log(self, row: dict[str, Any]) -> None:
-        self._writer.writerow(row)
-        self._fh.flush()
+        try:
+            self._writer.writerow(row)
+            self._fh.flush()
+        except OSError as err:   # a full disk: named, one line (the rows before it are whole)
+            if err.errno in WRITE_FAULTS:
+                raise cannot_write(self.path, err) from None
+            raise
         if self._tb is not None:
             for key in ("loss", "nll", "lr", "tokens_per_s", "dev_ppl"):
                 if key in row:
