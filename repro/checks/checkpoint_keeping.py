@@ -16,7 +16,7 @@ from repro.claims.claim import Claim
 from repro.claims.outcome import CheckContext, Measurement
 from repro.train.checkpoint import list_checkpoints, load_checkpoint, step_of
 from repro.train.loop import run
-from repro.train.probes import pruned_run
+from repro.train.probes import files_dated_against_steps, pruned_run
 
 
 def _short_run(cfg, out_dir: Path, steps: int, seed: int, **hooks) -> None:
@@ -59,7 +59,8 @@ def checkpoints_kept(claim: Claim, ctx: CheckContext) -> Measurement:
 @checker("run.resume_newest")
 def resume_newest(claim: Claim, ctx: CheckContext) -> Measurement:
     """A resumed run starts from the newest checkpoint: a run of the loop leaves checkpoints of
-    several updates; run again with a larger ``max_steps``, the model it starts from (read when
+    several updates (their files dated against their steps, :func:`repro.train.probes.files_dated_against_steps`);
+    run again with a larger ``max_steps``, the model it starts from (read when
     the trainer is built and restored) must be the newest checkpoint's, and its first update the
     one after it. Measured: True when both hold."""
     own(ctx)
@@ -67,6 +68,7 @@ def resume_newest(claim: Claim, ctx: CheckContext) -> Measurement:
     with tempfile.TemporaryDirectory(prefix="repro-resume-") as tmp:
         _short_run(small.replace(keep_checkpoints=4, average_last=1), Path(tmp), 4, ctx.seed)
         states = {step_of(p): load_checkpoint(p)["model"] for p in list_checkpoints(tmp)}
+        files_dated_against_steps(tmp)
         started, steps = [], []
         _short_run(small.replace(keep_checkpoints=8, average_last=1), Path(tmp), 5, ctx.seed,
                    on_built=lambda t: started.append({k: v.detach().clone() for k, v in t.model.state_dict().items()}),
