@@ -9,7 +9,7 @@ non-zero. This is not a test of the suite (it takes minutes): it measures how mu
 change a reproduction's numbers the claims notice, and its output is committed as
 reports/mutations.json.
 
-    python tests/mutations/run.py [--out reports/mutations.json] [--only NAME] [--append]
+    python tests/mutations/run.py [--out reports/mutations.json] [--only NAME] [--append] [--claims PREFIX]
 
 A row added with ``--append`` carries the commit it ran at (``commit``); the record's own
 ``commit`` is that of the full run.
@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -412,14 +413,16 @@ def apply(mutation: Mutation, tree: Path) -> None:
     path.write_text("\n".join(lines), encoding="utf-8")
 
 
-def run_check(tree: Path) -> tuple[int, list[str], float]:
-    """`repro check` on the package in ``tree``: exit code, the claims that failed or erred, seconds."""
+def run_check(tree: Path, claims: Sequence[str] = ()) -> tuple[int, list[str], float]:
+    """`repro check` on the package in ``tree`` (only the claims whose ids start with ``claims``, when
+    given): exit code, the claims that failed or erred, seconds."""
     env = {**os.environ, "PYTHONPATH": str(tree), "REPRO_CLAIMS_DIR": str(tree / "claims"),
            "REPRO_SLURM_PROFILES": str(ROOT / "slurm"),
            "REPRO_DATA_DIR": os.environ.get("REPRO_DATA_DIR", str(ROOT.parent / "shared" / "data"))}
     out = tree / "check.json"
     began = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "repro", "check", "--json", str(out)], cwd=tree, env=env,
+    only = [arg for prefix in claims for arg in ("--only", prefix)]
+    proc = subprocess.run([sys.executable, "-m", "repro", "check", "--json", str(out), *only], cwd=tree, env=env,
                           capture_output=True, text=True, timeout=900)
     seconds = time.monotonic() - began
     broken = []
@@ -440,6 +443,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--append", action="store_true",
                         help="add the rows of the mutations run (--only, or those the record lacks) to the record "
                              "in --out, each row with the commit it ran at")
+    parser.add_argument("--claims", action="append", default=[],
+                        help="run `repro check --only` these claim id prefixes instead of every claim (a machine too "
+                             "loaded for the full check); each row then lists them under 'check_only'")
     args = parser.parse_args(argv)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     if args.merge:
@@ -467,10 +473,10 @@ def main(argv: list[str] | None = None) -> int:
             shutil.copytree(ROOT / "repro", tree / "repro", ignore=shutil.ignore_patterns("__pycache__"))
             shutil.copytree(ROOT / "claims", tree / "claims")
             apply(mutation, tree)
-            code, broken, seconds = run_check(tree)
+            code, broken, seconds = run_check(tree, args.claims)
             caught = code != 0
             rows.append({**asdict(mutation), "caught": caught, "exit_code": code, "claims": broken,
-                         "seconds": round(seconds, 1)})
+                         "seconds": round(seconds, 1), **({"check_only": args.claims} if args.claims else {})})
             print(f"{'caught' if caught else 'MISSED':7s} {mutation.name:42s} {seconds:5.1f} s  {', '.join(broken[:4])}",
                   flush=True)
             shutil.rmtree(tree)
