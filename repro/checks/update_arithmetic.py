@@ -21,6 +21,7 @@ from repro.claims.outcome import CheckContext, Measurement
 from repro.data.batching import collate
 from repro.data.vocab import EOS, PAD
 from repro.train.loop import build
+from repro.train.update_step import TrainingDiverged
 from repro.train.loss import TranslationLoss
 
 #: Passes of unequal token counts: one update of nine pairs split as the loop might split it.
@@ -91,6 +92,7 @@ def update_arithmetic(claim: Claim, ctx: CheckContext) -> Measurement:
         loss, nll, tokens = loss + part[0], nll + part[1], tokens + part[2]
     (loss / tokens).backward()
     want = {n: p.grad.double() for n, p in reference.named_parameters() if p.grad is not None}
+    scale = max_abs(torch.cat([g.flatten() for g in want.values()]), "the reference gradient")
     src_tokens = sum(len(s) for s, _ in examples)
 
     trainer = build(cfg, [([5, 6], [7, 8])], SIZE["vocab_size"])
@@ -98,12 +100,13 @@ def update_arithmetic(claim: Claim, ctx: CheckContext) -> Measurement:
     seen, handles = _captured_step(trainer)
     try:
         stats = trainer.update(micro, 1)
+    except TrainingDiverged as err:
+        return Measurement(None, False, f"the loop's update stopped on a finite loss: {err}")
     finally:
         for handle in handles:
             handle.remove()
     if not seen:
         return Measurement(None, False, "the optimizer stepped with no gradient")
-    scale = max_abs(torch.cat([g.flatten() for g in want.values()]), "the reference gradient")
     worst = max(max_abs_diff(seen.get(n, torch.zeros_like(g)), g, f"the gradient of {n}") for n, g in want.items())
     worst /= scale
     want_loss, want_nll = float(loss.detach()) / tokens, float(nll) / tokens
