@@ -24,6 +24,9 @@ from repro.train.loop import build
 from repro.train.update_step import TrainingDiverged
 from repro.train.loss import TranslationLoss
 
+#: The loss scale handed to the objective (the loop's world size / target tokens): both forms must apply it.
+SCALE = 0.25
+
 #: Passes of unequal token counts: one update of nine pairs split as the loop might split it.
 SPLIT = (1, 2, 6)
 
@@ -132,8 +135,9 @@ def smoothing_spread(claim: Claim, ctx: CheckContext) -> Measurement:
     objective (:class:`~repro.train.loss.TranslationLoss`): the target distribution q read off
     the gradient of the logits (softmax(z) - q) against q written out here (``1 - eps`` on the
     label, 0 on PAD, ``eps / (V - 2)`` on every other token), on a vocabulary of 12 where a
-    share of 1/V shows; the loss value must be H(q, p) and its NLL -log p(y). Measured: the
-    largest |q - q_ref| over both forms."""
+    share of 1/V shows; the loss value must be H(q, p) times the scale the loop hands the
+    objective (and its gradient so scaled), its NLL -log p(y) unscaled. Measured: the largest
+    |q - q_ref| over both forms."""
     own(ctx)
     epsilon = job_config(claim.params.get("experiment", "table2-base-ende")).label_smoothing
     vocab, width = 12, 16   # width >= V: the gradient of the hidden states gives back that of the logits
@@ -151,7 +155,9 @@ def smoothing_spread(claim: Claim, ctx: CheckContext) -> Measurement:
     for impl in ("chunked", "dense"):
         hidden = start.clone().requires_grad_(True)
         objective = TranslationLoss(_ProjectionOnly(hidden, weight), epsilon, impl=impl)
-        loss, nll, _ = objective(target, target, target, 1.0)
+        # the scale the loop hands it (world size / the update's target tokens), as a device tensor
+        loss, nll, _ = objective(target, target, target, torch.tensor(SCALE))
+        loss = loss / SCALE
         (grad_hidden,) = torch.autograd.grad(loss, [hidden])
         finite(grad_hidden, f"the {impl} loss's gradient")
         # dL/dh = (softmax(z) - q) W, W of full row rank: dL/dz = dL/dh W^T (W W^T)^-1
@@ -161,7 +167,7 @@ def smoothing_spread(claim: Claim, ctx: CheckContext) -> Measurement:
         pad_grad = float(grad[~keep].abs().max())
         diff = float((q - q_ref).abs().max())
         h_ref = float(-(q_ref * logp[keep]).sum())
-        value_err = abs(float(loss) - h_ref) / abs(h_ref)
+        value_err = abs(float(loss.detach()) - h_ref) / abs(h_ref)
         nll_ref = float(-logp[keep].gather(1, flat[keep][:, None]).sum())
         nll_err = abs(float(nll) - nll_ref) / abs(nll_ref)
         worst = max(worst, diff, pad_grad, value_err, nll_err)
