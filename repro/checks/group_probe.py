@@ -109,8 +109,9 @@ def observe_group(cfg: TrainConfig, vocab: int, passes: list[list[list]], exampl
     rank r's micro-batches (lists of pairs) of one update, ``examples`` the pairs of a two-update run.
     Returns what each rank saw (module docstring), rank 0 first."""
     with tempfile.TemporaryDirectory(prefix="repro-group-") as folder:
-        # fork where there is one: the ranks need not import torch and repro again (seconds each)
-        method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
+        # fork where there is one: the ranks need not import torch and repro again (seconds each);
+        # spawn where this process has started CUDA (a forked child may not touch it again)
+        method = "fork" if "fork" in mp.get_all_start_methods() and not torch.cuda.is_initialized() else "spawn"
         mp.start_processes(_rank, args=(_free_port(), folder, cfg, vocab, passes, examples), nprocs=WORLD,
                            join=True, start_method=method)
         seen = []
