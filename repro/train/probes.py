@@ -11,6 +11,7 @@ evaluation, and what Adam does to a parameter over two updates whose gradients a
 
 from __future__ import annotations
 
+import os
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -114,6 +115,35 @@ def checkpoint_steps(cfg: TrainConfig, seconds_per_update: float, updates: int) 
         finally:
             handle.remove()
         return [step_of(p) for p in list_checkpoints(tmp)]
+
+
+def files_dated_against_steps(out_dir: str | Path) -> None:
+    """Date the checkpoints in ``out_dir`` against their steps (the newest step the oldest file, a
+    day apart): which checkpoint is newest is the step's, never the file system's time, and a loop
+    that went by the files' times (which tie within a clock tick when a tiny run writes them)
+    would then fail every time, not only on a fast machine."""
+    paths = list_checkpoints(out_dir)
+    base = 1_600_000_000
+    for age, path in enumerate(reversed(paths)):
+        os.utime(path, (base + age * 86_400, base + age * 86_400))
+
+
+def pruned_run(cfg: TrainConfig, out_dir: str | Path, updates: int, examples: list, vocab_size: int,
+               clock: Callable[[], float]) -> list[int]:
+    """The updates whose checkpoints are left in ``out_dir`` after the loop, run with ``cfg``
+    (a checkpoint after every update), has written checkpoints after updates 1 .. ``updates`` - 1
+    and makes update ``updates``: the first update's checkpoint is relabelled as updates 2 ..
+    ``updates`` - 1 (the loop resumes from the newest), so that a run of a job keeping 20 costs two
+    updates, not 23."""
+    run_cfg = cfg.replace(out_dir=str(out_dir), checkpoint_every_steps=1, checkpoint_every_minutes=0.0)
+    with _threads_kept():
+        run(run_cfg.replace(max_steps=1), examples, vocab_size, log=_quiet, clock=clock)
+        first = _without_marker(load_checkpoint(list_checkpoints(out_dir)[0]))
+        for step in range(2, updates):
+            save_checkpoint(checkpoint_path(out_dir, step), {**first, "step": step})
+        files_dated_against_steps(out_dir)
+        run(run_cfg.replace(max_steps=updates), examples, vocab_size, log=_quiet, clock=clock)
+    return [step_of(p) for p in list_checkpoints(out_dir)]
 
 
 def job_rates(cfg: TrainConfig, steps: Sequence[int]) -> list[float]:
@@ -262,4 +292,4 @@ def optimizer_updates(make_optimizer: Callable[[list[nn.Parameter]], torch.optim
 
 
 __all__ = ["ObservedSteps", "checkpoint_steps", "job_rates", "last_update", "loop_adam_updates", "optimizer_steps",
-           "optimizer_updates", "run_for_evaluation", "update_rates"]
+           "optimizer_updates", "files_dated_against_steps", "pruned_run", "run_for_evaluation", "update_rates"]

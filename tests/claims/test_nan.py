@@ -29,7 +29,9 @@ from torch import nn
 
 import repro.checks.evaluation_average as evaluation_average
 import repro.checks.parser_recipe as parser_recipe
+import repro.checks.rank_group as rank_group
 import repro.checks.recipe_runs as recipe_runs
+import repro.checks.runtime_choice as runtime_choice
 import repro.checks.training as training
 from repro.audit.adapter import Adapter
 from repro.audit.repro_adapter import ReproAdapter
@@ -154,6 +156,18 @@ INTEGER_VALUED = {
     "decode.max_length": "counts output tokens",
     "decode.early_stop": "counts decoding steps",
     "decode.beam_width": "counts ranks found",
+    "run.encoded_tokens": "counts tokens",
+    "run.norms_per_layer": "counts normalisations",
+    "run.master_weights": "counts dtypes",
+    "run.main_rank": "lists the steps of checkpoint files",
+    "run.shard_order": "compares tagged items",
+    "run.rank_devices": "counts devices chosen",
+    "run.auto_precision": "counts precisions chosen",
+    "run.checkpoints_kept": "lists the steps of checkpoint files",
+    "run.resume_newest": "which checkpoint's weights equal the resumed model's (torch.equal: NaN equals none)",
+    "run.divergence_stop": "feeds inf and NaN itself: whether every rank stopped",
+    "run.nonfinite_stored": "feeds inf and NaN itself: how they are stored",
+    "run.bleu_stored": "counts measurements storing another protocol's score",
 }
 #: The search's claims: their value comes from the tokens it outputs (no float can reach it), so
 #: NaN is fed into the scores it ranks by (OWN_PATHS below).
@@ -263,6 +277,43 @@ def _nan_gradient(bad):
     return mock.patch.object(recipe_runs, "accumulate", broken)
 
 
+def _nan_logits(bad):
+    """The model's logits times NaN (or inf), the autograd graph kept (the check back-propagates them)."""
+    from repro.model import Transformer
+
+    original = Transformer.forward
+    return mock.patch.object(Transformer, "forward", lambda self, *a, **k: original(self, *a, **k) * bad)
+
+
+@contextlib.contextmanager
+def _nan_group(bad):
+    """The two ranks' gradients come back NaN (the group is observed again, not taken from the cache)."""
+    original = rank_group.observe_group
+
+    def broken(*args, **kwargs):
+        seen = original(*args, **kwargs)
+        for rank in seen:
+            rank["grads"] = {n: torch.full_like(g, bad) for n, g in rank["grads"].items()}
+        return seen
+
+    rank_group._observed.cache_clear()
+    try:
+        with mock.patch.object(rank_group, "observe_group", broken):
+            yield
+    finally:
+        rank_group._observed.cache_clear()
+
+
+def _nan_gpu_adam(bad):
+    original = runtime_choice.optimizer_updates
+
+    def broken(*args, **kwargs):
+        seen = original(*args, **kwargs)
+        return dataclasses.replace(seen, after=[torch.full_like(a, bad) for a in seen.after])
+
+    return mock.patch.object(runtime_choice, "optimizer_updates", broken)
+
+
 #: The checkers of repro's own runs (not applicable to another implementation), each with the piece
 #: of its code path that is made to produce NaN or inf.
 OWN_PATHS: dict[str, Callable] = {
@@ -273,6 +324,8 @@ OWN_PATHS: dict[str, Callable] = {
     "run.job_positions": _nan_positions, "run.position_extrapolation": _nan_positions,
     "run.parser_unchanged": lambda bad: mock.patch.object(parser_recipe, "objective_epsilon", lambda cfg: [bad]),
     "run.update_gradient": _nan_gradient, "model.base_dimensions": None,
+    "run.update_arithmetic": _nan_logits, "run.dropout_places": _nan_logits,
+    "run.smoothing_spread": _nan_loss, "run.ddp_update": _nan_group, "run.gpu_optimizer": _nan_gpu_adam,
 }
 
 

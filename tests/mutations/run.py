@@ -9,7 +9,7 @@ non-zero. This is not a test of the suite (it takes minutes): it measures how mu
 change a reproduction's numbers the claims notice, and its output is committed as
 reports/mutations.json.
 
-    python tests/mutations/run.py [--out reports/mutations.json] [--only NAME] [--append]
+    python tests/mutations/run.py [--out reports/mutations.json] [--only NAME] [--append] [--claims PREFIX]
 
 A row added with ``--append`` carries the commit it ran at (``commit``); the record's own
 ``commit`` is that of the full run.
@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -286,6 +287,122 @@ MUTATIONS = [
      "    bp = math.exp(1 - s.ref_len / s.hyp_len) if s.hyp_len < s.ref_len else 1.0",
      "    bp = math.exp(1 - s.hyp_len / s.ref_len) if s.hyp_len < s.ref_len else 1.0",
              "BLEU's brevity penalty with the lengths swapped"),
+    # -- issue 38: fresh mistakes against the run (training arithmetic, model, checkpoints, runtime, records) --
+    Mutation("loss-over-source-tokens", "repro/train/update_step.py",
+     "    scale = (world_size / tokens[1].clamp(min=1.0)).float()   # a device tensor: no sync, no recompile",
+     "    scale = (world_size / tokens[0].clamp(min=1.0)).float()   # a device tensor: no sync, no recompile",
+             "the update's loss divided by its source tokens, not its target tokens"),
+    Mutation("loss-scale-forgets-world-size", "repro/train/update_step.py",
+     "    scale = (world_size / tokens[1].clamp(min=1.0)).float()   # a device tensor: no sync, no recompile",
+     "    scale = (1.0 / tokens[1].clamp(min=1.0)).float()   # a device tensor: no sync, no recompile",
+             "each rank's loss divided by the update's tokens without undoing DDP's average over ranks"),
+    Mutation("ddp-syncs-every-pass", "repro/train/update_step.py",
+     "        sync = objective.no_sync() if world_size > 1 and not last else nullcontext()  # type: ignore[operator]",
+     "        sync = nullcontext()  # type: ignore[operator]",
+             "every pass of an accumulated update all-reduces gradients (same sum, eight times the traffic)"),
+    Mutation("ddp-syncs-first-pass", "repro/train/update_step.py",
+     "        sync = objective.no_sync() if world_size > 1 and not last else nullcontext()  # type: ignore[operator]",
+     "        sync = objective.no_sync() if world_size > 1 and i > 0 else nullcontext()  # type: ignore[operator]",
+             "the first pass of an accumulated update synchronises, the last does not"),
+    Mutation("target-tokens-without-eos", "repro/data/batching.py",
+     "                 tgt_tokens=sum(len(t) + 1 for _, t in examples),",
+     "                 tgt_tokens=sum(len(t) for _, t in examples),",
+             "a batch's target tokens counted without the EOS each target is trained to predict"),
+    Mutation("encoded-target-cost-without-eos", "repro/data/batching.py",
+     "            self._tgt_cost = np.asarray(tgt_len, dtype=np.int64) + 1",
+     "            self._tgt_cost = np.asarray(tgt_len, dtype=np.int64)",
+             "the batcher packs the encoded corpus without the targets' EOS (passes over the cap)"),
+    Mutation("encoded-lengths-swapped", "repro/data/encoded.py",
+     "        return np.diff(self.src_offsets), np.diff(self.tgt_offsets)",
+     "        return np.diff(self.tgt_offsets), np.diff(self.src_offsets)",
+             "the encoded corpus reports its target lengths as the source's and vice versa"),
+    Mutation("fused-spread-over-v-minus-1", "repro/train/loss.py",
+     "        off = epsilon / (vocab - 2)", "        off = epsilon / (vocab - 1)",
+             "the fused loss spreads the smoothing over V - 1 tokens while giving PAD none"),
+    Mutation("dense-smoothing-includes-pad", "repro/train/loss.py",
+     "    others = (vocab - 1) * lse - (logits.sum(-1) - logits[:, pad_id]) - nll   # sum over k not in {y, PAD}",
+     "    others = vocab * lse - logits.sum(-1) - nll   # sum over k not in {y, PAD}",
+             "the dense (GPU) loss gives PAD its share of the smoothing"),
+    Mutation("dense-loss-unscaled", "repro/train/loss.py",
+     "    return loss.masked_fill(pad, 0.0).sum() * scale, nll.detach().masked_fill(pad, 0.0).sum(), (~pad).sum()",
+     "    return loss.masked_fill(pad, 0.0).sum(), nll.detach().masked_fill(pad, 0.0).sum(), (~pad).sum()",
+             "the dense (GPU) loss ignores the update's scale: its gradient is the sum, not the mean, over tokens"),
+    Mutation("bf16-master-weights", "repro/train/loop.py",
+     "    model = Transformer(model_cfg).to(runtime.device)",
+     "    model = Transformer(model_cfg).to(runtime.device, dtype=runtime.precision.dtype)",
+             "mixed precision casts the model itself to bf16 (no fp32 master weights)"),
+    Mutation("final-encoder-norm", "repro/model/transformer.py",
+     "        self.encoder_norm = nn.LayerNorm(cfg.d_model) if cfg.norm_first else nn.Identity()",
+     "        self.encoder_norm = nn.LayerNorm(cfg.d_model)",
+             "a LayerNorm at the top of the post-norm encoder (not in the paper)"),
+    Mutation("dropout-inside-ffn", "repro/model/feedforward.py",
+     "        return self.w_2(self.w_1(x).relu())",
+     "        return self.w_2(nn.functional.dropout(self.w_1(x).relu(), 0.1, self.training))",
+             "dropout on the feed-forward network's hidden activations (Section 5.4 puts none there)"),
+    Mutation("prune-keeps-oldest", "repro/train/checkpoint.py",
+     "    doomed = paths[:-keep] if keep > 0 else []", "    doomed = paths[keep:] if keep > 0 else []",
+             "pruning keeps the oldest checkpoints and deletes the newest"),
+    Mutation("prune-keeps-one-fewer", "repro/train/checkpoint.py",
+     "    doomed = paths[:-keep] if keep > 0 else []", "    doomed = paths[:1 - keep] if keep > 1 else []",
+             "pruning keeps one checkpoint fewer than asked"),
+    Mutation("checkpoints-ordered-by-file-time", "repro/train/checkpoint.py",
+     "    return [p for _, p in sorted(found)]",
+     "    return [p for _, p in sorted(found, key=lambda sp: sp[1].stat().st_mtime_ns)]",
+             "checkpoints ordered by their files' times, not their steps (pruning and resume follow it)"),
+    Mutation("resume-from-oldest", "repro/train/loop.py",
+     "        step = _restore(existing[-1], trainer)", "        step = _restore(existing[0], trainer)",
+             "a resumed run restores the oldest checkpoint"),
+    Mutation("device-from-global-rank", "repro/train/loop.py",
+     '    local_rank = int(os.environ.get("LOCAL_RANK", os.environ.get("SLURM_LOCALID", rank)))',
+     "    local_rank = rank",
+             "each task takes the GPU of its global rank (cuda:5 on a 4-GPU node)"),
+    Mutation("slurm-localid-ignored", "repro/train/loop.py",
+     '    local_rank = int(os.environ.get("LOCAL_RANK", os.environ.get("SLURM_LOCALID", rank)))',
+     '    local_rank = int(os.environ.get("LOCAL_RANK", rank))',
+             "SLURM's local rank ignored: tasks launched by srun take the GPU of their global rank"),
+    Mutation("bound-gpu-by-local-rank", "repro/runtime.py",
+     '        return torch.device("cuda", 0)', '        return torch.device("cuda", local_rank)',
+             "a task SLURM bound one GPU to asks for cuda:<local rank>, which it cannot see"),
+    Mutation("main-rank-is-last", "repro/train/loop.py",
+     "            due = cadence.due(step) and trainer.rank == 0",
+     "            due = cadence.due(step) and trainer.rank == trainer.world_size - 1",
+             "the last rank, not rank 0, writes the checkpoints"),
+    Mutation("is-main-any-rank", "repro/runtime.py",
+     "        return self.rank == 0", "        return self.local_rank == 0",
+             "every node's first task calls itself the main one"),
+    Mutation("auto-bf16-without-margin", "repro/model/precision.py",
+     "    if bf16 >= MARGIN * fp32:", "    if bf16 >= fp32:",
+             "auto picks bf16 on a CPU where it is barely faster than fp32"),
+    Mutation("auto-bf16-on-any-gpu", "repro/model/precision.py",
+     '    if name == "bf16" or (name == "auto" and supported):', '    if name in ("bf16", "auto"):',
+             "auto picks bf16 on a GPU without native bf16"),
+    Mutation("gpu-adam-not-fused", "repro/train/optimizer.py",
+     '    fused = bool(params) and all(p.device.type == "cuda" for p in params)',
+     '    fused = bool(params) and all(p.device.type == "cuda:0" for p in params)',
+             "the GPU path never builds the fused Adam"),
+    Mutation("gpu-adam-default-betas", "repro/train/optimizer.py",
+     '    return torch.optim.Adam(params, lr=0.0, betas=betas, eps=eps, **({"fused": True} if fused else {}))',
+     '    return torch.optim.Adam(params, lr=0.0, **({"fused": True} if fused else {"betas": betas, "eps": eps}))',
+             "the fused (GPU) Adam built with torch's default betas and epsilon"),
+    Mutation("divergence-on-nan-only", "repro/train/update_step.py",
+     "                               (~torch.isfinite(loss.detach())).double()])",
+     "                               torch.isnan(loss.detach()).double()])",
+             "the divergence stop sees NaN but not an infinite loss"),
+    Mutation("divergence-not-reduced", "repro/train/update_step.py",
+     "    loss_sum, nll_sum, bad, src_tokens, tgt_tokens = torch.cat([_all_reduce(totals), tokens]).tolist()  # one sync",
+     "    loss_sum, nll_sum, bad, src_tokens, tgt_tokens = torch.cat([totals, tokens]).tolist()  # one sync",
+             "the loss sums and the count of non-finite passes are not reduced over the ranks"),
+    Mutation("paper-bleu-stores-sacrebleu", "repro/measures/translation_quality.py",
+     '        round(bleu.paper.score, 2), "BLEU (tokenized, compound splitting)",',
+     '        round(bleu.sacrebleu.score, 2), "BLEU (tokenized, compound splitting)",',
+             "the paper-protocol BLEU measurement stores sacreBLEU's score"),
+    Mutation("infinity-counts-as-measured", "repro/measures/measure_registry.py",
+     "        return isinstance(self.value, (int, float)) and not isinstance(self.value, bool) and math.isfinite(self.value)",
+     "        return isinstance(self.value, (int, float)) and not isinstance(self.value, bool) and not math.isnan(self.value)",
+             "an infinite measurement is stored as a measured value"),
+    Mutation("shards-merged-in-blocks", "repro/eval/sharding.py",
+     "        out[r::world] = part", "        out[r * len(gathered[0]):r * len(gathered[0]) + len(part)] = part",
+             "a sharded evaluation puts each rank's outputs back as one block, not interleaved"),
 ]
 
 
@@ -300,14 +417,16 @@ def apply(mutation: Mutation, tree: Path) -> None:
     path.write_text("\n".join(lines), encoding="utf-8")
 
 
-def run_check(tree: Path) -> tuple[int, list[str], float]:
-    """`repro check` on the package in ``tree``: exit code, the claims that failed or erred, seconds."""
+def run_check(tree: Path, claims: Sequence[str] = ()) -> tuple[int, list[str], float]:
+    """`repro check` on the package in ``tree`` (only the claims whose ids start with ``claims``, when
+    given): exit code, the claims that failed or erred, seconds."""
     env = {**os.environ, "PYTHONPATH": str(tree), "REPRO_CLAIMS_DIR": str(tree / "claims"),
            "REPRO_SLURM_PROFILES": str(ROOT / "slurm"),
            "REPRO_DATA_DIR": os.environ.get("REPRO_DATA_DIR", str(ROOT.parent / "shared" / "data"))}
     out = tree / "check.json"
     began = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "repro", "check", "--json", str(out)], cwd=tree, env=env,
+    only = [arg for prefix in claims for arg in ("--only", prefix)]
+    proc = subprocess.run([sys.executable, "-m", "repro", "check", "--json", str(out), *only], cwd=tree, env=env,
                           capture_output=True, text=True, timeout=900)
     seconds = time.monotonic() - began
     broken = []
@@ -328,6 +447,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--append", action="store_true",
                         help="add the rows of the mutations run (--only, or those the record lacks) to the record "
                              "in --out, each row with the commit it ran at")
+    parser.add_argument("--claims", action="append", default=[],
+                        help="run `repro check --only` these claim id prefixes instead of every claim (a machine too "
+                             "loaded for the full check); each row then lists them under 'check_only'")
     args = parser.parse_args(argv)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     if args.merge:
@@ -355,10 +477,10 @@ def main(argv: list[str] | None = None) -> int:
             shutil.copytree(ROOT / "repro", tree / "repro", ignore=shutil.ignore_patterns("__pycache__"))
             shutil.copytree(ROOT / "claims", tree / "claims")
             apply(mutation, tree)
-            code, broken, seconds = run_check(tree)
+            code, broken, seconds = run_check(tree, args.claims)
             caught = code != 0
             rows.append({**asdict(mutation), "caught": caught, "exit_code": code, "claims": broken,
-                         "seconds": round(seconds, 1)})
+                         "seconds": round(seconds, 1), **({"check_only": args.claims} if args.claims else {})})
             print(f"{'caught' if caught else 'MISSED':7s} {mutation.name:42s} {seconds:5.1f} s  {', '.join(broken[:4])}",
                   flush=True)
             shutil.rmtree(tree)

@@ -1,0 +1,124 @@
+"""The training loop in a real two-process group (gloo, on the CPU), watched from inside each rank.
+
+What a data-parallel job does that one process cannot show: which passes of an accumulated update
+synchronise gradients (a DDP communication hook records the pass it runs in), the gradient each
+rank hands Adam, the stop on a non-finite loss raised on one rank only, which rank writes the
+checkpoints of a short run, and the order in which a sharded evaluation
+(:func:`repro.eval.sharding.map_sharded`) puts the ranks' outputs back. :func:`observe_group`
+spawns the two ranks and returns what each saw; the claims compare it with one process's sums.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import socket
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+
+from repro.data.batching import collate
+from repro.eval.sharding import map_sharded
+from repro.model.precision import Precision
+from repro.runtime import Runtime
+from repro.train.checkpoint import list_checkpoints, step_of
+from repro.train.config import TrainConfig
+from repro.train.loop import build, run
+from repro.train.update_step import TrainingDiverged
+
+WORLD = 2
+#: Items a sharded evaluation maps (an odd count: the ranks take unequal shares).
+SHARD_ITEMS = 11
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _grads(trainer) -> dict[str, torch.Tensor]:
+    return {n: p.grad.detach().double().clone() for n, p in trainer.model.named_parameters() if p.grad is not None}
+
+
+def _rank(rank: int, port: int, folder: str, cfg: TrainConfig, vocab: int, passes: list[list[list]],
+          examples: list) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=WORLD)
+    try:
+        runtime = Runtime(torch.device("cpu"), Precision("fp32", "the probe's", "cpu"), WORLD, rank, rank)
+        seen: dict[str, Any] = {"rank": rank}
+        trainer = build(cfg, [([5, 6], [7, 8])], vocab, runtime=runtime)
+        trainer.model.eval()
+        inner = trainer.objective.module if hasattr(trainer.objective, "module") else trainer.objective
+        calls, synced = [0], []
+        inner.register_forward_pre_hook(lambda *_: calls.__setitem__(0, calls[0] + 1))
+        if hasattr(trainer.objective, "register_comm_hook"):
+            trainer.objective.register_comm_hook(None, lambda state, bucket: (synced.append(calls[0]),
+                                                                               allreduce_hook(state, bucket))[1])
+        stepped: list[dict[str, torch.Tensor]] = []
+        trainer.optimizer.register_step_pre_hook(lambda *_: stepped.append(_grads(trainer)))
+        micro = [collate(p) for p in passes[rank]]
+        stats = trainer.update(micro, 1)
+        seen.update(grads=stepped[0] if stepped else {}, synced=sorted(set(synced)), passes=len(micro),
+                    stats=[stats.loss_per_token, stats.src_tokens, stats.tgt_tokens])
+        # a loss that is not finite on rank 1 only, in its second pass: every rank must stop, no step taken
+        for kind in ("inf", "nan"):
+            before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
+            state = {"pass": 0}
+
+            def poison(module, args, out, kind=kind, state=state):
+                state["pass"] += 1
+                if rank == 1 and state["pass"] == 2:
+                    return (out[0] * float(kind),) + tuple(out[1:])
+                return out
+
+            handle = inner.register_forward_hook(poison)
+            try:
+                trainer.update(micro, 2)
+                seen[f"stopped_{kind}"] = False
+            except TrainingDiverged:
+                seen[f"stopped_{kind}"] = True
+            finally:
+                handle.remove()
+            seen[f"moved_{kind}"] = any(not torch.equal(before[n], p.detach()) for n, p in trainer.model.named_parameters())
+            with torch.no_grad():   # the next probe starts from the same weights
+                for n, p in trainer.model.named_parameters():
+                    p.copy_(before[n])
+        seen["shards"] = map_sharded(lambda items: [f"{rank}:{x}" for x in items], list(range(SHARD_ITEMS)), runtime)
+        out_dir = Path(folder) / f"run-rank{rank}"
+        ticks = [0]
+        run(cfg.replace(out_dir=str(out_dir), max_steps=2, checkpoint_every_steps=1, checkpoint_every_minutes=0.0,
+                        log_every=10**6), examples, vocab, runtime=runtime, log=lambda _: None,
+            clock=lambda: ticks[0], on_step=lambda s: ticks.__setitem__(0, s))
+        seen["checkpoints"] = [step_of(p) for p in list_checkpoints(out_dir)]
+        with open(Path(folder) / f"rank{rank}.pkl", "wb") as fh:
+            pickle.dump(seen, fh)
+    finally:
+        dist.destroy_process_group()
+
+
+def observe_group(cfg: TrainConfig, vocab: int, passes: list[list[list]], examples: list) -> list[dict[str, Any]]:
+    """Spawn two ranks of ``cfg``'s loop (a small model, the CPU) in a gloo group; ``passes[r]`` are
+    rank r's micro-batches (lists of pairs) of one update, ``examples`` the pairs of a two-update run.
+    Returns what each rank saw (module docstring), rank 0 first."""
+    with tempfile.TemporaryDirectory(prefix="repro-group-") as folder:
+        # fork where there is one: the ranks need not import torch and repro again (seconds each);
+        # spawn where this process has started CUDA (a forked child may not touch it again)
+        method = "fork" if "fork" in mp.get_all_start_methods() and not torch.cuda.is_initialized() else "spawn"
+        mp.start_processes(_rank, args=(_free_port(), folder, cfg, vocab, passes, examples), nprocs=WORLD,
+                           join=True, start_method=method)
+        seen = []
+        for r in range(WORLD):
+            with open(Path(folder) / f"rank{r}.pkl", "rb") as fh:
+                seen.append(pickle.load(fh))   # written by the ranks just spawned, nothing else
+        return seen
+
+
+__all__ = ["SHARD_ITEMS", "WORLD", "observe_group"]

@@ -1,0 +1,123 @@
+"""Claims watched in a real two-process group (:mod:`repro.checks.group_probe`): the gradient of an
+accumulated update over two ranks and which of its passes synchronise, the divergence stop raised
+on one rank, which rank writes checkpoints, and the order of a sharded evaluation's outputs. The
+group is spawned once per process and shared by these claims."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+import torch
+
+from repro.checks.jobs import SIZE, job_config, own, shrunk
+from repro.checks.registry import checker
+from repro.checks.update_arithmetic import random_pairs, reference_losses
+from repro.claims.claim import Claim
+from repro.claims.compare import max_abs, max_abs_diff
+from repro.claims.outcome import CheckContext, Measurement
+from repro.data.batching import collate
+from repro.checks.group_probe import SHARD_ITEMS, WORLD, observe_group
+from repro.train.loop import build
+
+#: Each rank's passes (pairs per pass): unequal within and across ranks.
+SPLITS = ((1, 2, 3), (3, 1, 2))
+EXPERIMENT = "table2-base-ende"
+
+
+@lru_cache(maxsize=2)
+def _observed(seed: int) -> tuple[list[dict[str, Any]], list[list[list]]]:
+    cfg = shrunk(job_config(EXPERIMENT))
+    pairs = random_pairs(torch.Generator().manual_seed(seed), sum(map(sum, SPLITS)))
+    passes, start = [], 0
+    for split in SPLITS:
+        bounds = np.cumsum([start, *split]).tolist()
+        passes.append([pairs[a:b] for a, b in zip(bounds, bounds[1:])])
+        start = bounds[-1]
+    examples = random_pairs(torch.Generator().manual_seed(seed + 1), 8)
+    return observe_group(cfg, SIZE["vocab_size"], passes, examples), passes
+
+
+def _reference(passes: list[list[list]]) -> tuple[dict[str, torch.Tensor], float]:
+    """One process's gradient of the mean smoothed loss over both ranks' target tokens."""
+    cfg = shrunk(job_config(EXPERIMENT))
+    model = build(cfg, [([5, 6], [7, 8])], SIZE["vocab_size"]).model.eval()
+    loss = torch.zeros((), dtype=torch.float64)
+    tokens = 0
+    for rank_passes in passes:
+        for part in rank_passes:
+            batch = collate(part)
+            h, _, n = reference_losses(model(batch.src, batch.tgt_in), [t for _, t in part], cfg.label_smoothing)
+            loss, tokens = loss + h, tokens + n
+    (loss / tokens).backward()
+    return {n: p.grad.double() for n, p in model.named_parameters() if p.grad is not None}, float(loss) / tokens
+
+
+@checker("run.ddp_update")
+def ddp_update(claim: Claim, ctx: CheckContext) -> Measurement:
+    """Section 5.1's update over two data-parallel ranks, each accumulating three passes of unequal
+    token counts (the loop's ``Trainer.update`` under DDP, gloo on the CPU, dropout off): the
+    gradient each rank hands Adam against one process's gradient of the mean smoothed loss over
+    all of the update's target tokens; only the last pass of each rank may synchronise gradients
+    (a DDP communication hook records the pass it runs in). Measured: the largest difference
+    relative to the largest gradient; a rank that synchronised in another pass, or ranks holding
+    different gradients, fail the claim."""
+    own(ctx)
+    seen, passes = _observed(ctx.seed)
+    want, loss = _reference(passes)
+    scale = max_abs(torch.cat([g.flatten() for g in want.values()]), "the reference gradient")
+    worst, problems = 0.0, []
+    for r in seen:
+        if not r["grads"]:
+            problems.append(f"rank {r['rank']}: the optimizer stepped with no gradient")
+            continue
+        worst = max(worst, max(max_abs_diff(r["grads"].get(n, torch.zeros_like(g)), g, f"rank {r['rank']}'s gradient "
+                                            f"of {n}") for n, g in want.items()) / scale)
+        if r["synced"] != [r["passes"]]:
+            problems.append(f"rank {r['rank']} synchronised gradients in passes {r['synced']} of {r['passes']} "
+                            f"(only the last may)")
+        if abs(r["stats"][0] / loss - 1) > 1e-5:
+            problems.append(f"rank {r['rank']} reports a loss per token of {r['stats'][0]:.5f}, the mean over the "
+                            f"update is {loss:.5f}")
+    return Measurement(worst, False if problems else None, (
+        f"{WORLD} ranks, passes of {SPLITS[0]} and {SPLITS[1]} pairs: largest gradient difference {worst:.1e} of the "
+        f"largest gradient; passes that synchronised: " + ", ".join(f"rank {r['rank']}: {r['synced']}" for r in seen)
+        + ("; " + "; ".join(problems) if problems else "")))
+
+
+@checker("run.divergence_stop")
+def divergence_stop(claim: Claim, ctx: CheckContext) -> Measurement:
+    """The loop stops on a loss that is not finite: in a two-rank group, rank 1's loss made
+    infinite (then NaN) in one pass of an accumulated update; every rank must raise
+    ``TrainingDiverged`` and no rank may step. Measured: True when every rank did so for both."""
+    own(ctx)
+    seen, _ = _observed(ctx.seed)
+    rows = [f"rank {r['rank']}: {kind} " + ("stopped" if r[f"stopped_{kind}"] else "went on")
+            + (", stepped" if r[f"moved_{kind}"] else "") for kind in ("inf", "nan") for r in seen]
+    ok = all(r[f"stopped_{k}"] and not r[f"moved_{k}"] for k in ("inf", "nan") for r in seen)
+    return Measurement(ok, detail="a non-finite loss on rank 1 only: " + "; ".join(rows))
+
+
+@checker("run.main_rank")
+def main_rank(claim: Claim, ctx: CheckContext) -> Measurement:
+    """Rank 0 is the main one: in a two-update run of the loop in a two-rank group, a checkpoint
+    due after every update, each rank writing under its own folder, rank 0 must write both and
+    rank 1 none. Measured: the steps each rank wrote, [rank 0's, rank 1's]."""
+    own(ctx)
+    seen, _ = _observed(ctx.seed)
+    return Measurement([r["checkpoints"] for r in seen], detail=", ".join(
+        f"rank {r['rank']} wrote checkpoints after updates {r['checkpoints']}" for r in seen))
+
+
+@checker("run.shard_order")
+def shard_order(claim: Claim, ctx: CheckContext) -> Measurement:
+    """A sharded evaluation (:func:`repro.eval.sharding.map_sharded`, as BLEU's search runs over a
+    job's ranks) puts the ranks' outputs back in input order: each rank tags its outputs; rank 0's
+    list must be the inputs in order, item i from rank i mod W. Measured: True when it is."""
+    own(ctx)
+    seen, _ = _observed(ctx.seed)
+    got = seen[0]["shards"]
+    want = [f"{i % WORLD}:{i}" for i in range(SHARD_ITEMS)]
+    same = all(r["shards"] == got for r in seen)
+    return Measurement(got == want and same, detail=f"rank 0 holds {got}" + ("" if same else "; the ranks differ"))
