@@ -11,8 +11,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from repro.checks import (  # noqa: F401  (importing a module registers its checkers)
-    attention, attention_maps, bleu_protocol, decoding, dot_product, dropout, evaluation_average, invariants, layers, metric_results,
-    positional, parser_recipe, recipe_runs, relations, section4, stacks, step_time, table1, table2, table3, training,
+    attention, attention_maps, bleu_case, bleu_protocol, decoding, dot_product, dropout, evalb_rules, evaluation_average,
+    invariants, layers, linearization, metric_results, positional, parser_recipe, recipe_runs, relations, scaled_jobs,
+    section4, stacks, step_time, table1, table2, table3, training, verdict_statistics,
 )
 from repro.checks.registry import AUDITING, CHECKERS, EVIDENCE, audits_implementation, basis_allowed, checker
 from repro.checks.relations import relation_result
