@@ -70,7 +70,7 @@ REPAIRS: tuple[tuple[str, str, str], ...] = (
 )
 #: NLTK's Penn Treebank sample in the data directory, and how many of its trees are read.
 PTB_SAMPLE = "ptb-nltk-sample"
-PTB_TREES = 200
+PTB_TREES = 100
 
 
 def _round_trip(tree: Tree) -> list[str]:
@@ -83,8 +83,9 @@ def _round_trip(tree: Tree) -> list[str]:
         except LinearizationError as why:
             problems.append(f"{line[:60]}: its {unit} target refused ({why})")
             continue
-        if back != tree:
-            problems.append(f"{line[:60]}: read back from {unit} as {tree_to_line(back)[:60]}")
+        if not isinstance(back, Tree) or back != tree:
+            shown = tree_to_line(back) if isinstance(back, Tree) else repr(back)
+            problems.append(f"{line[:60]}: read back from {unit} as {shown[:60]}")
     fixed = repair(target, w, t)
     if fixed.fixes or fixed.tree != tree:
         problems.append(f"{line[:60]}: a well-formed sequence repaired ({'; '.join(fixed.fixes) or 'changed'})")
