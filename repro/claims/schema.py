@@ -53,11 +53,8 @@ CLAIM_SCHEMA: dict = {
                 "properties": {"expected": {"type": ["number", "array"], "items": {"type": "number"}}},
             },
         },
-        # The paper's inconsistency on a number has a documented size, and a size needs the inconsistency.
-        {
-            "if": {"properties": {"expected": {"type": "number"}}, "required": ["expected", "inconsistency"]},
-            "then": {"required": ["inconsistency_bound"]},
-        },
+        # The size of the paper's inconsistency needs the inconsistency (a numeric claim that records
+        # an inconsistency without its size is loaded, but a failure of it is a failure: no size).
         {"if": {"required": ["inconsistency_bound"]}, "then": {"required": ["inconsistency", "expected"]}},
         # Metric claims need a run; their expected value is the paper's number.
         {
