@@ -210,7 +210,23 @@ class ModelParts:
     decoder_positions: Callable[[int], Tensor] | None = None
     encoder_attention_bias: Callable[[int], Tensor] | None = None
     decoder_attention_bias: Callable[[int], Tensor] | None = None
+    #: The decoder's start token and the end-of-sentence token of the built model (what its search
+    #: starts from and stops at); ``None``: the protocol's own, 1 and 2 (:data:`BOS_ID`, :data:`EOS_ID`).
+    bos_id: int | None = None
+    eos_id: int | None = None
 
+    def special_ids(self) -> tuple[int, int, str]:
+        """(start id, end id, where they come from): the model's own where it reports them."""
+        reported = self.bos_id is not None and self.eos_id is not None
+        bos = self.bos_id if self.bos_id is not None else BOS_ID
+        eos = self.eos_id if self.eos_id is not None else EOS_ID
+        return bos, eos, ("the model's own (ModelParts.bos_id, eos_id)" if reported
+                          else "the protocol's (the model reports no ModelParts.bos_id / eos_id)")
+
+
+#: The start and end ids the protocol assumes where a model reports none (``ModelParts.bos_id`` /
+#: ``eos_id``), and the ids :meth:`Adapter.search`'s scripted models use.
+BOS_ID, EOS_ID = 1, 2
 
 #: ``next_log_probs(prefix)``: log-probabilities (vocab,) of the next token after ``prefix`` (the
 #: tokens so far, without BOS), for :meth:`Adapter.search`.

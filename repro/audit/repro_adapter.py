@@ -18,6 +18,7 @@ from repro.audit.adapter import (
     Adapter, DecoderLayerParts, EncoderLayerParts, FeedForwardParts, ModelParts, NextLogProbs,
 )
 from repro.cluster.paper_jobs import paper_settings
+from repro.data.vocab import BOS, EOS
 from repro.audit.scripted import ScriptedModel
 from repro.decode.beam import beam_search
 from repro.model import Transformer, TransformerConfig
@@ -85,6 +86,7 @@ def model_parts(model: Transformer) -> ModelParts:
         encoder_layers=[encoder_layer_parts(layer) for layer in model.encoder_layers],
         decoder_layers=[decoder_layer_parts(layer) for layer in model.decoder_layers],
         incremental=incremental,
+        bos_id=BOS, eos_id=EOS,
     )
 
 

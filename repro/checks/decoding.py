@@ -64,6 +64,24 @@ def _where(search) -> str:
     return search.where + ("; " + "; ".join(search.notes) if search.notes else "")
 
 
+def observed(claim: Claim, search, setting: str, measurement: Measurement) -> Measurement:
+    """``measurement`` of the setting ``setting`` (``beam_size``, ``alpha``, ``max_len_offset``) as
+    the claim may report it. Where the implementation reports no such setting, the search ran with
+    the claim's own value, so what was measured is the mechanism (the search applies the value it is
+    given), not the implementation's value: a mechanism that breaks fails the claim, one that holds
+    is not applicable (never an "observed" pass); the record says which (``extra["tested"]``)."""
+    if setting not in search.given:
+        return measurement
+    holds = measurement.passed if measurement.passed is not None else claim.within(measurement.value)
+    tested = (f"not observed: {search.where} reports no {setting}, so the search ran with the claim's own "
+              f"{setting} {getattr(search.settings, setting)!r}; what was tested is the mechanism (that the search "
+              f"applies the {setting} it is given), which ")
+    if holds:
+        raise NotApplicable(tested + f"holds (measured {measurement.value!r}); {measurement.detail}")
+    return Measurement(measurement.value, False, tested + f"fails (measured {measurement.value!r}); "
+                       + measurement.detail, measurement.unit, {**measurement.extra, "tested": "mechanism"})
+
+
 @checker("decode.ranking")
 def ranking(claim: Claim, ctx: CheckContext) -> Measurement:
     """Three paths of known probability and length; the search must return the one with the best
@@ -122,10 +140,10 @@ def alpha_observed(claim: Claim, ctx: CheckContext) -> Measurement:
         alphas.append(math.log(math.log(1 - p) / math.log(p)) / math.log((5 + lb) / (5 + la)))
     finite(alphas, "the recovered alpha")
     agree = abs(alphas[0] - alphas[1]) <= float(claim.params.get("agreement", 0.01))
-    return Measurement(round(alphas[0], 4), None if agree else False, (
+    return observed(claim, search, "alpha", Measurement(round(alphas[0], 4), None if agree else False, (
         f"{_where(search)}: choice flips at p = {', '.join(f'{(lo + hi) / 2:.5f}' for lo, hi in intervals)} for "
         f"lengths {ALPHA_PAIRS}; alpha {alphas[0]:.4f} and {alphas[1]:.4f}"
-        + ("" if agree else " (they disagree: the penalty is not GNMT's ((5 + |Y|) / 6)^alpha)")))
+        + ("" if agree else " (they disagree: the penalty is not GNMT's ((5 + |Y|) / 6)^alpha)"))))
 
 
 @checker("decode.max_length")
@@ -140,8 +158,8 @@ def max_length(claim: Claim, ctx: CheckContext) -> Measurement:
     outputs, _ = search([lambda prefix: going_on] * len(sources), sources)
     offsets = sorted({len(out) - n for out, n in zip(outputs, sources)})
     value = offsets[0] if len(offsets) == 1 else [len(out) - n for out, n in zip(outputs, sources)]
-    return Measurement(value, detail=f"{_where(search)}: {[len(o) for o in outputs]} output tokens for "
-                                     f"{sources} input tokens")
+    return observed(claim, search, "max_len_offset", Measurement(
+        value, detail=f"{_where(search)}: {[len(o) for o in outputs]} output tokens for {sources} input tokens"))
 
 
 @checker("decode.early_stop")
@@ -203,9 +221,9 @@ def beam_width(claim: Claim, ctx: CheckContext) -> Measurement:
     found = [out[:1] == [t] for out, t in zip(outputs, firsts)]
     widest = next((r for r, ok in enumerate(found) if not ok), WIDEST)
     later = sum(found[widest:])
-    return Measurement(widest, None if later == 0 else False, (
+    return observed(claim, search, "beam_size", Measurement(widest, None if later == 0 else False, (
         f"{_where(search)}: found the best path through the r-th likeliest first token for r < {widest}"
-        + (f"; and {later} deeper ranks (a beam that keeps no fixed number)" if later else "")))
+        + (f"; and {later} deeper ranks (a beam that keeps no fixed number)" if later else ""))))
 
 
 #: Models built (each from its own seed) before the dropout-off claim gives up on finding one whose

@@ -133,15 +133,18 @@ def beam_over_cache(claim: Claim, ctx: CheckContext, gen: torch.Generator) -> tu
                 differ += 1
     if not compared:
         return 1, f"beam search over the cache: every output is empty on {BEAM_ATTEMPTS} models, so nothing was compared"
-    tied = f" ({ties} differ by a tie of equal scores)" if ties else ""
+    tied = (f" ({ties} differ by a tie of equal scores, scored from start id {parts.special_ids()[0]} to end id "
+            f"{parts.special_ids()[1]}: {parts.special_ids()[2]})" if ties else "")
     return differ, (f"beam search (width {params['beam_size']}) over the cache vs recomputing every prefix: "
                     f"{differ} of {sentences} sentences decoded differently on {compared} models{tied}")
 
 
 def _score(parts, src: torch.Tensor, output: list[int], alpha: float) -> float:
-    """GNMT's log P(Y | X) / lp(Y) of ``output`` (+ EOS), by a full forward pass (BOS 1, EOS 2)."""
-    target = torch.tensor([output + [2]])
-    tgt_in = torch.cat([torch.tensor([[1]]), target[:, :-1]], dim=1)
+    """GNMT's log P(Y | X) / lp(Y) of ``output`` (+ the end id), by a full forward pass from the
+    start id: the model's own special ids (``ModelParts.bos_id`` / ``eos_id``), else the protocol's."""
+    bos, eos, _ = parts.special_ids()
+    target = torch.tensor([output + [eos]])
+    tgt_in = torch.cat([torch.tensor([[bos]]), target[:, :-1]], dim=1)
     with torch.no_grad():
         logp = finite(parts.forward(src, tgt_in), "the logits").double().log_softmax(-1)
     total = logp[0].gather(1, target[0][:, None]).sum().item()

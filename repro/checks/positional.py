@@ -32,15 +32,67 @@ def _table(ctx: CheckContext, claim: Claim) -> torch.Tensor:
 
 @checker("positional.equations")
 def equations(claim: Claim, ctx: CheckContext) -> Measurement:
-    """Max |PE - the paper's sin/cos formula| over several model widths."""
+    """Max |PE - the paper's sin/cos formula| over several model widths, for every table the
+    implementation declares (:func:`declared_tables`): the adapter's ``positional_encoding`` and
+    each stack's own table of the built model (``ModelParts.encoder_positions`` /
+    ``decoder_positions``), so that a model whose own table departs fails even where the general
+    one is right."""
     worst = Worst()
+    length = claim.params.get("length", 200)
+    seen: dict[str, float] = {}
     for d_model in claim.params.get("d_models", [16, 64, 512]):
-        length = claim.params.get("length", 200)
-        table = ctx.target.positional_encoding(length, d_model).detach().double()
-        if tuple(table.shape) != (length, d_model):
-            return Measurement(float("inf"), False, f"shape {tuple(table.shape)} for d_model={d_model}")
-        worst.add(max_abs_diff(table, reference_encoding(length, d_model), f"the table at d_model={d_model}"))
-    return Measurement(worst.value, detail=f"max abs error {worst.value:.2e}")
+        for name, table in declared_tables(ctx, length, d_model).items():
+            table = table.detach().double()
+            if tuple(table.shape) != (length, d_model):
+                return Measurement(float("inf"), False, f"{name}: shape {tuple(table.shape)} for d_model={d_model}")
+            error = max_abs_diff(table, reference_encoding(length, d_model), f"{name} at d_model={d_model}")
+            worst.add(error)
+            seen[name] = max(seen.get(name, 0.0), error)
+    return Measurement(worst.value, detail=f"max abs error {worst.value:.2e} (" + ", ".join(
+        f"{name} {error:.1e}" for name, error in seen.items()) + ")")
+
+
+#: The tables :func:`declared_tables` names: the adapter's, and each stack's own.
+GENERAL_TABLE = "the adapter's positional_encoding"
+
+
+def _heads(d_model: int) -> int:
+    return next(h for h in (4, 2, 1) if d_model % h == 0)
+
+
+def own_stack_tables(ctx: CheckContext, length: int, d_model: int) -> dict[str, torch.Tensor]:
+    """The tables a built model declares as its own per stack (``ModelParts.encoder_positions`` /
+    ``decoder_positions``); none where the adapter builds no model or the model exposes none
+    (absent parts are left to the general table's claim)."""
+    try:
+        parts = ctx.target.model(vocab_size=40, d_model=d_model, n_heads=_heads(d_model), d_ff=64, n_layers=1)
+    except NotApplicable:
+        return {}
+    out = {}
+    for stack, own in (("encoder", parts.encoder_positions), ("decoder", parts.decoder_positions)):
+        if own is None:
+            continue
+        try:
+            out[f"the model's own {stack} table"] = own(length)
+        except Absent:
+            continue
+    return out
+
+
+def declared_tables(ctx: CheckContext, length: int, d_model: int) -> dict[str, torch.Tensor]:
+    """Every positional table the implementation declares, by name: the adapter's general
+    ``positional_encoding`` (an ``Absent`` one fails the claim) and each per-stack table of the
+    built model. ``NotApplicable`` when it declares none."""
+    tables: dict[str, torch.Tensor] = {}
+    try:
+        tables[GENERAL_TABLE] = ctx.target.positional_encoding(length, d_model)
+    except NotApplicable:
+        pass
+    tables.update(own_stack_tables(ctx, length, d_model))
+    if not tables:
+        raise NotApplicable(f"{ctx.target.name} exposes no positional table (adapter method 'positional_encoding', "
+                            "ModelParts.encoder_positions / decoder_positions)")
+    return tables
 
 
 def _pairs(ctx: CheckContext, claim: Claim) -> SinusoidPairs:
@@ -112,20 +164,32 @@ def relative_linear(claim: Claim, ctx: CheckContext) -> Measurement:
 def layout(claim: Claim, ctx: CheckContext) -> Measurement:
     """Section 3.5: which dimension holds which sinusoid. The paper interleaves them, sine at
     2i and cosine at 2i+1; all sines before all cosines (tensor2tensor, fairseq, Marian) is the
-    same set in another fixed order. Measured: the layout's name, with the amplitude and the
+    same set in another fixed order. Read on every table the implementation declares (the
+    adapter's and each stack's own, :func:`declared_tables`). Measured: the layout's name (the
+    first table that departs from the paper's, else the paper's), with the amplitude and the
     position of the first row as found."""
-    try:
-        pairs = _pairs(ctx, claim)
-    except NotSinusoidPairs as why:
-        return Measurement("no sin/cos pairs", False, str(why))
-    amp = pairs.amplitude
-    amplitude = f"{amp.min().item():.4g}" if (amp.max() - amp.min()).item() < 1e-6 else f"{amp.min().item():.4g} to {amp.max().item():.4g}"
-    name = pairs.layout()
-    where = {
-        PAPER_LAYOUT: "sine at 2i, cosine at 2i+1",
-        "sines-then-cosines": "sine at i, cosine at i + d_model/2",
-    }.get(name, f"sines at {pairs.sine[:4]}..., cosines at {pairs.cosine[:4]}...")
-    return Measurement(name, detail=f"{where}; amplitude {amplitude}; first row at position {pairs.start:.3g}")
+    length, d_model = claim.params.get("length", 200), claim.params.get("d_model", 512)
+    found = []
+    for name, table in declared_tables(ctx, length, d_model).items():
+        if tuple(table.shape) != (length, d_model):
+            raise ValueError(f"{name} has shape {tuple(table.shape)}, expected {(length, d_model)}")
+        try:
+            pairs = find_pairs(finite(table.detach().double(), name))
+        except NotSinusoidPairs as why:
+            found.append((name, "no sin/cos pairs", str(why)))
+            continue
+        amp = pairs.amplitude
+        amplitude = f"{amp.min().item():.4g}" if (amp.max() - amp.min()).item() < 1e-6 else f"{amp.min().item():.4g} to {amp.max().item():.4g}"
+        kind = pairs.layout()
+        where = {
+            PAPER_LAYOUT: "sine at 2i, cosine at 2i+1",
+            "sines-then-cosines": "sine at i, cosine at i + d_model/2",
+        }.get(kind, f"sines at {pairs.sine[:4]}..., cosines at {pairs.cosine[:4]}...")
+        found.append((name, kind, f"{where}; amplitude {amplitude}; first row at position {pairs.start:.3g}"))
+    departing = [f for f in found if f[1] != PAPER_LAYOUT]
+    measured = (departing or found)[0][1]
+    detail = "; ".join(f"{name}: {text}" for name, _, text in found) if len(found) > 1 else found[0][2]
+    return Measurement(measured, False if measured == "no sin/cos pairs" else None, detail)
 
 
 def require_stack_inputs(ctx: CheckContext, parts) -> None:
@@ -172,29 +236,31 @@ def both_stacks(claim: Claim, ctx: CheckContext) -> Measurement:
     of the encoder and decoder stacks". With dropout off, what each stack's first layer receives
     minus the scaled embedding must be that stack's positional table: the model's own
     (``ModelParts.encoder_positions``/``decoder_positions``), else the adapter's
-    ``positional_encoding``, else, where the adapter exposes none, the paper's sinusoids (the
-    encoding the claim is about). A model without positions fails with the reason "absent".
+    ``positional_encoding``. Where neither is exposed the claim is not applicable: the paper's
+    sinusoids are never put in the place of a table the implementation does not show (the claim
+    is that the model adds *its* encoding to both stacks; the encoding itself is
+    ``sec3.pe.equations``'s). A model without positions fails with the reason "absent".
     Measured: the worst difference over both stacks."""
     d_model, length = 32, 12
     parts = ctx.target.model(vocab_size=40, d_model=d_model, n_heads=4, d_ff=64, n_layers=1)
     require_stack_inputs(ctx, parts)
     gen = torch.Generator().manual_seed(ctx.seed)
     tokens = torch.randint(4, 40, (2, length), generator=gen)
-    tables, paper = {}, []
+    tables = {}
     for stack in ("encoder", "decoder"):
         try:
             tables[stack] = stack_table(ctx, parts, stack, length, d_model)
         except Absent as why:
             raise Absent(f"{why}{_position_elsewhere(parts, length)}") from None
-        except NotApplicable:
-            tables[stack] = reference_encoding(length, d_model)
-            paper.append(stack)
+        except NotApplicable as why:  # not exposed: nothing to compare with, never the paper's own table
+            raise NotApplicable(f"{ctx.target.name} exposes no positional table for the {stack} ({why}); what the "
+                                "stacks receive cannot be set against what the implementation declares") from None
     with torch.no_grad():
         received = {"encoder": parts.encoder_input(tokens).double(), "decoder": parts.decoder_input(tokens).double()}
         embedded = {"encoder": parts.embed_source(tokens).double(), "decoder": parts.embed_target(tokens).double()}
     errors = {k: max_abs_diff(received[k] - embedded[k], tables[k].double().expand_as(received[k]),
                               f"the {k}'s input - embedding") for k in received}
-    note = f" (against the paper's sinusoids: the adapter exposes no table for the {' and '.join(paper)})" if paper else ""
+    note = ""
     normed = [k for k in received if errors[k] > 1e-5 and _is_normalised_sum(received[k], embedded[k] + tables[k])]
     if normed:
         note += (f"; the {' and '.join(normed)} receive{'s' if len(normed) == 1 else ''} LayerNorm(embedding + positions): "

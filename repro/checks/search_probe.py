@@ -131,6 +131,9 @@ class Searcher:
     where: str
     run: Callable[[Sequence[Rule], Sequence[int]], tuple[list[list[int]], list[Watch]]]
     notes: list[str] = field(default_factory=list)
+    #: The settings (``beam_size``, ``alpha``, ``max_len_offset``) the claim gave because the
+    #: implementation reports none: a claim that observes one of these tests the mechanism only.
+    given: frozenset[str] = frozenset()
 
     def __call__(self, rules: Sequence[Rule], source_lengths: Sequence[int]) -> tuple[list[list[int]], list[Watch]]:
         """The outputs (without BOS and EOS) of sentences of these source lengths, each scripted by
@@ -183,13 +186,14 @@ def adapter_searcher(claim: Claim, ctx: CheckContext) -> Searcher:
         reported = ctx.target.hyperparameters()
     except NotApplicable:
         reported = {}
-    values, notes = {}, []
+    values, notes, given = {}, [], set()
     for field_name, key in keys.items():
         value = reported.get(key)
         value = value[0] if isinstance(value, tuple) else value
         if value is None:
             value = claim.params[field_name]
             notes.append(f"{field_name} {value} given by the claim ({ctx.target.name} reports no '{key}')")
+            given.add(field_name)
         values[field_name] = value
     settings = DecodeSettings(**values)
 
@@ -201,7 +205,7 @@ def adapter_searcher(claim: Claim, ctx: CheckContext) -> Searcher:
                    for rule, n, watch in zip(rules, lengths, watches)]
         return outputs, watches
 
-    return Searcher(settings, f"{ctx.target.name}'s search", run, notes)
+    return Searcher(settings, f"{ctx.target.name}'s search", run, notes, frozenset(given))
 
 
 def searcher(claim: Claim, ctx: CheckContext) -> Searcher:

@@ -45,6 +45,10 @@ class Claim:
     bound: str | None = None
     notes: str = ""
     inconsistency: str = ""
+    #: The documented size of the paper's own inconsistency on a numeric claim (``abs`` / ``rel``
+    #: about ``expected``, as ``tolerance``): a failure within it reads "paper inconsistent", one
+    #: beyond it is a failure like any other (:meth:`explained_by_inconsistency`).
+    inconsistency_bound: dict[str, float] = field(default_factory=dict)
     basis: str = ""
     target: bool = False
 
@@ -57,6 +61,21 @@ class Claim:
     def value_label(self) -> str:
         """What ``expected`` is: ``"target"`` for the project's own target, else ``"paper"``."""
         return "target" if self.target else "paper"
+
+    def explained_by_inconsistency(self, measured: Any) -> bool:
+        """Whether a ``measured`` value outside the tolerance is what the paper's own inconsistency
+        explains: the claim records one, and a numeric value lies within ``inconsistency_bound`` of
+        the paper's figure (a claim without a numeric figure, a relation, has no size: its recorded
+        inconsistency explains any failure). A NaN or an infinity is never explained."""
+        if not self.inconsistency or not is_finite(measured):
+            return False
+        numeric = isinstance(self.expected, (int, float)) and not isinstance(self.expected, bool)
+        if not numeric:
+            return True
+        if isinstance(measured, bool) or not isinstance(measured, (int, float)) or not self.inconsistency_bound:
+            return False
+        return within(measured, self.expected, abs_tol=self.inconsistency_bound.get("abs", 0.0),
+                      rel_tol=self.inconsistency_bound.get("rel", 0.0))
 
     def within(self, measured: Any) -> bool:
         """Whether ``measured`` agrees with the paper's value under this claim's tolerance."""

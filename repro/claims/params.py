@@ -50,6 +50,12 @@ PARAMS: dict[str, dict[str, Any]] = {
     "attention.multihead_cost": {"d_model": COUNT, "heads": COUNT, "length": COUNT},
     "attention.weighted_sum": {"d_model": COUNT, "heads": COUNT},
     "bleu.paper_protocol": {},
+    "bleu.case": {},
+    "evalb.rules": {},
+    "parse.linearization": {},
+    "scaled.table3_jobs": {"seeds": COUNT, "sizes": {"type": "array", "items": TEXT},
+                           "paper_base": {"type": "object"}, "paper_rows": {"type": "object"}},
+    "scaled.verdict_statistics": {"rel_tolerance": POSITIVE},
     "decode.alpha": {**_SEARCH, "rounds": COUNT, "agreement": POSITIVE},
     "decode.beam_width": _SEARCH,
     "decode.dropout_off": _SEARCH,
@@ -144,6 +150,7 @@ REQUIRED: dict[str, list[str]] = {
     "table3.implied_vocabulary": ["paper_counts"],
     "table3.params": ["row", "vocab_size"],
     "table3.params_difference": ["row", "minus"],
+    "scaled.table3_jobs": ["seeds", "sizes", "paper_base", "paper_rows"],
 }
 
 

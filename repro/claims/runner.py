@@ -144,7 +144,11 @@ def _run_claim(claim: Claim, check: CheckerFn, target: Any, results: Mapping[str
             claim, Outcome.ERROR, detail=f"claim {claim.id}: {where} raised {type(err).__name__}({err}); the code "
                                          "under test may not end the run", seconds=time.perf_counter() - start)
     passed = measurement.passed if measurement.passed is not None else claim.within(measurement.value)
-    status = Outcome.PASS if passed else (Outcome.INCONSISTENT if claim.inconsistency else Outcome.FAIL)
+    explained = claim.explained_by_inconsistency(measurement.value)
+    status = Outcome.PASS if passed else (Outcome.INCONSISTENT if explained else Outcome.FAIL)
+    if not passed and claim.inconsistency and not explained:
+        measurement.detail = (f"{measurement.detail}; beyond the paper's own inconsistency "
+                              f"({_bound_text(claim)}): a failure").lstrip("; ")
     if not is_finite(measurement.value):  # whatever the checker decided: NaN and infinity never pass
         status = Outcome.FAIL
     return CheckRecord(
@@ -152,6 +156,14 @@ def _run_claim(claim: Claim, check: CheckerFn, target: Any, results: Mapping[str
         measurement.unit, time.perf_counter() - start, measurement.extra,
         derived=bool(getattr(check, "reads_results", False)),
     )
+
+
+def _bound_text(claim: Claim) -> str:
+    bound = claim.inconsistency_bound
+    if not bound:
+        return "no size documented"
+    return " or ".join(f"{'±' + format(v, 'g') if k == 'abs' else '±' + format(100 * v, 'g') + '%'}"
+                       for k, v in bound.items()) + f" about {claim.expected}"
 
 
 def run_claims(

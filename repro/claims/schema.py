@@ -30,6 +30,12 @@ CLAIM_SCHEMA: dict = {
         "bound": {"enum": ["at_least", "at_most"]},
         "notes": {"type": "string"},
         "inconsistency": {"type": "string"},
+        "inconsistency_bound": {
+            "type": "object",
+            "additionalProperties": False,
+            "minProperties": 1,
+            "properties": {"abs": {"type": "number", "minimum": 0}, "rel": {"type": "number", "minimum": 0}},
+        },
         "basis": {"enum": list(BASES)},
         "target": {"type": "boolean"},
     },
@@ -47,6 +53,9 @@ CLAIM_SCHEMA: dict = {
                 "properties": {"expected": {"type": ["number", "array"], "items": {"type": "number"}}},
             },
         },
+        # The size of the paper's inconsistency needs the inconsistency (a numeric claim that records
+        # an inconsistency without its size is loaded, but a failure of it is a failure: no size).
+        {"if": {"required": ["inconsistency_bound"]}, "then": {"required": ["inconsistency", "expected"]}},
         # Metric claims need a run; their expected value is the paper's number.
         {
             "if": {"properties": {"kind": {"const": "metric"}}},

@@ -89,8 +89,11 @@ PARAMS_INCONSISTENCY = {
                 "parameters, 4.1M below the paper's 168M. The paper's d_model=512 figures all sit about 2M above such "
                 "counts, consistent with a vocabulary near 41000 (see table3.params.implied-vocabulary), which would "
                 "make this row 168M but big 218M; big and this row differ only in d_ff and h, which adds 50.4M "
-                "whatever the vocabulary, while the paper's figures differ by 45M."),
+                "whatever the vocabulary, while the paper's figures differ by 45M. Its size: a vocabulary 4000 words "
+                "larger adds 4000 x d_model = 4.1M, and the paper rounds to 10^6 (0.5M): 4.6M."),
 }
+#: The documented size of each inconsistency above (``inconsistency_bound``): beyond it, a failure.
+PARAMS_INCONSISTENCY_BOUND = {"C-d1024": {"abs": 4.6}}
 DIFF_NOTE = "Each of the paper's figures is rounded to 10^6, so a difference of two is good to +-1 x 10^6."
 
 
@@ -138,6 +141,7 @@ def params_claims() -> Iterator[dict[str, Any]]:
                  "notes": PARAMS_NOTE}
         if row.name in PARAMS_INCONSISTENCY:
             claim["inconsistency"] = PARAMS_INCONSISTENCY[row.name]
+            claim["inconsistency_bound"] = PARAMS_INCONSISTENCY_BOUND[row.name]
         yield claim
 
 
@@ -163,7 +167,9 @@ def params_difference_claims() -> Iterator[dict[str, Any]]:
            "params": {"row": big.name, "minus": wide.name, "vocab_size": VOCAB},
            "inconsistency": "The two rows differ only in d_ff (2048 vs 4096) and h (8 vs 16, which changes no parameter "
                             "count): 6 encoder + 6 decoder FFNs of 1024 x 2048 more weights and biases add 50.4M, so "
-                            f"no vocabulary or tying convention reconciles {pw} and {pb}."}
+                            f"no vocabulary or tying convention reconciles {pw} and {pb}. Its size: 50.4M from the "
+                            f"architecture against the paper's {pb - pw}M, each figure rounded to 10^6: 6.4M.",
+           "inconsistency_bound": {"abs": 6.4}}
     fitted = {r.name: _printed(r).params for r in _counted() if r.name not in (big.name, wide.name)}
     yield {"id": "table3.params.implied-vocabulary", "source": "Table 3 (params column) and Section 5.1",
            "statement": "The parameter counts correspond to a shared source-target vocabulary of about 37000 tokens "
@@ -174,7 +180,10 @@ def params_difference_claims() -> Iterator[dict[str, Any]]:
            "notes": "Fitted on the rows whose count the paper gives, except big and (C) d_model=1024 which cannot both "
                     "fit (table3.params-diff.big-vs-c1024).",
            "inconsistency": "The paper's counts imply a vocabulary near 41000, not the 37000 of Section 5.1; Section 5.1 "
-                            "says 'about 37000' and the paper does not say whether the counts include embeddings."}
+                            "says 'about 37000' and the paper does not say whether the counts include embeddings. "
+                            "Its size: the d_model=512 counts sit about 2M above counts at 37000 words (2M / 512 = "
+                            "3900 words), each rounded to 10^6 (0.5M / 512 = 1000 words): 5000 words.",
+           "inconsistency_bound": {"abs": 5000}}
 
 
 _ARCHITECTURE = ("N", "d_model", "d_ff", "h", "d_k", "d_v")

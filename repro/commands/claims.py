@@ -35,7 +35,8 @@ def _as_dict(claim) -> dict:
         "statement": claim.statement, "expected": claim.expected, "tolerance": claim.tolerance or None,
         "rounding": claim.rounding, "bound": claim.bound, "unit": claim.unit, "checker": claim.checker,
         "basis": claim.basis, "target": claim.target, "params": claim.params,
-        "notes": claim.notes, "inconsistency": claim.inconsistency, "file": claim.file,
+        "notes": claim.notes, "inconsistency": claim.inconsistency,
+        "inconsistency_bound": claim.inconsistency_bound or None, "file": claim.file,
     }
 
 

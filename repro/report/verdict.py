@@ -148,7 +148,7 @@ def compare(claim: Claim, measured: Any, ci95: tuple[float, float] | None = None
     """The status of ``measured`` (with its 95% interval, if any) against the paper's value, ignoring
     scale and checker verdicts."""
     if not claim.within(measured):
-        return INCONSISTENT if claim.inconsistency else DEVIATES
+        return INCONSISTENT if claim.explained_by_inconsistency(measured) else DEVIATES
     if claim.bound is not None:
         return WITHIN  # a one-sided target met: there is no exact figure to reproduce
     if claim.kind in _EXACT_KINDS:
@@ -175,10 +175,11 @@ def verdict(claim: Claim, result: Result | None) -> Verdict:
         if result.status == Outcome.PASS:
             exact = claim.kind in _EXACT_KINDS or claim.expected == result.measured
             return Verdict(REPRODUCED if exact else WITHIN)
-        return Verdict(INCONSISTENT if claim.inconsistency else DEVIATES, "the checker reported fail")
+        return Verdict(INCONSISTENT if claim.explained_by_inconsistency(result.measured) else DEVIATES,
+                       "the checker reported fail")
     status = compare(claim, result.measured, result.ci95)
     if result.status == Outcome.FAIL and status in (REPRODUCED, WITHIN):
-        return Verdict(INCONSISTENT if claim.inconsistency else DEVIATES,
+        return Verdict(INCONSISTENT if claim.explained_by_inconsistency(result.measured) else DEVIATES,
                        "the checker that produced this result reported fail")
     if result.status == Outcome.PASS and status in (DEVIATES, INCONSISTENT):
         return Verdict(status, "the checker reported pass, but the value lies outside the claim's tolerance")

@@ -31,8 +31,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from repro.checks.relations import RelationError, operands
-from repro.checks.relations import evaluate as on_values
+from repro.claims.relation_expression import RelationError, operands
+from repro.claims.relation_expression import evaluate as on_values
 from repro.claims.claim import Claim
 from repro.eval.seeds import combination
 from repro.scaled.rows import ScaledTable

@@ -168,6 +168,9 @@ INTEGER_VALUED = {
     "run.divergence_stop": "feeds inf and NaN itself: whether every rank stopped",
     "run.nonfinite_stored": "feeds inf and NaN itself: how they are stored",
     "run.bleu_stored": "counts measurements storing another protocol's score",
+    "evalb.rules": "counts EVALB cases and output lines that differ (brackets and words, no float)",
+    "parse.linearization": "counts trees and sequences read back wrongly",
+    "scaled.table3_jobs": "counts cells and seeds of the planned jobs that differ",
 }
 #: The search's claims: their value comes from the tokens it outputs (no float can reach it), so
 #: NaN is fed into the scores it ranks by (OWN_PATHS below).
@@ -381,6 +384,21 @@ def _nan_bleu(bad):
     return mock.patch.object(bleu_protocol, "score", lambda *a, **k: dataclasses.replace(original(*a, **k), score=bad))
 
 
+def _nan_bleu_case(bad):
+    import repro.checks.bleu_case as bleu_case
+
+    original = bleu_case.score
+    return mock.patch.object(bleu_case, "score", lambda *a, **k: dataclasses.replace(original(*a, **k), score=bad))
+
+
+def _nan_seeds(bad):
+    import repro.checks.verdict_statistics as verdict_statistics
+
+    original = verdict_statistics.over_seeds
+    return mock.patch.object(verdict_statistics, "over_seeds",
+                             lambda *a, **k: dataclasses.replace(original(*a, **k), half_width=bad))
+
+
 def _nan_additive(bad):
     import repro.checks.dot_product as dot_product
 
@@ -393,6 +411,7 @@ REFERENCE_PATCHES: dict[str, Callable] = {
     "section4.attention_vs_recurrent": _nan_flops, "section4.convolution_factor_k": _nan_flops,
     "section4.separable_convolution": _nan_flops, "table1.complexity": _nan_complexity,
     "table1.sequential": _nan_sequential, "table1.path": _nan_path, "bleu.paper_protocol": _nan_bleu,
+    "bleu.case": _nan_bleu_case, "scaled.verdict_statistics": _nan_seeds,
     "attention.additive_space": _nan_additive, "attention.additive_speed": _nan_additive,
 }
 

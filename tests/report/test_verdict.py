@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from repro.claims.claim import Claim
@@ -78,9 +80,12 @@ def test_bound_met_is_within_tolerance_never_reproduced():
 
 
 def test_inconsistent_claim_outside_tolerance():
-    c = claim(expected=41.8, inconsistency="41.0 in Section 6.1")
+    c = claim(expected=41.8, inconsistency="41.0 in Section 6.1", inconsistency_bound={"abs": 1.3})
     assert verdict(c, result(41.0)).status == "paper inconsistent"
     assert verdict(c, result(41.8, ci95=(41.5, 42.1))).status == "reproduced"
+    # beyond the documented size of the paper's inconsistency: a deviation, not the paper's
+    assert verdict(c, result(38.0)).status == "deviates"
+    assert verdict(dataclasses.replace(c, inconsistency_bound={}), result(41.0)).status == "deviates"
 
 
 def test_missing_result_by_scale():
@@ -110,7 +115,7 @@ def test_checker_verdict_only_makes_things_worse():
 def test_every_status_is_reachable():
     reached = {
         verdict(claim(), result(27.3)).status, verdict(claim(), result(27.0, ci95=None)).status,
-        verdict(claim(), result(1.0)).status, verdict(claim(inconsistency="x"), result(1.0)).status,
+        verdict(claim(), result(1.0)).status, verdict(claim(inconsistency="x", inconsistency_bound={"abs": 30}), result(1.0)).status,
         verdict(claim(scale="cluster"), None).status, verdict(claim(), None).status,
         verdict(claim(), result(None, status="error")).status,
         verdict(claim(), result(None, status="not applicable")).status,

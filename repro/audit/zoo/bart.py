@@ -127,6 +127,7 @@ def model_parts(net: BartForConditionalGeneration) -> ModelParts:
 
     return ModelParts(
         forward=forward, vocab_size=net.config.vocab_size, d_model=net.config.d_model, pad_id=PAD_ID,
+        bos_id=net.config.decoder_start_token_id, eos_id=net.config.eos_token_id,
         embed_source=encoder.embed_tokens, source_embedding=encoder.embed_tokens.weight,
         target_embedding=decoder.embed_tokens.weight, output_projection=net.lm_head.weight, module=net,
         embed_target=decoder.embed_tokens, encoder_input=encoder_input, decoder_input=decoder_input,

@@ -138,6 +138,7 @@ class FSMTAdapter(hf_trainer.TrainedByHFTrainer, Adapter):
 
         return ModelParts(
             forward=forward, vocab_size=vocab_size, d_model=d_model, pad_id=PAD_ID,
+            bos_id=net.config.decoder_start_token_id, eos_id=net.config.eos_token_id,
             embed_source=lambda tokens: encoder.embed_tokens(tokens) * encoder.embed_scale,
             source_embedding=encoder.embed_tokens.weight, target_embedding=decoder.embed_tokens.weight,
             output_projection=decoder.output_projection.weight, module=net,

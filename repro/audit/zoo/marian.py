@@ -123,6 +123,7 @@ class MarianAdapter(hf_trainer.TrainedByHFTrainer, Adapter):
 
         return ModelParts(
             forward=forward, vocab_size=vocab_size, d_model=d_model, pad_id=PAD_ID,
+            bos_id=net.config.decoder_start_token_id, eos_id=net.config.eos_token_id,
             embed_source=lambda tokens: encoder.embed_tokens(tokens) * encoder.embed_scale,
             source_embedding=encoder.embed_tokens.weight, target_embedding=net.model.decoder.embed_tokens.weight,
             output_projection=net.lm_head.weight, module=net,
