@@ -98,6 +98,7 @@ PARAMS: dict[str, dict[str, Any]] = {
     "run.divergence_stop": {},
     "run.dropout_places": _JOB,
     "run.encoded_tokens": {"experiment": TEXT, "cap": COUNT},
+    "run.encoded_cache_key": {"pairs": {"type": "integer", "minimum": 8}},
     "run.gpu_optimizer": {"experiment": TEXT},
     "run.main_rank": {},
     "run.master_weights": {"experiment": TEXT},

@@ -157,6 +157,7 @@ INTEGER_VALUED = {
     "decode.early_stop": "counts decoding steps",
     "decode.beam_width": "counts ranks found",
     "run.encoded_tokens": "counts tokens",
+    "run.encoded_cache_key": "counts reuse decisions and token ids",
     "run.norms_per_layer": "counts normalisations",
     "run.master_weights": "counts dtypes",
     "run.main_rank": "lists the steps of checkpoint files",
