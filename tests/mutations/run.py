@@ -404,8 +404,8 @@ MUTATIONS = [
      "        out[r::world] = part", "        out[r * len(gathered[0]):r * len(gathered[0]) + len(part)] = part",
              "a sharded evaluation puts each rank's outputs back as one block, not interleaved"),
     Mutation("encoded-cache-on-size-and-mtime", "repro/train/data.py",
-     "    files = {str(p.resolve()): {"size": p.stat().st_size, "sha256": file_sha256(p)} for p in (src_path, tgt_path)}",
-     "    files = {str(p.resolve()): {\"size\": p.stat().st_size, \"mtime\": p.stat().st_mtime_ns} for p in (src_path, tgt_path)}",
+     '    files = {str(p.resolve()): {"size": p.stat().st_size, "sha256": file_sha256(p)} for p in (src_path, tgt_path)}',
+     '    files = {str(p.resolve()): {"size": p.stat().st_size, "mtime": p.stat().st_mtime_ns} for p in (src_path, tgt_path)}',
              "the encoded corpus keyed on its sources' size and mtime: one edited in place is reused"),
     # -- issue 38 (parsing, EVALB, BLEU's case rule, Table 3 at a scale): written to break the checks --
     Mutation("evalb-test-bracket-matched-twice", "repro/eval/evalb.py",
