@@ -11,11 +11,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from repro.checks import (  # noqa: F401  (importing a module registers its checkers)
-    attention, attention_maps, bleu_case, bleu_protocol, checkpoint_keeping, decoding, dot_product, dropout, encoded_cache,
-    evalb_rules, evaluation_average, invariants, job_model, layers, linearization, measurement_records,
-    metric_results, parser_recipe, positional, rank_group, recipe_runs, relations, runtime_choice, scaled_jobs,
-    section4, stacks, step_time, table1, table2, table3, token_counts, training, update_arithmetic,
-    verdict_statistics,
+    attention, attention_maps, bleu_case, bleu_protocol, checkpoint_keeping, decoding, dot_product, dropout,
+    encoded_cache, evalb_rules, evaluation_average, invariants, job_model, layers, linearization,
+    measurement_records, metric_results, parser_recipe, positional, rank_group, recipe_runs, relations,
+    resumed_step_time, runtime_choice, scaled_jobs, section4, stacks, step_time, table1, table2, table3,
+    token_counts, training, update_arithmetic, verdict_statistics,
 )
 from repro.checks.registry import AUDITING, CHECKERS, EVIDENCE, audits_implementation, basis_allowed, checker
 from repro.checks.relations import relation_result

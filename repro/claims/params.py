@@ -99,6 +99,7 @@ PARAMS: dict[str, dict[str, Any]] = {
     "run.dropout_places": _JOB,
     "run.encoded_tokens": {"experiment": TEXT, "cap": COUNT},
     "run.encoded_cache_key": {"pairs": {"type": "integer", "minimum": 8}},
+    "run.step_time_resumed": {"first": {"type": "integer", "minimum": 2}, "steps": COUNT},
     "run.gpu_optimizer": {"experiment": TEXT},
     "run.main_rank": {},
     "run.master_weights": {"experiment": TEXT},

@@ -158,6 +158,7 @@ INTEGER_VALUED = {
     "decode.beam_width": "counts ranks found",
     "run.encoded_tokens": "counts tokens",
     "run.encoded_cache_key": "counts reuse decisions and token ids",
+    "run.step_time_resumed": "times updates on a clock it injects (whole seconds)",
     "run.norms_per_layer": "counts normalisations",
     "run.master_weights": "counts dtypes",
     "run.main_rank": "lists the steps of checkpoint files",

@@ -407,6 +407,10 @@ MUTATIONS = [
      '    files = {str(p.resolve()): {"size": p.stat().st_size, "sha256": file_sha256(p)} for p in (src_path, tgt_path)}',
      '    files = {str(p.resolve()): {"size": p.stat().st_size, "mtime": p.stat().st_mtime_ns} for p in (src_path, tgt_path)}',
              "the encoded corpus keyed on its sources' size and mtime: one edited in place is reused"),
+    Mutation("step-time-since-the-first-update", "repro/train/step_clock.py",
+     "        self.updates.append(self.clock() - self._top)",
+     "        self.updates.append(self.clock() - (self.first_update_at or self._top))",
+             "each update timed from the run's first update: a resumed run's step time grows with the run"),
     # -- issue 38 (parsing, EVALB, BLEU's case rule, Table 3 at a scale): written to break the checks --
     Mutation("evalb-test-bracket-matched-twice", "repro/eval/evalb.py",
      "            if g.result != 5 and t.result == 0 and (g.start, g.end) == (t.start, t.end):",
