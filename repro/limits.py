@@ -64,6 +64,7 @@ MODEL_PARAMETERS = Limit("model parameters", hard=10**10,
 THREADS = Limit("threads", hard=1024, why="torch's intra-op thread pool; far more threads than cores only slow it down")
 ALPHA = Limit("--alpha", hard=10, why="Section 6.1 uses 0.6, Section 6.3 0.3; the length penalty ((5 + |Y|) / 6)^alpha "
               "overflows a float far above it")
-TREE_DEPTH = Limit("tree depth", hard=1000,
-                   why="Penn Treebank trees nest a few dozen brackets deep; EVALB's bracket matching takes time "
-                       "quadratic in the brackets")
+TREE_DEPTH = Limit("tree depth", hard=4000,
+                   why="Penn Treebank trees nest a few dozen brackets deep, a weak parser's output at most its "
+                       "input + 300 openers (Section 6.3); EVALB's bracket matching takes time quadratic in the "
+                       "brackets")

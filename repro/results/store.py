@@ -186,11 +186,14 @@ class ResultStore:
 
 
 def disagree(a: Result, b: Result) -> bool:
-    """Whether two records of one claim say different things (NaN equals NaN: both diverged)."""
+    """Whether two records of one claim, at one scale and seed, say different things (NaN equals NaN:
+    both diverged). Records of different seeds or scales are different measurements, not a conflict."""
     def same(x: Any, y: Any) -> bool:
         if isinstance(x, float) and isinstance(y, float) and math.isnan(x) and math.isnan(y):
             return True
         return x == y
+    if a.provenance.scale != b.provenance.scale or a.extra.get("seed") != b.extra.get("seed"):
+        return False
     return not same(a.measured, b.measured) or a.status != b.status
 
 
