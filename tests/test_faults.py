@@ -16,31 +16,16 @@ from pathlib import Path
 import pytest
 import torch
 
-from repro.cli import main
 from repro.data.vocab import SharedVocab
 from repro.model import Transformer, TransformerConfig
 from repro.results import Provenance, Result, ResultStore
 from repro.train.checkpoint import save_checkpoint
+from tests.cli_run import refusal, run
 
 EN = ["A man rides a bike .", "Two dogs play in the snow .", "A woman reads a book .", "Children run on the beach ."]
 DE = ["Ein Mann fährt Fahrrad .", "Zwei Hunde spielen im Schnee .", "Eine Frau liest ein Buch .",
       "Kinder rennen am Strand ."]
 TINY_MODEL = '{"n_layers": 1, "d_model": 16, "d_ff": 32, "n_heads": 2, "attention": "fused"}'
-
-
-def run(capsys, *argv: str) -> tuple[int, str, str]:
-    try:
-        rc = main(list(argv))
-    except SystemExit as exc:
-        rc = exc.code
-    out, err = capsys.readouterr()
-    return rc, out, err
-
-
-def refusal(err: str) -> str:
-    lines = [line for line in err.splitlines() if "error:" in line]
-    assert len(lines) == 1 and "Traceback" not in err, err
-    return lines[0]
 
 
 def full_disk_for(monkeypatch, match) -> None:

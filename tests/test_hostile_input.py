@@ -20,11 +20,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from repro.cli import main
 from repro.data.vocab import SharedVocab
 from repro.model import Transformer, TransformerConfig
 from repro.results import Provenance, Result, ResultStore
 from repro.train.checkpoint import save_checkpoint
+from tests.cli_run import refusal, run
 
 REPO = Path(__file__).resolve().parents[1]
 EN = ["A man rides a bike .", "Two dogs play in the snow .", "A woman reads a book .", "Children run on the beach ."]
@@ -42,23 +42,6 @@ expected = 30.0
 bound = "at_least"
 unit = "BLEU"
 """
-
-
-def run(capsys, *argv: str) -> tuple[int, str, str]:
-    """``repro ARGV`` in-process: (exit code, stdout, stderr); argparse's refusals included."""
-    try:
-        rc = main(list(argv))
-    except SystemExit as exc:
-        rc = exc.code
-    out, err = capsys.readouterr()
-    return rc, out, err
-
-
-def refusal(err: str) -> str:
-    """The one line that refuses the input."""
-    lines = [line for line in err.splitlines() if "error:" in line]
-    assert len(lines) == 1, err
-    return lines[0]
 
 
 def provenance(**changes) -> dict:

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import re
-import resource
 import statistics
 import time
 from pathlib import Path
@@ -36,7 +35,9 @@ import torch
 from torch import nn
 
 from repro.argtypes import non_negative_int, positive_float, positive_int
-from repro.benchmarks.machine import environment, parse_benchmark_args, publish, ratio_spread, spread
+from repro.benchmarks.machine import (
+    environment, parse_benchmark_args, peak_memory_gib, publish, ratio_spread, spread, synchronize,
+)
 from repro.benchmarks.train_speed import ReferenceObjective, ReferenceTransformer, make_batch, training_flops
 from repro.cli_flags import device_name
 from repro.data.batching import Batch
@@ -55,26 +56,14 @@ def sustained_rate(device: torch.device, dtype: torch.dtype, n: int, seconds: fl
     a = torch.randn(n, n, generator=g).to(device=device, dtype=dtype)
     b = torch.randn(n, n, generator=g).to(device=device, dtype=dtype)
     a @ b
-    _sync(device)
+    synchronize(device)
     rates, began = [], time.perf_counter()
     while len(rates) < 3 or time.perf_counter() - began < seconds:
         start = time.perf_counter()
         a @ b
-        _sync(device)
+        synchronize(device)
         rates.append(2 * n**3 / (time.perf_counter() - start) / 1e12)
     return float(statistics.median(rates))
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def _memory(device: torch.device) -> float:
-    """Peak memory in GiB: the device's allocator on CUDA, the process's resident set on the CPU."""
-    if device.type == "cuda":
-        return torch.cuda.max_memory_allocated(device) / 2**30
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 
 
 def _stepper(objective: nn.Module, model: nn.Module, batch: Batch, runtime: Runtime, d_model: int):
@@ -84,7 +73,7 @@ def _stepper(objective: nn.Module, model: nn.Module, batch: Batch, runtime: Runt
     def step() -> float:
         stats = update(objective, optimizer, [on_device], runtime.device, step=next(steps), d_model=d_model,
                        warmup_steps=PAPER_WARMUP_STEPS, precision=runtime.precision)
-        _sync(runtime.device)
+        synchronize(runtime.device)
         return stats.loss_per_token
     return step
 
@@ -120,7 +109,7 @@ def measure_model(size: str, runtime: Runtime, batch: Batch, args: argparse.Name
     out["best_repro_case"] = best
     out["mfu"] = out["cases"][best]["mfu"]
     out["peer_ratio"] = ratio_spread(seconds["torch.nn.Transformer"], seconds[best])["median"]
-    out["peak_memory_gib"] = round(_memory(runtime.device), 2)
+    out["peak_memory_gib"] = round(peak_memory_gib(runtime.device), 2)
     return out
 
 

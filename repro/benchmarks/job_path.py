@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import re
-import resource
 import statistics
 import tempfile
 import time
@@ -44,7 +43,9 @@ from typing import Any
 import torch
 from torch._dynamo.utils import counters
 
-from repro.benchmarks.machine import environment, parse_benchmark_args, publish, ratio_spread, spread
+from repro.benchmarks.machine import (
+    environment, parse_benchmark_args, peak_memory_gib, publish, ratio_spread, spread, synchronize,
+)
 from repro.benchmarks.train_speed import make_batch
 from repro.cli_flags import device_name
 from repro.cluster.paper_jobs import job_config
@@ -188,29 +189,17 @@ def _measure(trainer: Trainer, steps: int, block: int, warmup: int) -> dict[str,
     out["cases"]["job"]["padding_fraction"] = round(1 - sum(job_tokens) / max(sum(padded), 1), 4)
     out["ratio_spread"] = ratio_spread(rates["job"], rates["fixed"])   # job / fixed tokens per second, per round
     out["ratio"] = out["ratio_spread"]["median"]
-    out["peak_memory_gib"] = round(_memory(device), 2)
+    out["peak_memory_gib"] = round(peak_memory_gib(device), 2)
     return out
 
 
 def _timed(device: torch.device, fn: Callable[[], Any]) -> float:
     """Wall seconds of ``fn``, between two synchronisations of ``device``."""
-    _sync(device)
+    synchronize(device)
     start = time.perf_counter()
     fn()
-    _sync(device)
+    synchronize(device)
     return time.perf_counter() - start
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def _memory(device: torch.device) -> float:
-    """Peak memory in GiB: the device's allocator on CUDA, the process's resident set on the CPU."""
-    if device.type == "cuda":
-        return torch.cuda.max_memory_allocated(device) / 2**30
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import json
+import resource
 import statistics
 import time
 from collections.abc import Callable, Mapping
@@ -61,6 +62,19 @@ def spread(values: list[float], digits: int = 3) -> dict[str, Any]:
 def ratio_spread(slow: list[float], fast: list[float], digits: int = 3) -> dict[str, Any]:
     """The per-round ratios slow/fast (same round: same load) with their median and spread."""
     return spread([s / f for s, f in zip(slow, fast)], digits)
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for the device's queued work (a wall clock read after it sees the work done)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def peak_memory_gib(device: torch.device) -> float:
+    """Peak memory in GiB: the device's allocator on CUDA, the process's resident set on the CPU."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**30
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 
 
 def publish(out: dict[str, Any], path: Path | None) -> dict[str, Any]:

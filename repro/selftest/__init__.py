@@ -29,7 +29,7 @@ import torch
 from repro.atomic import atomic_write_text
 from repro.results.provenance import git_commit
 from repro.runtime import Runtime
-from repro.selftest.stage import FAIL, OK, SKIPPED, Context, Stage, StageResult, Target
+from repro.selftest.stage import FAIL, Context, Stage, StageResult, Target
 from repro.selftest.stages import STAGE_NAMES, STAGES, checkout_root
 
 #: The whole run's budget on one H100/H200 (issue 37): the summary says whether it was met.
@@ -100,5 +100,3 @@ def write(summary: dict[str, Any], json_path: Path) -> Path:
     atomic_write_text(readable, render(summary))
     return readable
 
-
-STATUSES = (OK, FAIL, SKIPPED)

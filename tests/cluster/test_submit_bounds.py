@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from repro.cli import main
+from tests.cli_run import refusal
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -26,12 +27,6 @@ def submit(capsys, *argv: str) -> tuple[int, str, str]:
         rc = exc.code
     out, err = capsys.readouterr()
     return rc, out, err
-
-
-def refusal(err: str) -> str:
-    lines = [line for line in err.splitlines() if "error:" in line]
-    assert len(lines) == 1 and "Traceback" not in err, err
-    return lines[0]
 
 
 def test_a_million_seeds_are_refused_before_planning(tmp_path, capsys):

@@ -12,20 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from repro.cli import main
 from repro.data.text_lines import read_lines, split_lines
+from tests.cli_run import run
 
 SENTENCES = ["Ein Mann fährt Fahrrad auf der Straße .", "Zwei Hunde spielen im Schnee vor dem Haus .",
              "Eine Frau liest ein Buch im Garten ."]
-
-
-def run(capsys, *argv: str) -> tuple[int, str, str]:
-    try:
-        rc = main(list(argv))
-    except SystemExit as exc:
-        rc = exc.code
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 def bleu(capsys, hyp: Path, ref: Path) -> tuple[int, dict | None, str]:

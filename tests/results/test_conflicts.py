@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from repro.cli import main
 from repro.results import Provenance, Result, ResultStore
 from tests.scaled.conftest import write_row
+from tests.cli_run import run
 
 DATE = "2026-01-01T00:00:00+00:00"
 CLAIM = """part = "x"
@@ -28,15 +28,6 @@ expected = 30.0
 bound = "at_least"
 unit = "BLEU"
 """
-
-
-def run(capsys, *argv: str) -> tuple[int, str, str]:
-    try:
-        rc = main(list(argv))
-    except SystemExit as exc:
-        rc = exc.code
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 def _record(store: ResultStore, value: float, name: str, date: str = DATE, claim: str = "x.bleu") -> Path:

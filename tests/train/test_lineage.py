@@ -19,6 +19,7 @@ import torch
 
 from repro.cli import main
 from repro.train.checkpoint import load_checkpoint, save_checkpoint
+from tests.cli_run import refusal, run
 
 TINY_MODEL = '{"n_layers": 1, "d_model": 16, "d_ff": 32, "n_heads": 2, "attention": "fused"}'
 EN = ["A man rides a bike .", "Two dogs play in the snow .", "A woman reads a book .", "Children run on the beach ."]
@@ -30,21 +31,6 @@ def train_args(data_dir: Path, out_dir: Path, steps: int = 2, *extra: str) -> li
             "--max-steps", str(steps), "--set", f"model_overrides={TINY_MODEL}", "--set", "vocab_size=300",
             "--set", "checkpoint_every_steps=1", "--set", "tokens_per_batch=64", "--set", "max_tokens_per_device=64",
             "--set", "warmup_steps=2", *extra]
-
-
-def run(capsys, *argv: str) -> tuple[int, str, str]:
-    try:
-        rc = main(list(argv))
-    except SystemExit as exc:
-        rc = exc.code
-    out, err = capsys.readouterr()
-    return rc, out, err
-
-
-def refusal(err: str) -> str:
-    lines = [line for line in err.splitlines() if "error:" in line]
-    assert len(lines) == 1, err
-    return lines[0]
 
 
 def swapped_vocab(vocab: Path, out: Path) -> Path:
