@@ -37,7 +37,7 @@ def _holder(fd: int) -> str:
         started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(float(data["started"])))
         return f"pid {data['pid']} on {data['host']} since {started} ({data.get('command', '?')})"
     except (OSError, ValueError, KeyError, TypeError):
-        return "another process (its holder record is not written yet)"
+        return "another process (it has not written who it is)"
 
 
 @contextmanager
@@ -60,6 +60,11 @@ def run_dir_lock(folder: str | os.PathLike[str], what: str = "run directory") ->
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = _holder(fd)
+            for _ in range(40):   # the holder writes its record right after it locks: give it a second
+                if not holder.startswith("another process"):
+                    break
+                time.sleep(0.025)
+                holder = _holder(fd)
             os.close(fd)
             raise RunDirBusy(f"{folder}: the {what} is in use by {holder}; wait for it to end, or choose another "
                              f"--out-dir (lock file {path})") from None
