@@ -6,8 +6,11 @@ with different scores), so that the value stored tells which protocol it came fr
 
 from __future__ import annotations
 
+import logging
 import math
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
 from unittest import mock
@@ -29,6 +32,17 @@ from repro.runtime import Runtime
 
 HYPOTHESES = ["The house is small .", "the cat sees a Dog", "Ein Haus-Boot läuft ."]
 REFERENCES = ["the house is small .", "the cat sees the dog .", "Ein Hausboot läuft ."]
+
+
+@contextmanager
+def _quiet(name: str) -> Iterator[None]:
+    """The logger ``name`` silent for the block."""
+    logger = logging.getLogger(name)
+    before, logger.disabled = logger.disabled, True
+    try:
+        yield
+    finally:
+        logger.disabled = before
 
 
 def _scored() -> BleuEvaluation:
@@ -72,7 +86,8 @@ def nonfinite_stored(claim: Claim, ctx: CheckContext) -> Measurement:
         store = ResultStore(Path(tmp))
         for i, value in enumerate((math.inf, -math.inf, math.nan, 4.25)):
             request = Request(f"probe.{i}", "perplexity.wordpiece", "test")
-            record(store, request, Measured(value, "PPL", "probe", "probe", 3), config={}, scale="local")
+            with _quiet("repro.measures.recording"):   # its warning is what a job logs; the check reads the record
+                record(store, request, Measured(value, "PPL", "probe", "probe", 3), config={}, scale="local")
             stored = next(r for r in store.read_all() if r.claim_id == request.result_id)
             failed = stored.status == "fail"
             rows.append(f"{value}: {'failure' if failed else 'measured'}")
