@@ -10,7 +10,6 @@ spawns the two ranks and returns what each saw; the claims compare it with one p
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import tempfile
@@ -22,6 +21,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 
+from repro import tensor_json
 from repro.data.batching import collate
 from repro.eval.sharding import map_sharded
 from repro.model.precision import Precision
@@ -98,31 +98,9 @@ def _rank(rank: int, port: int, folder: str, cfg: TrainConfig, vocab: int, passe
                         log_every=10**6), examples, vocab, runtime=runtime, log=lambda _: None,
             clock=lambda: ticks[0], on_step=lambda s: ticks.__setitem__(0, s))
         seen["checkpoints"] = [step_of(p) for p in list_checkpoints(out_dir)]
-        (Path(folder) / f"rank{rank}.json").write_text(json.dumps(_plain(seen)), encoding="utf-8")
+        tensor_json.write(Path(folder) / f"rank{rank}.json", seen)
     finally:
         dist.destroy_process_group()
-
-
-def _plain(value: Any) -> Any:
-    """``value`` with every tensor as ``{"tensor": values, "dtype": name}`` (fp32 and fp64 exact in JSON)."""
-    if isinstance(value, torch.Tensor):
-        return {"tensor": value.detach().cpu().tolist(), "dtype": str(value.dtype).removeprefix("torch.")}
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
-
-
-def _tensors(value: Any) -> Any:
-    """The inverse of :func:`_plain`."""
-    if isinstance(value, dict) and set(value) == {"tensor", "dtype"}:
-        return torch.tensor(value["tensor"], dtype=getattr(torch, value["dtype"]))
-    if isinstance(value, dict):
-        return {k: _tensors(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_tensors(v) for v in value]
-    return value
 
 
 def observe_group(cfg: TrainConfig, vocab: int, passes: list[list[list]], examples: list) -> list[dict[str, Any]]:
@@ -137,7 +115,7 @@ def observe_group(cfg: TrainConfig, vocab: int, passes: list[list[list]], exampl
                            join=True, start_method=method)
         seen = []
         for r in range(WORLD):   # tensors, numbers, text as JSON: no pickled objects
-            seen.append(_tensors(json.loads((Path(folder) / f"rank{r}.json").read_text(encoding="utf-8"))))
+            seen.append(tensor_json.read(Path(folder) / f"rank{r}.json"))
         return seen
 
 

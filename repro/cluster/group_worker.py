@@ -11,13 +11,13 @@ by its package name, so it runs wherever repro is importable, whatever the curre
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
+from repro import tensor_json
 from repro.data.corpora import get_dataset, resolve_data_dir
 from repro.data.vocab import SharedVocab
 from repro.decode.settings import TRANSLATION
@@ -49,7 +49,7 @@ def group_worker(rank: int, world: int, init_method: str, task: str, train_confi
             messages: list[str] = []
             summary = train(cfg, log=messages.append)
             result = {**summary.to_dict(), "rank": rank, "messages": messages}
-        (Path(out) / f"rank{rank}.json").write_text(json.dumps(_plain(result)), encoding="utf-8")
+        tensor_json.write(Path(out) / f"rank{rank}.json", result)
     finally:
         dist.destroy_process_group()
 
@@ -64,24 +64,6 @@ def _evaluate(cfg: TrainConfig, runtime: Runtime) -> dict[str, Any]:
     return {"hypotheses": bleu.hypotheses, "bleu": bleu.sacrebleu.score, "ppl": ppl.ppl, "tokens": ppl.tokens}
 
 
-def _plain(value: Any) -> Any:
-    if isinstance(value, torch.Tensor):
-        return {"tensor": value.tolist(), "dtype": str(value.dtype).replace("torch.", "")}
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
-
-
 def read_result(path: str | Path) -> dict[str, Any]:
     """What a worker wrote, its tensors rebuilt."""
-    def back(value: Any) -> Any:
-        if isinstance(value, dict) and set(value) == {"tensor", "dtype"}:
-            return torch.tensor(value["tensor"], dtype=getattr(torch, value["dtype"]))
-        if isinstance(value, dict):
-            return {k: back(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [back(v) for v in value]
-        return value
-    return back(json.loads(Path(path).read_text(encoding="utf-8")))
+    return tensor_json.read(path)
