@@ -29,7 +29,7 @@ from tqdm import tqdm
 from repro.data.batching import TokenBatcher
 from repro.data.synthetic import SYNTHETIC, SyntheticCorpus
 from repro.errors import CheckpointError
-from repro.model import Transformer, TransformerConfig
+from repro.model import Transformer, TransformerConfig, count_parameters
 from repro.model.precision import Precision
 from repro.runtime import Runtime
 from repro.train.cadence import CheckpointCadence
@@ -44,6 +44,7 @@ from repro.train.metrics_log import MetricsLog
 from repro.train.optimizer import optimizer_for
 from repro.train.prefetch import Prefetcher, Sequential
 from repro.train.progress_line import EVERY_LOGGED, progress_line
+from repro.train.run_record import write_run_record
 from repro.train.step_clock import StepClock
 from repro.train.update_step import TrainingDiverged, UpdateStats, accumulate, update, world
 from repro.train.update_plan import UpdatePlan, plan_update
@@ -208,13 +209,18 @@ def _recipe_record(cfg: TrainConfig, recipe: dict[str, Any] | None) -> dict[str,
 def train(cfg: TrainConfig, *, synthetic: SyntheticCorpus | None = None, runtime: Runtime | None = None,
           **kwargs: Any) -> TrainSummary:
     """Train on ``cfg.dataset`` (BPE built or reloaded under ``cfg.out_dir``, the corpus encoded once
-    per job by rank 0; the synthetic corpus when the dataset is ``synthetic``), resuming when possible."""
+    per job by rank 0; the synthetic corpus when the dataset is ``synthetic``), resuming when possible;
+    rank 0 then writes the run's record (:mod:`repro.train.run_record`)."""
     began = (kwargs.get("clock") or time.monotonic)()
     runtime = runtime or runtime_of(cfg)
     data = prepare_training_data(cfg, synthetic, rank=runtime.rank, world_size=runtime.world_size)
     summary = run(cfg, data.examples, data.vocab_size, runtime=runtime, began=began, **kwargs)
     summary.extra.update(filtered=data.filtered, train_pairs=len(data.examples), vocab_size=data.vocab_size,
                          data=data.origin)
+    if runtime.is_main:
+        write_run_record(cfg.out_dir, recipe=_recipe_record(cfg, kwargs.get("recipe")), summary=summary.to_dict(),
+                         dataset=cfg.dataset, vocab_size=data.vocab_size, vocab_asked=cfg.vocab_size,
+                         bpe_split=cfg.bpe_split, trained_pairs=len(data.examples), filtered=data.filtered)
     return summary
 
 
@@ -294,7 +300,8 @@ def run(
         resumed_from=resumed_from, accumulation=trainer.accumulation, world_size=trainer.world_size,
         elapsed_s=elapsed, first_loss=progress.first_loss,
         extra={**trainer.precision.provenance(), "device": str(trainer.device),
-               "steps_run": step - resumed_from, "step_time": timing.summary()},
+               "steps_run": step - resumed_from, "step_time": timing.summary(),
+               "parameters": count_parameters(trainer.model), "update_plan": trainer.plan.to_dict()},
     )
 
 
