@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from repro.content_hash import file_sha256
+from repro.data.text_lines import iter_lines
 
 
 def content_sha256(lines: list[str]) -> str:
@@ -34,9 +35,10 @@ def content_sha256(lines: list[str]) -> str:
 
 
 def identity(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """What a scored file is: its name, path, line count, SHA-256 and content hash (module docstring)."""
+    """What a scored file is: its name, path, line count (lines as sacreBLEU and ``wc -l`` count them,
+    :mod:`repro.data.text_lines`), SHA-256 and content hash (module docstring)."""
     path = Path(path)
-    lines = path.read_text(encoding="utf-8").splitlines()
+    lines = list(iter_lines(path))
     return {"file": path.name, "path": str(path.resolve()), "lines": len(lines), "sha256": file_sha256(path),
             "content_sha256": content_sha256(lines)}
 

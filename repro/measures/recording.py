@@ -36,7 +36,8 @@ def result_of(request: Request, measured: Measured, *, config: Mapping[str, Any]
               extra: Mapping[str, Any] | None = None) -> Result:
     """``measured`` as the record of ``request.result_id``: ``config`` is the job's training config and
     ``decode`` its decoding settings (their recipe identity, :func:`repro.train.config.recipe_identity`,
-    is hashed into ``provenance.config_hash``); ``provenance``: the job's fields of ``provenance.extra``;
+    is hashed into ``provenance.config_hash`` and kept as ``provenance.extra.recipe_identity``, so that a
+    reader can say how it differs from a paper job's); ``provenance``: the job's fields of ``provenance.extra``;
     ``extra``: the job's fields of the record's ``extra``."""
     status, detail = None, measured.detail
     if not measured.finite:
@@ -47,10 +48,11 @@ def result_of(request: Request, measured: Measured, *, config: Mapping[str, Any]
     interval = None
     if measured.ci95 is not None and all(math.isfinite(x) for x in measured.ci95):
         interval = tuple(round(x, measured.digits) for x in measured.ci95)
-    prov = collect_provenance(config=recipe_identity(dict(config), dict(decode or {})), dataset=measured.dataset,
-                              scale=scale, bleu_signature=measured.bleu_signature,
+    identity = recipe_identity(dict(config), dict(decode or {}))
+    prov = collect_provenance(config=identity, dataset=measured.dataset, scale=scale,
+                              bleu_signature=measured.bleu_signature,
                               **{**dict(provenance or {}), **measured.provenance, "measure": request.measure,
-                                 **({"split": request.split} if request.split else {})})
+                                 **({"split": request.split} if request.split else {}), "recipe_identity": identity})
     return Result(request.result_id, measured.value, prov, unit=measured.unit, status=status, detail=detail,
                   extra={**measured.extra, **dict(extra or {})}, ci95=interval)
 

@@ -16,6 +16,7 @@ from typing import Any
 from repro.checks import DERIVED_OVER_STORED, derived_result
 from repro.claims.claim import BASES, Claim
 from repro.errors import ResultError
+from repro.observed.gate import set_aside
 from repro.report.verdict import STATUSES, verdict
 from repro.results.provenance import REQUIRED_FIELDS, Provenance
 from repro.results.store import Result, ResultStore, disagree
@@ -158,12 +159,24 @@ def load_results(dirs: Sequence[Path], *, skip_invalid: bool = False,
 
 
 def build_rows(claims: Iterable[Claim], results: dict[str, Result]) -> list[ReportRow]:
+    """One row per claim of the paper (the claims observed on a run have each run's own section). A
+    result that did not come from the paper's job (:mod:`repro.observed.gate`) is shown beside its
+    claim with what differs, and the claim reads as if no run had been made; the values derived from
+    stored results (relations, costs, step times) read only the results that count."""
+    claims = [c for c in claims if c.basis != "run"]
+    aside = set_aside(claims, results)
+    counted = {k: v for k, v in results.items() if k not in aside}
     rows = []
     for claim in claims:
+        if claim.id in aside:
+            res = check_provenance(results[claim.id], claim.id)
+            rows.append(ReportRow(claim, verdict(claim, None).status, f"not counted for the paper: {aside[claim.id]}",
+                                  res))
+            continue
         if claim.checker in DERIVED_OVER_STORED:  # a step time is compared only normalised to 8 P100
-            res = derived_result(claim, results)
+            res = derived_result(claim, counted)
         else:
-            res = results.get(claim.id) or derived_result(claim, results)
+            res = counted.get(claim.id) or derived_result(claim, counted)
         if res is not None:
             check_provenance(res, claim.id)
         v = verdict(claim, res)
