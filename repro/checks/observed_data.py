@@ -105,8 +105,12 @@ def corpus(claim: Claim, ctx: CheckContext) -> Measurement:
 
 
 def _scored_now(path: Path, recorded: dict[str, Any], what: str, field: str) -> str | None:
-    """Whether a scored file still is what its evaluation recorded; None when it is not on this machine."""
+    """Whether a scored file still is what its evaluation recorded; None when it is not on this machine. A
+    file the run wrote itself (its translations) is looked for in the run's directory, wherever it now is."""
+    run_dir = path.parent.parent      # RUN_DIR/evaluations/<id>.json
     where = Path(str(recorded.get("path") or ""))
+    if what == "translations" and (run_dir / str(recorded.get("file"))).is_file():
+        where = run_dir / str(recorded.get("file"))
     if not where.is_file():
         return None
     now = identity(where)

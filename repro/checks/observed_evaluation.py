@@ -140,7 +140,10 @@ def _rescored(files: Any, path: Any, result: Any) -> float | None:
     """The BLEU of an evaluation recomputed from the translations it wrote and the reference it scored
     (None when they are not on this machine)."""
     scored = check_scored(path, result)
-    hyps, ref = (scored.get("hypotheses") or {}).get("path"), scored["reference"].get("path")
+    written = scored.get("hypotheses") or {}
+    hyps, ref = written.get("path"), scored["reference"].get("path")
+    if (path.parent.parent / str(written.get("file"))).is_file():   # the run's own translations, where the run now is
+        hyps = str(path.parent.parent / str(written.get("file")))
     if not hyps or not ref:
         return None
     try:

@@ -194,6 +194,9 @@ def read_evaluation(path: Path) -> Result:
     why = record_problem(data)
     if why is None and data["claim_id"] != path.stem:
         why = f"field 'claim_id': '{data['claim_id']}', but the file is named for '{path.stem}'"
+    measured = data.get("measured") if isinstance(data, dict) else None
+    if why is None and (isinstance(measured, bool) or not isinstance(measured, (int, float, type(None)))):
+        why = f"field 'measured' must be the number the evaluation measured (got {measured!r})"
     if why is not None:
         raise ResultError(f"{path}: {why}")
     return Result.from_dict(data, source=str(path))
