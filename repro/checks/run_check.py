@@ -41,10 +41,9 @@ class RunCheck:
                 f"{files.recipe_hash}; it stands for {job}")
 
 
-def claims_of(files: RunFiles, claims_dir: str | os.PathLike[str] | None = None,
-              only: Sequence[str] = ()) -> list[Claim]:
-    """The claims of basis ``run``, then the paper's figures the run's job measures, read off its evaluations."""
-    claims = select_claims(claims_dir=claims_dir)
+def claims_of(files: RunFiles, claims: Sequence[Claim], only: Sequence[str] = ()) -> list[Claim]:
+    """Of ``claims``, those of basis ``run``, then the paper's figures the run's job measures (read off its
+    evaluations); with ``only``, those whose id starts so."""
     observed = [c for c in claims if c.basis == "run"]
     by_id = {c.id: c for c in claims}
     served = [by_id[c] for c in (files.paper.spec.claims if files.paper is not None else ()) if c in by_id]
@@ -55,7 +54,10 @@ def claims_of(files: RunFiles, claims_dir: str | os.PathLike[str] | None = None,
 
 
 def check_run(path: str | os.PathLike[str], claims_dir: str | os.PathLike[str] | None = None,
-              only: Sequence[str] = (), on_record: Callable[[CheckRecord], None] | None = None) -> RunCheck:
-    """Read the run in ``path`` and check every statement its records can show (module docstring)."""
+              only: Sequence[str] = (), on_record: Callable[[CheckRecord], None] | None = None,
+              claims: Sequence[Claim] | None = None) -> RunCheck:
+    """Read the run in ``path`` and check every statement its records can show (module docstring), among
+    ``claims`` (default: those of ``claims_dir``)."""
     files = RunFiles.load(Path(path))
-    return RunCheck(files, run_checks(claims_of(files, claims_dir, only), files, on_record=on_record))
+    claims = list(claims) if claims is not None else select_claims(claims_dir=claims_dir)
+    return RunCheck(files, run_checks(claims_of(files, claims, only), files, on_record=on_record))

@@ -95,12 +95,14 @@ def identity_differences(recorded: dict[str, Any], experiment: str, job: str, li
     paper's job 100000")."""
     spec = job_spec(experiment, job)
     wanted = recipe_identity(spec.train, spec.decode)
-    out = []
+    changed, absent = [], []
     for part in ("train", "decode"):
         mine, theirs = recorded.get(part) or {}, wanted[part]
         for key in sorted(set(mine) | set(theirs)):
             if mine.get(key) != theirs.get(key):
-                out.append(f"{key} {mine.get(key)!r} (the paper's job: {theirs.get(key)!r})")
+                (changed if key in mine and key in theirs else absent).append(
+                    f"{key} {mine.get(key)!r} (the paper's job: {theirs.get(key)!r})")
+    out = changed + absent
     return out[:limit] + ([f"and {len(out) - limit} more"] if len(out) > limit else [])
 
 

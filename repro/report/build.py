@@ -32,6 +32,10 @@ ROW_COLUMNS = (
 )
 
 
+#: The kinds of evidence of the claims table's rows: the claims observed on a run have each run's section.
+ROW_BASES = tuple(b for b in BASES if b != "run")
+
+
 @dataclass(frozen=True)
 class ReportRow:
     """One claim of the paper beside what was measured for it."""
@@ -88,10 +92,10 @@ class ReportData:
         return counts
 
     def counts_by_basis(self) -> dict[str, dict[str, int]]:
-        """Per status, how many of its claims are settings, behaviour and results (:data:`BASES`)."""
-        counts = {s.value: {b: 0 for b in BASES} for s in STATUSES}
+        """Per status, how many of its claims are settings, behaviour and results (:data:`ROW_BASES`)."""
+        counts = {s.value: {b: 0 for b in ROW_BASES} for s in STATUSES}
         for row in self.rows:
-            counts.setdefault(str(row.status), {b: 0 for b in BASES})[row.claim.basis] += 1
+            counts.setdefault(str(row.status), {b: 0 for b in ROW_BASES})[row.claim.basis] += 1
         return counts
 
     def summary_text(self) -> str:
