@@ -182,6 +182,11 @@ def hardware(claim: Claim, ctx: CheckContext) -> Measurement:
     if not sessions:
         raise NotRun(missing("the run's record of the devices it trained on", files.record_path))
     plan = (files.record or {}).get("update_plan") or {}
+    for i, session in enumerate(sessions):
+        devices = session.get("devices", 1)
+        if isinstance(devices, bool) or not isinstance(devices, int) or devices < 1:
+            raise Contradiction(f"{files.record_path}: field 'sessions[{i}].devices' is {devices!r}, not a number of "
+                                "devices", devices)
     last = sessions[-1]
     if plan.get("world_size") is not None and last.get("devices") is not None and plan["world_size"] != last["devices"]:
         raise Contradiction(f"{files.record_path}: field 'sessions[{len(sessions) - 1}].devices' is {last['devices']}, "

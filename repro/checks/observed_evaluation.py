@@ -166,6 +166,7 @@ def protocol(claim: Claim, ctx: CheckContext) -> Measurement:
     if not records:
         raise NotRun(f"needs another run: {files.path / 'evaluations'} holds no BLEU evaluation")
     for path, result in records:
+        finite(result.measured, f"{path}: field 'measured'")
         again = _rescored(files, path, result)
         if again is not None and abs(round(again, 2) - float(result.measured)) > 0.011:
             raise Contradiction(f"{path}: field 'measured' is {result.measured!r}, but its translations scored against "

@@ -8,7 +8,6 @@ fail, naming the file, the line or field and both values.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -94,7 +93,9 @@ def warmup(claim: Claim, ctx: CheckContext) -> Measurement:
     paper_job(claim, files)
     rows, cfg = _log(files), _config(files)
     d_model = int(_newest(files).model_config["d_model"])
-    inside = [r for r in rows if math.isfinite(r.lr) and r.lr > 0
+    for row in rows:
+        finite(row.lr, f"{files.metrics_path} line {row.line} (step {row.step}): lr")
+    inside = [r for r in rows if r.lr > 0
               and r.lr < cfg.lr_scale * d_model ** -0.5 * r.step ** -0.5 * (1 - 1e-9)]
     if inside:
         row = inside[-1]
@@ -140,6 +141,9 @@ def tokens(claim: Claim, ctx: CheckContext) -> Measurement:
     files = ctx.target
     paper_job(claim, files)
     rows, cfg = _log(files), _config(files)
+    for row in rows:
+        for side in ("src_tokens", "tgt_tokens"):
+            finite(getattr(row, side), f"{files.metrics_path} line {row.line} (step {row.step}): {side}")
     steps = int((files.record or {}).get("steps") or rows[-1].step)
     examples, why = encoded_corpus(files.path / "encoded")
     if examples is not None:
@@ -231,7 +235,7 @@ def dimensions(claim: Claim, ctx: CheckContext) -> Measurement:
                  "d_model": shapes["src_embed.lut.weight"][1], "d_ff": shapes["encoder_layers.0.feed_forward.w_1.weight"][0],
                  "h": h, "d_k": shapes["encoder_layers.0.self_attn.w_q.weight"][0] // h,
                  "d_v": shapes["encoder_layers.0.self_attn.w_v.weight"][0] // h}
-    except (KeyError, IndexError, TypeError, ValueError, ZeroDivisionError) as err:
+    except (KeyError, IndexError, TypeError, ValueError, OverflowError, ZeroDivisionError) as err:
         raise Contradiction(f"{newest.path}: its weights are not those of a model of its config ({err!r})") from None
     said = {"N_encoder": config.get("n_layers"), "N_decoder": config.get("n_layers"), "d_model": config.get("d_model"),
             "d_ff": config.get("d_ff"), "h": h, "d_k": config.get("d_k") or config.get("d_model", 0) // h,
