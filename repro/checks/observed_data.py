@@ -104,17 +104,20 @@ def corpus(claim: Claim, ctx: CheckContext) -> Measurement:
                  "longer than the run's max_len left out", _corpus_departs(files), unit="sentence pairs")
 
 
+def translations_file(path: Path, recorded: dict[str, Any]) -> Path:
+    """Where the translations an evaluation (``RUN_DIR/evaluations/<id>.json``) recorded are now: in the
+    run's directory, wherever it has moved since, else where the record says."""
+    moved = path.parent.parent / str(recorded.get("file"))
+    return moved if moved.is_file() else Path(str(recorded.get("path") or ""))
+
+
 def _scored_now(path: Path, recorded: dict[str, Any], what: str, field: str) -> str | None:
-    """Whether a scored file still is what its evaluation recorded; None when it is not on this machine. A
-    file the run wrote itself (its translations) is looked for in the run's directory, wherever it now is."""
-    run_dir = path.parent.parent      # RUN_DIR/evaluations/<id>.json
-    where = Path(str(recorded.get("path") or ""))
-    if what == "translations" and (run_dir / str(recorded.get("file"))).is_file():
-        where = run_dir / str(recorded.get("file"))
+    """Whether a scored file still is what its evaluation recorded; None when it is not on this machine."""
+    where = translations_file(path, recorded) if what == "translations" else Path(str(recorded.get("path") or ""))
     if not where.is_file():
         return None
     now = identity(where)
-    for key in ("lines", "sha256"):
+    for key in ("lines", "sha256", "content_sha256"):
         if now[key] != recorded.get(key):
             raise Contradiction(f"{path}: field '{field}.{key}' records {recorded.get(key)!r} for the {what} {where}, "
                                 f"which now has {now[key]!r}: the scored file changed since it was scored",

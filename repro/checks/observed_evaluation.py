@@ -5,9 +5,10 @@ figures for the job it stands for (``repro check --run``, basis ``run``).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from repro.checks.observed_data import check_scored, scored_records
+from repro.checks.observed_data import check_scored, translations_file
 from repro.checks.registry import checker
 from repro.checks.step_time import normalised
 from repro.claims.claim import Claim
@@ -15,6 +16,7 @@ from repro.claims.compare import finite
 from repro.claims.measure_names import RUN_MEASURES
 from repro.claims.outcome import CheckContext, Contradiction, Measurement, NotRun
 from repro.data.corpora import get_dataset, resolve_data_dir
+from repro.errors import CheckpointError, DataError
 from repro.eval.bleu import read_lines, score
 from repro.measures.run_dev import DEV_REQUEST
 from repro.observed.gate import not_counted
@@ -22,15 +24,16 @@ from repro.observed.judge import judge, paper_job
 from repro.observed.run_files import missing
 from repro.recipes import PAPER_STEP_SECONDS
 from repro.results.normalise import NotComparable
+from repro.results.provenance import config_hash
 from repro.train.checkpoint import step_of
 
 
 def _steps(names: list[str], where: str) -> list[int]:
+    """The updates of checkpoints named ``step_NNNNNNNN.pt``; another name contradicts ``where``'s record."""
     try:
         return [step_of(name) for name in names]
-    except Exception:   # noqa: BLE001 - a name that is not step_NNNNNNNN.pt is named below
-        bad = next(n for n in names if not n.startswith("step_"))
-        raise Contradiction(f"{where} names {bad!r}, not a training checkpoint (step_NNNNNNNN.pt)", names) from None
+    except CheckpointError as err:
+        raise Contradiction(f"{where} names {err}", names) from None
 
 
 @checker("observed.checkpoints", audits=False, evidence="run")
@@ -140,20 +143,18 @@ def _rescored(files: Any, path: Any, result: Any) -> float | None:
     """The BLEU of an evaluation recomputed from the translations it wrote and the reference it scored
     (None when they are not on this machine)."""
     scored = check_scored(path, result)
-    written = scored.get("hypotheses") or {}
-    hyps, ref = written.get("path"), scored["reference"].get("path")
-    if (path.parent.parent / str(written.get("file"))).is_file():   # the run's own translations, where the run now is
-        hyps = str(path.parent.parent / str(written.get("file")))
-    if not hyps or not ref:
+    if not isinstance(scored.get("hypotheses"), dict):
         return None
-    try:
-        hypotheses, references = read_lines(hyps), read_lines(ref)
-    except Exception:   # noqa: BLE001 - not on this machine (another host's run): not recomputed
+    hyps, ref = translations_file(path, scored["hypotheses"]), Path(str(scored["reference"].get("path") or ""))
+    if not hyps.is_file() or not ref.is_file():   # another machine's run: not recomputed here
         return None
-    measure = str(result.provenance.extra.get("measure"))
-    if measure == "bleu.sacrebleu":
+    hypotheses, references = read_lines(hyps), read_lines(ref)
+    if str(result.provenance.extra.get("measure")) == "bleu.sacrebleu":
         return score(hypotheses, references, "sacrebleu").score
-    dataset = get_dataset(str(files.train.get("dataset")), resolve_data_dir(files.train.get("data_dir")))
+    try:
+        dataset = get_dataset(str(files.train.get("dataset")), resolve_data_dir(files.train.get("data_dir")))
+    except DataError:   # the data set is not registered or not on this machine: its language is unknown
+        return None
     return score(hypotheses, references, "paper", lang=dataset.tgt_lang, refs_tokenized=dataset.tokenized).score
 
 
@@ -192,6 +193,31 @@ def _record_for(files: Any, claim_id: str, measure: str | None, split: str | Non
     return None
 
 
+def recorded_recipe(files: Any, path: Path, result: Any) -> None:
+    """An evaluation's ``config_hash`` must be the hash of the recipe it keeps, and that recipe the run's
+    (records written before evaluations kept their recipe are not compared: the gate never counts them)."""
+    identity = result.provenance.extra.get("recipe_identity")
+    if not isinstance(identity, dict):
+        return
+    if config_hash(identity) != result.provenance.config_hash:
+        raise Contradiction(f"{path}: field 'provenance.config_hash' is {result.provenance.config_hash!r}, but the "
+                            f"recipe it keeps (provenance.extra.recipe_identity) hashes to {config_hash(identity)!r}",
+                            result.provenance.config_hash)
+    if result.provenance.config_hash != files.recipe_hash:
+        raise Contradiction(f"{path}: field 'provenance.config_hash' is {result.provenance.config_hash!r}, but the run's "
+                            f"recipe (its checkpoint's) hashes to {files.recipe_hash!r}", result.provenance.config_hash)
+
+
+def same_step_time(files: Any, path: Path, result: Any) -> None:
+    """A step time an evaluation stored must be the one the run's record holds for its last session."""
+    stored = (result.extra.get("step_time") or {}).get("steady_s_per_update")
+    sessions = (files.record or {}).get("sessions") or []
+    own = ((sessions[-1] if sessions else {}).get("step_time") or {}).get("steady_s_per_update")
+    if stored is not None and own is not None and stored != own:
+        raise Contradiction(f"{path}: field 'extra.step_time.steady_s_per_update' is {stored!r}, but "
+                            f"{files.record_path} records {own!r} for the run's last session", stored)
+
+
 def _own_step_time(claim: Claim, files: Any) -> Measurement:
     """Section 5.2's step time as the run's record has it (no evaluation stored one): the steady-state
     seconds per update of its longest session, compared only on the paper's hardware and recipe."""
@@ -227,6 +253,9 @@ def metric(claim: Claim, ctx: CheckContext) -> Measurement:
                      + (f" on the {split} split" if split else ""))
     path, result = found
     finite(result.measured, f"{path}: field 'measured'")
+    recorded_recipe(files, path, result)
+    if measure in RUN_MEASURES:
+        same_step_time(files, path, result)
     text = f"{path.name}: {result.measured} {result.unit or ''} on {result.provenance.dataset}".replace("  ", " ")
     why = not_counted(claim, result)
     if why:

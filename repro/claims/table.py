@@ -52,7 +52,7 @@ def render(records: Sequence[CheckRecord]) -> str:
     return "\n".join(lines)
 
 
-def render_run(records: Sequence[CheckRecord], width: int = 110) -> str:
+def render_run(records: Sequence[CheckRecord]) -> str:
     """A run check (``repro check --run``): id, paper, this run, verdict; then why, for each claim that
     did not pass; then how many of each verdict. A "not run" of a run's claim reads "needs another run"."""
     def said(r: CheckRecord) -> str:
@@ -69,7 +69,7 @@ def render_run(records: Sequence[CheckRecord], width: int = 110) -> str:
     for r in records:
         if r.status.value != "pass" and r.detail:
             detail = r.detail.removeprefix("needs another run: ")
-            lines.append(f"{r.claim.id} ({said(r)}): {detail}"[: width * 4])
+            lines.append(f"{r.claim.id} ({said(r)}): {detail}")
     counts: dict[str, int] = {}
     for r in records:
         counts[said(r)] = counts.get(said(r), 0) + 1

@@ -175,8 +175,11 @@ class RunFiles:
                     and name.startswith("average_"):
                 files.averaged[name] = read_checkpoint(path / name)
         if files.record is None and files.newest is None:
+            inside = sorted(p.name for p in path.iterdir() if (p / RUN_RECORD).is_file() or (p / "checkpoints").is_dir())
+            hint = f"; it holds the runs {', '.join(inside)}: check each (repro check --run {path / inside[0]})" \
+                if inside else ""
             raise ResultError(f"{path}: holds neither a run record ({RUN_RECORD}) nor a checkpoint "
-                              "(checkpoints/step_*.pt): not the folder of a training run")
+                              f"(checkpoints/step_*.pt): not the folder of a training run{hint}")
         return files
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from repro.checks.run_check import check_run
+from repro.observed.counterpart import counterpart
 from repro.pipeline.local import reproduce_local
 from tests.cli_run import refusal, run
 
@@ -161,6 +162,16 @@ def test_edited_translations_fail_the_protocol_claim(copy: Path) -> None:
     hypotheses.write_text("ein Hund .\n" * 10)
     record = verdicts(copy)["observed.bleu-protocol"]
     assert record.status.value == "fail" and str(hypotheses) in record.detail
+
+
+def test_an_evaluation_that_claims_the_papers_recipe_fails(copy: Path) -> None:
+    """A record edited to carry the paper job's config hash is not counted for the paper: it contradicts
+    the recipe it keeps and the run's own."""
+    record_path = copy / "evaluations" / "local.multi30k.bleu.json"
+    edit_json(record_path, lambda d: d["provenance"].update(config_hash=counterpart("base").recipe_hash))
+    record = verdicts(copy)["table2.bleu.base-ende"]
+    assert record.status.value == "fail"
+    assert f"{record_path}: field 'provenance.config_hash' is '{counterpart('base').recipe_hash}'" in record.detail
 
 
 def test_a_changed_vocabulary_fails_the_vocabulary_claim(copy: Path) -> None:
