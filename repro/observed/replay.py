@@ -43,7 +43,7 @@ def replayed_tokens(cfg: TrainConfig, examples: EncodedPairs, world_size: int, u
         epoch, offset, batches = 0, 0, batcher.epoch_batches(0)
         for update in range(updates):
             for _ in range(accumulation):
-                if offset == len(batches):
+                while offset == len(batches):   # an epoch may close no batch (length buckets filling up)
                     epoch, offset = epoch + 1, 0
                     batches = batcher.epoch_batches(epoch)
                 idx = batches[offset]
