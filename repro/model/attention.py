@@ -27,17 +27,42 @@ def scaled_dot_product_attention(
     return weights @ value, weights
 
 
+#: The fused kernels' alignment of an attention bias: ATen's memory-efficient kernel pads a bias whose
+#: strides (all but the last) are not multiples of it (``preprocess_mask`` in attention.cpp).
+BIAS_ALIGNMENT = 8
+
+
+def aligned_bias(mask: Tensor, dtype: torch.dtype) -> Tensor:
+    """A boolean ``mask`` (``True``: may attend) as the additive bias the fused kernels take (0 where
+    allowed, -inf where not: what ATen's conversion of a boolean mask gives), in the query's ``dtype``,
+    held in a buffer whose last dimension is padded to :data:`BIAS_ALIGNMENT` so that every stride but
+    the last is a multiple of it whatever the number of keys.
+
+    Why: on CUDA, ATen converts a boolean mask to a fresh bias whose strides follow the number of keys
+    and asks whether they are aligned; under ``torch.compile`` with dynamic shapes that question is a
+    guard, so a pass whose source length falls on the other side of a multiple of 8 compiled the
+    objective again (the H200, 2026-11-27). With this layout the answer is the same for every length
+    and one graph serves every pass (:mod:`repro.train.compiled`). In ``dtype`` already, autocast
+    leaves it as it is (a cast would copy it densely, dropping the padding)."""
+    keys = mask.size(-1)
+    padded = F.pad(mask, (0, -keys % BIAS_ALIGNMENT), value=False)
+    bias = torch.zeros(padded.shape, dtype=dtype, device=mask.device).masked_fill_(~padded, float("-inf"))
+    return bias[..., :keys]
+
+
 def fused_attention(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None,
                     causal: bool = False) -> Tensor:
     """Eq. 1 through PyTorch's fused kernel (flash / memory-efficient / cuDNN where available).
 
     ``causal`` passes the causal mask as a flag instead of a tensor (a flash kernel takes no mask
-    tensor); a boolean ``mask`` (key padding) keeps the memory-efficient and cuDNN kernels eligible."""
+    tensor); a boolean ``mask`` (key padding) goes to the kernel as an aligned additive bias
+    (:func:`aligned_bias`), which keeps the memory-efficient and cuDNN kernels eligible."""
     if causal and mask is not None:
         n, m = query.size(-2), key.size(-2)
         mask = mask & torch.ones(n, m, dtype=torch.bool, device=query.device).tril(m - n)
         causal = False
-    return F.scaled_dot_product_attention(query, key, value, attn_mask=mask, is_causal=causal)
+    bias = aligned_bias(mask, query.dtype) if mask is not None else None
+    return F.scaled_dot_product_attention(query, key, value, attn_mask=bias, is_causal=causal)
 
 
 @dataclass

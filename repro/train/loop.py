@@ -27,6 +27,7 @@ import torch
 from tqdm import tqdm
 
 from repro.data.batching import TokenBatcher
+from repro.data.buckets import BucketBatcher
 from repro.data.synthetic import SYNTHETIC, SyntheticCorpus
 from repro.errors import CheckpointError
 from repro.model import Transformer, TransformerConfig
@@ -107,6 +108,9 @@ def batcher_for(cfg: TrainConfig, examples: Sequence, world_size: int, rank: int
     plan = plan_update(cfg.tokens_per_batch, world_size, cfg.max_tokens_per_device)
     if make_batcher is not None:
         return make_batcher(examples, cfg.max_tokens_per_device, cfg.seed, world_size, rank)
+    if cfg.batching == "buckets":
+        return BucketBatcher(examples, cfg.max_tokens_per_device, seed=cfg.seed, num_shards=world_size, shard=rank,
+                             budget=plan.tokens_per_micro_batch, step=cfg.bucket_step)
     return TokenBatcher(examples, cfg.max_tokens_per_device, shuffle=True, seed=cfg.seed, num_shards=world_size,
                         shard=rank, budget=plan.tokens_per_micro_batch)
 
