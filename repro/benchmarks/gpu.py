@@ -43,6 +43,7 @@ from repro.benchmarks.train_speed import ReferenceObjective, ReferenceTransforme
 from repro.cli_flags import device_name
 from repro.data.batching import Batch
 from repro.model import Transformer, count_parameters, get_preset
+from repro.model.attention import train_with_shape_free_kernels
 from repro.model.precision import PRECISIONS
 from repro.runtime import Runtime
 from repro.train.compile_cache import use_compile_cache
@@ -151,6 +152,7 @@ def main(argv: list[str] | None = None) -> dict:
     n = args.peak_n or (8192 if gpu else 2048)
     if gpu:
         torch.backends.cuda.matmul.allow_tf32 = True
+        train_with_shape_free_kernels()   # the job's kernels (repro.train.loop.build)
     peaks = {"bf16": sustained_rate(runtime.device, torch.bfloat16, n if gpu else 512, args.peak_seconds),
              "fp32": sustained_rate(runtime.device, torch.float32, n, args.peak_seconds)}
     compute = "bf16" if runtime.precision.mixed else "fp32"

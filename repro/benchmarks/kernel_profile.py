@@ -30,8 +30,8 @@ KINDS: tuple[tuple[str, str], ...] = (
     ("attention", r"fmha|flash|attention|sdpa|cudnn.*(mha|attn)"),
     ("matrix product", r"gemm|cutlass|xmma|nvjet|matmul|\bmm\b|addmm|bmm|sm90_|sm80_|cublas"),
     ("optimizer", r"adam|multi_tensor|foreach|fused_adam"),
+    ("inductor fused", r"^triton_"),   # before copy: their names hold the ops they fuse (``_to_copy``)
     ("copy", r"memcpy|memset|copy_|contiguous|to_copy"),
-    ("inductor fused", r"^triton_"),
     ("element-wise / reduction", r"elementwise|reduce|vectorized|unrolled|softmax|layer_?norm|dropout|index|scatter"
                                  r"|gather|embedding|fill|where|mul|add"),
 )
@@ -55,11 +55,13 @@ def profile_kernels(step: Callable[[], Any], device: torch.device, *, steps: int
             step()
         synchronize(device)
         wall = time.perf_counter() - began
-    rows = []
+    rows, host = [], []
     for event in prof.key_averages():
         us = _self_device_us(event) if gpu else float(event.self_cpu_time_total)
         if us > 0 and (not gpu or _on_device(event)):
             rows.append((event.key, us / steps, int(event.count) // steps))
+        if gpu and not _on_device(event) and event.self_cpu_time_total > 0:
+            host.append((event.key, float(event.self_cpu_time_total) / steps))
     total = sum(us for _, us, _ in rows)
     rows.sort(key=lambda row: -row[1])
     kinds: dict[str, float] = {}
@@ -76,6 +78,9 @@ def profile_kernels(step: Callable[[], Any], device: torch.device, *, steps: int
         "top": [{"kernel": name[:160], "kind": kernel_kind(name), "ms": round(us / 1e3, 4),
                  "share": round(us / total, 4) if total else 0.0, "calls": calls}
                 for name, us, calls in rows[:top]],
+        # what held the host (a busy fraction well under 1 asks where): operators by self CPU time
+        **({"host_top": [{"op": name[:160], "ms": round(us / 1e3, 3)}
+                         for name, us in sorted(host, key=lambda row: -row[1])[:10]]} if gpu else {}),
     }
 
 

@@ -31,6 +31,7 @@ from repro.data.buckets import BucketBatcher
 from repro.data.synthetic import SYNTHETIC, SyntheticCorpus
 from repro.errors import CheckpointError
 from repro.model import Transformer, TransformerConfig
+from repro.model.attention import train_with_shape_free_kernels
 from repro.model.precision import Precision
 from repro.runtime import Runtime
 from repro.train.cadence import CheckpointCadence
@@ -180,6 +181,8 @@ def build(cfg: TrainConfig, examples: Sequence[tuple[Sequence[int], Sequence[int
     runtime = runtime or runtime_of(cfg)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
+    if runtime.on_gpu:
+        train_with_shape_free_kernels()
     plan = plan_update(cfg.tokens_per_batch, runtime.world_size, cfg.max_tokens_per_device)
     torch.manual_seed(cfg.seed)
     random.seed(cfg.seed)
