@@ -59,7 +59,7 @@ def run_selftest(runtime: Runtime, *, quick: bool, out_dir: Path, data_dir: Path
         return summary
 
     beside: list[tuple[Stage, concurrent.futures.Future]] = []
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(selected)) as pool:
         for stage in selected:
             left = None if budget is None else budget - (time.monotonic() - began)
             estimate = stage.estimate(ctx)
