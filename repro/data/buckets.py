@@ -16,7 +16,10 @@ would break a bound of the batch (the padded ``max_tokens`` per side, the real-t
 both sides together, ``max_sentences``) and that pair opens the next. The epoch's batches are those
 its stream closed, in the order they closed: random, and different in every epoch. What a cell holds
 at the end of an epoch waits for the next one (the pre-roll: on a small corpus the first batches
-close after an epoch or more of streaming).
+close after an epoch or more of streaming); a pair that has waited :data:`MAX_WAIT` epochs (a rare
+length, whose bucket fills slowly) is batched with the other such pairs, sorted by length, so that
+every pair is used within ``MAX_WAIT`` epochs, or twice that where too few such pairs wait to fill a
+pass (then they make a small one).
 
 The price, on a small corpus only: a cell filled over several epochs holds some pairs more than once
 (tensor2tensor's pipeline does the same); on WMT's 4.5M pairs a cell fills within one epoch.
@@ -39,6 +42,9 @@ __all__ = ["DEFAULT_STEP", "BucketBatcher", "bucket_bounds"]
 
 #: tensor2tensor's default ``length_bucket_step``.
 DEFAULT_STEP = 1.1
+#: Epochs a pair may wait in its bucket before it is batched with the other stragglers, sorted by length.
+MAX_WAIT = 16
+_NONE = np.zeros(0, dtype=np.int64)
 
 
 def bucket_bounds(step: float, longest: int) -> np.ndarray:
@@ -68,7 +74,7 @@ class BucketBatcher(TokenBatcher):
         width = len(bounds)
         self._cell = np.searchsorted(bounds, self._src_cost) * width + np.searchsorted(bounds, self._tgt_cost)
         #: (epoch whose stream has been played, the cells' pending pairs after it), to go on from
-        self._played: tuple[int, dict[int, np.ndarray]] = (-1, {})
+        self._played: tuple[int, dict[int, tuple[np.ndarray, np.ndarray]]] = (-1, {})
 
     def epoch_batches(self, epoch: int) -> list[np.ndarray]:
         if self._plan is not None and self._plan[0] == epoch:
@@ -89,18 +95,21 @@ class BucketBatcher(TokenBatcher):
         self._plan = (epoch, batches)
         return batches
 
-    def _play(self, epoch: int, pending: dict[int, np.ndarray]) -> tuple[list[np.ndarray], dict[int, np.ndarray]]:
-        """Stream epoch ``epoch`` into the cells: the batches it closes (in closing order) and what waits."""
-        order = np.random.default_rng([self.seed, epoch]).permutation(len(self.examples))
+    def _play(self, epoch: int, pending: dict[int, tuple[np.ndarray, np.ndarray]]
+              ) -> tuple[list[np.ndarray], dict[int, tuple[np.ndarray, np.ndarray]]]:
+        """Stream epoch ``epoch`` into the cells: the batches it closes (in closing order) and what waits
+        (per cell: the pairs, and the epoch each arrived in)."""
+        rng = np.random.default_rng([self.seed, epoch])
+        order = rng.permutation(len(self.examples))
         cells = self._cell[order]
         by_cell = np.argsort(cells, kind="stable")            # stream positions, grouped by cell, in order
         starts = np.flatnonzero(np.r_[True, np.diff(cells[by_cell]) != 0])
         closed: list[tuple[int, np.ndarray]] = []              # (stream position that closed it, batch)
-        waiting: dict[int, np.ndarray] = {}
+        waiting: dict[int, tuple[np.ndarray, np.ndarray]] = dict(pending)   # cells this epoch does not reach
         for first, last in zip(starts, np.r_[starts[1:], len(by_cell)]):
             positions = by_cell[first:last]
             cell = int(cells[positions[0]])
-            held = pending.get(cell, np.zeros(0, dtype=np.int64))
+            held, since = pending.get(cell, (_NONE, _NONE))
             members = np.concatenate([held, order[positions]])
             arrival = np.concatenate([np.full(len(held), -1, dtype=np.int64), positions])
             start = 0
@@ -110,11 +119,44 @@ class BucketBatcher(TokenBatcher):
                     break
                 closed.append((int(arrival[start + n]), members[start:start + n]))
                 start += n
-            waiting[cell] = members[start:]
-        for cell, held in pending.items():                     # cells this epoch's stream did not reach
-            waiting.setdefault(cell, held)
+            epochs = np.concatenate([since, np.full(len(positions), epoch, dtype=np.int64)])
+            waiting[cell] = (members[start:], epochs[start:])
+        closed += [(int(rng.integers(len(order))), batch) for batch in self._flush(epoch, waiting)]
         closed.sort(key=lambda item: item[0])
         return [batch for _, batch in closed], waiting
+
+    def _flush(self, epoch: int, waiting: dict[int, tuple[np.ndarray, np.ndarray]]) -> list[np.ndarray]:
+        """Batches of the pairs that have waited :data:`MAX_WAIT` epochs (a rare length's bucket may take
+        longer to fill than a run lasts), cut as one sorted epoch is cut; they leave their cells
+        (``waiting`` is updated). A last group too small to close a batch waits on, up to twice as long."""
+        cells, places = [], []
+        for cell, (_, since) in waiting.items():
+            old = np.flatnonzero(since <= epoch - MAX_WAIT)
+            cells.append(np.full(len(old), cell, dtype=np.int64))
+            places.append(old)
+        cell_of, place_of = np.concatenate([_NONE, *cells]), np.concatenate([_NONE, *places])
+        if len(cell_of) == 0:
+            return []
+        pairs = np.array([waiting[int(c)][0][p] for c, p in zip(cell_of, place_of)], dtype=np.int64)
+        by_length = np.lexsort((self._tgt_cost[pairs], self._src_cost[pairs], self._longer[pairs]))
+        waited = np.array([epoch - waiting[int(c)][1][p] for c, p in zip(cell_of, place_of)], dtype=np.int64)
+        batches, start = [], 0
+        while True:
+            n = self._fits(pairs[by_length[start:]])
+            if start + n >= len(pairs):
+                if waited[by_length[start:]].max() >= 2 * MAX_WAIT:   # too few to fill a pass, waited too long
+                    batches.append(pairs[by_length[start:]])
+                    start = len(pairs)
+                break
+            batches.append(pairs[by_length[start:start + n]])
+            start += n
+        flushed = by_length[:start]
+        for cell in set(cell_of[flushed].tolist()):   # what was batched leaves its cell (by place: a pair
+            members, since = waiting[cell]             # may wait in a cell more than once)
+            keep = np.ones(len(members), dtype=bool)
+            keep[place_of[flushed][cell_of[flushed] == cell]] = False
+            waiting[cell] = (members[keep], since[keep])
+        return batches
 
     def _fits(self, members: np.ndarray) -> int:
         """How many of ``members`` (from the first) one batch takes: at least one; as many as keep every bound."""

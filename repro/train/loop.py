@@ -358,7 +358,7 @@ class _Progress:
                               "nll": round(stats.nll_per_token, 6), "lr": stats.lr, "tokens_per_s": round(tps, 1),
                               "src_tokens": stats.src_tokens, "tgt_tokens": stats.tgt_tokens,
                               "elapsed_s": round(now - self.start, 2),
-                              "epoch": epoch, **(dev or {})})
+                              "epoch": epoch, "padding": round(stats.padding, 4), **(dev or {})})
             self.bar.set_postfix(loss=f"{stats.loss_per_token:.3f}", lr=f"{stats.lr:.2e}", tok_s=f"{tps:.0f}")
             self.logged += 1
             if self.plain is not None and (self.logged % EVERY_LOGGED == 0 or stats.step == self.cfg.max_steps):

@@ -9,8 +9,10 @@ from typing import Any
 
 from repro.errors import WRITE_FAULTS, cannot_write
 
-#: ``dev_ppl`` is filled at checkpoints when the loop is given a dev evaluation, empty elsewhere.
-COLUMNS = ("step", "loss", "nll", "lr", "tokens_per_s", "src_tokens", "tgt_tokens", "elapsed_s", "epoch", "dev_ppl")
+#: ``dev_ppl`` is filled at checkpoints when the loop is given a dev evaluation, empty elsewhere;
+#: ``padding``: the share of the logged update's passes (on this device) that is PAD.
+COLUMNS = ("step", "loss", "nll", "lr", "tokens_per_s", "src_tokens", "tgt_tokens", "elapsed_s", "epoch", "dev_ppl",
+           "padding")
 
 
 class MetricsLog:

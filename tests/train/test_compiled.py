@@ -193,13 +193,12 @@ def test_source_lengths_on_both_sides_of_a_multiple_of_8_compile_once(graphs, cu
             watch.reasons()
 
 
-def test_the_gpu_stage_s_first_updates_compile_once(graphs, cuda_entry, monkeypatch, data_dir, tmp_path: Path) -> None:
+def test_the_gpu_stage_s_first_updates_compile_once(graphs, cuda_entry, monkeypatch, h100_job_data,
+                                                    tmp_path: Path) -> None:
     """The job-path stage's own plan and data (repro submit table2-base-ende --cluster h100-x1: one pass
     of <= 32000 padded tokens from length buckets, the WMT sample with its 37000-word BPE), with the
     GPU path's settings that a CPU runs: bf16 autocast, fused attention, the prefetch thread; a
     one-layer model (the shapes are the job's, the widths need not be). Dynamo compiles one graph."""
-    from repro.benchmarks.job_path import job_config_for
-    from repro.train.data import prepare_training_data
     from repro.train.prefetch import Prefetcher
 
     monkeypatch.setattr(loop, "COMPILE_BACKEND", "eager")
@@ -208,10 +207,9 @@ def test_the_gpu_stage_s_first_updates_compile_once(graphs, cuda_entry, monkeypa
     # 64 of them stands in (the passes, their lengths and the attention are the job's).
     monkeypatch.setattr(loss_module, "dense_projection_loss", lambda hidden, weight, target, **kw: _dense(
         hidden, weight[:64], target % 64, **{**kw, "pad_id": 0}))
-    cfg = job_config_for("cpu", False, tmp_path / "job", data_dir=str(data_dir), compile="on", precision="bf16")
+    cfg, data = h100_job_data
     cfg = cfg.replace(model_overrides={**cfg.model_overrides, "n_layers": 1, "d_model": 16, "d_ff": 32, "n_heads": 2})
     assert cfg.batching == "buckets" and cfg.max_tokens_per_device == 32000
-    data = prepare_training_data(cfg)
     trainer = loop.build(cfg, data.examples, data.vocab_size)
     assert trainer.precision.mixed and trainer.plan.accumulation == 1
     watch, source_lengths = CompileWatch(), set()
