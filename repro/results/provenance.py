@@ -12,6 +12,7 @@ import json
 import os
 import platform
 import subprocess
+from importlib import metadata
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -102,8 +103,6 @@ def source_identity(root: Path | None = None) -> str:
 
 
 def _version() -> str:
-    from importlib import metadata
-
     try:
         return metadata.version("repro")
     except metadata.PackageNotFoundError:
