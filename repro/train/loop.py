@@ -27,9 +27,11 @@ import torch
 from tqdm import tqdm
 
 from repro.data.batching import TokenBatcher
+from repro.data.buckets import BucketBatcher
 from repro.data.synthetic import SYNTHETIC, SyntheticCorpus
 from repro.errors import CheckpointError
 from repro.model import Transformer, TransformerConfig, count_parameters
+from repro.model.attention import train_with_shape_free_kernels
 from repro.model.precision import Precision
 from repro.runtime import Runtime
 from repro.train.cadence import CheckpointCadence
@@ -108,6 +110,9 @@ def batcher_for(cfg: TrainConfig, examples: Sequence, world_size: int, rank: int
     plan = plan_update(cfg.tokens_per_batch, world_size, cfg.max_tokens_per_device)
     if make_batcher is not None:
         return make_batcher(examples, cfg.max_tokens_per_device, cfg.seed, world_size, rank)
+    if cfg.batching == "buckets":
+        return BucketBatcher(examples, cfg.max_tokens_per_device, seed=cfg.seed, num_shards=world_size, shard=rank,
+                             budget=plan.tokens_per_micro_batch, step=cfg.bucket_step)
     return TokenBatcher(examples, cfg.max_tokens_per_device, shuffle=True, seed=cfg.seed, num_shards=world_size,
                         shard=rank, budget=plan.tokens_per_micro_batch)
 
@@ -177,6 +182,8 @@ def build(cfg: TrainConfig, examples: Sequence[tuple[Sequence[int], Sequence[int
     runtime = runtime or runtime_of(cfg)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
+    if runtime.on_gpu:
+        train_with_shape_free_kernels()
     plan = plan_update(cfg.tokens_per_batch, runtime.world_size, cfg.max_tokens_per_device)
     torch.manual_seed(cfg.seed)
     random.seed(cfg.seed)
@@ -218,9 +225,7 @@ def train(cfg: TrainConfig, *, synthetic: SyntheticCorpus | None = None, runtime
     summary.extra.update(filtered=data.filtered, train_pairs=len(data.examples), vocab_size=data.vocab_size,
                          data=data.origin)
     if runtime.is_main:
-        write_run_record(cfg.out_dir, recipe=_recipe_record(cfg, kwargs.get("recipe")), summary=summary.to_dict(),
-                         dataset=cfg.dataset, vocab_size=data.vocab_size, vocab_asked=cfg.vocab_size,
-                         bpe_split=cfg.bpe_split, trained_pairs=len(data.examples), filtered=data.filtered)
+        write_run_record(cfg, _recipe_record(cfg, kwargs.get("recipe")), summary.to_dict(), data)
     return summary
 
 
@@ -358,7 +363,7 @@ class _Progress:
                               "nll": round(stats.nll_per_token, 6), "lr": stats.lr, "tokens_per_s": round(tps, 1),
                               "src_tokens": stats.src_tokens, "tgt_tokens": stats.tgt_tokens,
                               "elapsed_s": round(now - self.start, 2),
-                              "epoch": epoch, **(dev or {})})
+                              "epoch": epoch, "padding": round(stats.padding, 4), **(dev or {})})
             self.bar.set_postfix(loss=f"{stats.loss_per_token:.3f}", lr=f"{stats.lr:.2e}", tok_s=f"{tps:.0f}")
             self.logged += 1
             if self.plain is not None and (self.logged % EVERY_LOGGED == 0 or stats.step == self.cfg.max_steps):

@@ -10,9 +10,9 @@ from typing import Any
 from repro.errors import WRITE_FAULTS, cannot_write
 
 #: ``dev_ppl`` and ``dev_accuracy`` (token accuracy) are filled at checkpoints when the loop is given a dev
-#: evaluation, empty elsewhere.
+#: evaluation, empty elsewhere; ``padding``: the share of the logged update's passes (on this device) that is PAD.
 COLUMNS = ("step", "loss", "nll", "lr", "tokens_per_s", "src_tokens", "tgt_tokens", "elapsed_s", "epoch", "dev_ppl",
-           "dev_accuracy")
+           "padding", "dev_accuracy")
 
 
 class MetricsLog:

@@ -33,6 +33,8 @@ from repro.atomic import atomic_write_text
 from repro.content_hash import file_sha256
 from repro.errors import ReproError
 from repro.results.provenance import git_commit, hardware_description
+from repro.train.config import TrainConfig
+from repro.train.data import TrainingData
 
 RUN_RECORD = "run.json"
 FORMAT = "repro-run"
@@ -69,10 +71,10 @@ def _previous_sessions(path: Path) -> list[dict[str, Any]]:
     return list(sessions) if isinstance(sessions, list) else []
 
 
-def write_run_record(out_dir: str | Path, *, recipe: dict[str, Any], summary: dict[str, Any], dataset: str,
-                     vocab_size: int, vocab_asked: int, bpe_split: str, trained_pairs: int, filtered: int) -> Path:
-    """Write (or extend, after a resume) ``OUT_DIR/run.json`` for the session that just ended (module docstring)."""
-    out_dir = Path(out_dir)
+def write_run_record(cfg: TrainConfig, recipe: dict[str, Any], summary: dict[str, Any], data: TrainingData) -> Path:
+    """Write (or extend, after a resume) ``OUT_DIR/run.json`` for the session of ``cfg`` that just ended, which
+    trained ``recipe`` on ``data`` (module docstring)."""
+    out_dir = Path(cfg.out_dir)
     path = out_dir / RUN_RECORD
     session = {
         "resumed_from": summary.get("resumed_from", 0), "ended_at": summary.get("steps"),
@@ -85,8 +87,8 @@ def write_run_record(out_dir: str | Path, *, recipe: dict[str, Any], summary: di
         "format": FORMAT, "version": VERSION, "recipe": recipe,
         "steps": summary.get("steps"), "max_steps": recipe.get("train", {}).get("max_steps"),
         "parameters": summary.get("parameters"),
-        "vocabulary": _vocabulary(out_dir, vocab_size, vocab_asked, bpe_split),
-        "corpus": _corpus(out_dir, dataset, trained_pairs, filtered),
+        "vocabulary": _vocabulary(out_dir, data.vocab_size, cfg.vocab_size, cfg.bpe_split),
+        "corpus": _corpus(out_dir, cfg.dataset, len(data.examples), data.filtered),
         "update_plan": summary.get("update_plan"),
         "sessions": [*_previous_sessions(path), session],
     }
