@@ -154,13 +154,14 @@ def measurement(name: str) -> Callable[[Measure], Measure]:
 
 def measure(trained: Trained, request: Request) -> Measured | None:
     """Measure ``request`` on ``trained`` with the registered code of its measurement (looked up at each
-    call); a measurement of the model records how it was taken (:meth:`Trained.evaluated`). Called on
-    every rank of a job: the work is split over the ranks where it can be."""
+    call); a measurement of the model records how it was taken (:meth:`Trained.evaluated`, on the main
+    rank, which writes the record). Called on every rank of a job: the work is split over the ranks
+    where it can be."""
     try:
         fn = MEASUREMENTS[request.measure]
     except KeyError:
         raise ConfigError(f"{request.result_id}: no code registered for measurement '{request.measure}'") from None
     found = fn(trained, request)
-    if found is None or request.measure not in MODEL_MEASURES:
-        return found
+    if found is None or request.measure not in MODEL_MEASURES or not trained.runtime.is_main:
+        return found   # only the main rank records how it was taken
     return dataclasses.replace(found, provenance={**trained.evaluated(), **found.provenance})

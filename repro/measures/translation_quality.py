@@ -35,7 +35,9 @@ def _search(trained: Trained) -> str:
 def scored_files(trained: Trained, split: str, sentences: int | None = None,
                  hypotheses: Path | None = None) -> dict[str, Any]:
     """The identity of what a measurement on ``split`` scored (module docstring); ``sentences``: how many
-    it scored (default: every line of the split)."""
+    it scored (default: every line of the split). Taken on the main rank, which writes the record."""
+    if not trained.runtime.is_main:
+        return {}
     src, tgt = trained.dataset.split(split)
     files = {"dataset": trained.dataset.name, "split": split, "source": identity(src), "reference": identity(tgt)}
     files["sentences"] = files["reference"]["lines"] if sentences is None else sentences
