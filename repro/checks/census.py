@@ -25,15 +25,16 @@ from typing import Any
 
 import torch
 
-from repro.claims.outcome import NotApplicable
+from repro.claims.outcome import Inconclusive, NotApplicable
 from repro.complexity.products import Product, record_products
 from repro.model import Transformer, TransformerConfig, count_parameters, get_preset
 from repro.train.config import TrainConfig
 
 _COUNTS: "weakref.WeakKeyDictionary[Any, dict[tuple[str, int], tuple[int, bool]]]" = weakref.WeakKeyDictionary()
 
-#: Lengths of the traced forward pass: source and target differ, and neither is a head size.
-BATCH, SOURCE_LENGTH, TARGET_LENGTH, TRACE_VOCAB = 2, 7, 5, 1000
+#: Lengths of the traced forward pass: source and target differ, and neither is a head size; each is
+#: made LONGER in a pass of its own, to tell the products that follow it.
+BATCH, SOURCE_LENGTH, TARGET_LENGTH, TRACE_VOCAB, LONGER = 2, 7, 5, 1000, 2
 
 
 def buildable(row: str) -> TransformerConfig:
@@ -121,39 +122,116 @@ def job_dimensions(cfg: TrainConfig) -> tuple[dict[str, Any], str]:
         return traced_dimensions(model, cfg.model_config(TRACE_VOCAB).d_model, device="meta")
 
 
-def traced_dimensions(forward: Any, width: int, device: str = "cpu") -> tuple[dict[str, Any], str]:
-    """The dimensions of the model whose teacher-forced call is ``forward(src, tgt_in)``, read
-    off the matrix products of one call; ``width`` is only a fallback for d_model."""
+def _trace(forward: Any, source_length: int, target_length: int, device: str) -> list[Product]:
     gen = torch.Generator().manual_seed(0)
-    src = torch.randint(4, TRACE_VOCAB, (BATCH, SOURCE_LENGTH), generator=gen).to(device)
-    tgt = torch.randint(4, TRACE_VOCAB, (BATCH, TARGET_LENGTH), generator=gen).to(device)
+    src = torch.randint(4, TRACE_VOCAB, (BATCH, source_length), generator=gen).to(device)
+    tgt = torch.randint(4, TRACE_VOCAB, (BATCH, target_length), generator=gen).to(device)
     fast_path = torch.backends.mha.get_fastpath_enabled()
     torch.backends.mha.set_fastpath_enabled(False)  # torch's fused inference kernels hide the products
     try:
-        products = record_products(lambda: forward(src, tgt))
+        return record_products(lambda: forward(src, tgt))
     finally:
         torch.backends.mha.set_fastpath_enabled(fast_path)
-    linear = [p.shape for p in products if p.kind == "linear"]
-    to_vocab = [k for rows, k, out in linear if out == TRACE_VOCAB]
+
+
+def _followers(forward: Any, device: str) -> tuple[list[Product], list[str]]:
+    """The products of one pass, and what each follows: ``target`` where its shape changes with the
+    target's length alone (the decoder's), ``source`` where it changes with the source's length
+    alone (the encoder's), ``both`` (the encoder-decoder attention's scores) or ``neither``."""
+    base = _trace(forward, SOURCE_LENGTH, TARGET_LENGTH, device)
+    longer_target = _trace(forward, SOURCE_LENGTH, TARGET_LENGTH + LONGER, device)
+    longer_source = _trace(forward, SOURCE_LENGTH + LONGER, TARGET_LENGTH, device)
+    counts = {len(base), len(longer_target), len(longer_source)}
+    kinds = {tuple(p.kind for p in run) for run in (base, longer_target, longer_source)}
+    if len(counts) != 1 or len(kinds) != 1:
+        raise Inconclusive(
+            f"not read: the forward pass runs {len(base)}, {len(longer_target)} and {len(longer_source)} matrix products "
+            f"at source/target lengths {SOURCE_LENGTH}/{TARGET_LENGTH}, {SOURCE_LENGTH}/{TARGET_LENGTH + LONGER} and "
+            f"{SOURCE_LENGTH + LONGER}/{TARGET_LENGTH}, not one sequence of products whose shapes follow the lengths, so "
+            "the products cannot be told apart between the stacks (the census assumes one)")
+    follows = []
+    for p, t, s in zip(base, longer_target, longer_source):
+        by_target, by_source = p.shape != t.shape, p.shape != s.shape
+        follows.append({(True, False): "target", (False, True): "source", (True, True): "both"}.get(
+            (by_target, by_source), "neither"))
+    return base, follows
+
+
+def _feed_forward_layers(linear: list[tuple[tuple[int, int, int], str]], width: int,
+                         vocab: int) -> list[tuple[int, int, str, int]]:
+    """(rows, X, what it follows, input projections) of each feed-forward layer: a product
+    X -> d_model (X neither d_model nor the vocabulary) preceded, since the last such product, by
+    one or more products d_model -> X over the same rows (two for a gated layer, as GLU variants
+    run it)."""
+    layers, inputs = [], Counter()
+    for (rows, k, out), follows in linear:
+        if k == width and out not in (width, vocab):
+            inputs[(rows, out)] += 1
+        elif out == width and k not in (width, vocab) and inputs[(rows, k)]:
+            layers.append((rows, k, follows, inputs[(rows, k)]))
+            inputs.clear()
+    return layers
+
+
+def traced_dimensions(forward: Any, width: int, device: str = "cpu") -> tuple[dict[str, Any], str]:
+    """The dimensions of the model whose teacher-forced call is ``forward(src, tgt_in)``, read
+    off the matrix products of its forward pass; ``width`` is only a fallback for d_model.
+
+    What it assumes, and checks: the pass runs one sequence of products whose shapes follow the
+    lengths (a stack's products follow its own input's length: the encoder's the source's, the
+    decoder's the target's, however many streams or rows per token it carries); a feed-forward
+    layer is one product X -> d_model after one or more d_model -> X over the same rows (a gated
+    layer has two), all of a stack's over the same rows (no routing of tokens to experts); the
+    encoder's self-attention has n_q = n_k = the source length. Where one does not hold the
+    dimension is not read, and :class:`Inconclusive` says what was seen instead of a number."""
+    products, follows = _followers(forward, device)
+    linear = [(p.shape, f) for p, f in zip(products, follows) if p.kind == "linear"]
+    to_vocab = [k for (rows, k, out), _ in linear if out == TRACE_VOCAB]
     d_model = _one(to_vocab) or width
     width = d_model if isinstance(d_model, int) else width
-    ins = Counter((rows, out) for rows, k, out in linear if k == width and out not in (width, TRACE_VOCAB))
-    outs = {(rows, k) for rows, k, out in linear if out == width and k != width}
-    ffn = {key: n for key, n in ins.items() if key in outs}  # d_model -> X followed by X -> d_model
-    d_ff = _one([x for _, x in ffn])
-    n_encoder = sum(n for (rows, _), n in ffn.items() if rows == BATCH * SOURCE_LENGTH)
-    n_decoder = sum(n for (rows, _), n in ffn.items() if rows == BATCH * TARGET_LENGTH)
-    attention = _attention(products, SOURCE_LENGTH, SOURCE_LENGTH)
+    layers = _feed_forward_layers(linear, width, TRACE_VOCAB)
+    gated = sum(1 for *_, inputs in layers if inputs > 1)
+    unread, notes = {}, []
+    counts = {}
+    for key, follows_, length, stack in (("N_encoder", "source", SOURCE_LENGTH, "encoder"),
+                                         ("N_decoder", "target", TARGET_LENGTH, "decoder")):
+        rows = sorted({r for r, _, f, _ in layers if f == follows_})
+        counts[key] = sum(1 for _, _, f, _ in layers if f == follows_)
+        if not counts[key]:
+            unread[key] = (f"no feed-forward layer (d_model -> X -> d_model) whose products follow the {follows_}'s "
+                           f"length; the {stack} could not be read")
+        elif len(rows) > 1:
+            unread[key] = (f"the {stack}'s feed-forward products run on {len(rows)} different numbers of rows "
+                           f"({', '.join(map(str, rows))}): tokens routed to parts of the layer (experts?), so its "
+                           "products do not count its layers")
+        elif rows[0] != BATCH * length:
+            notes.append(f"the {stack}'s feed-forward layers run on {rows[0]} rows for {BATCH} x {length} tokens"
+                         + (f" ({rows[0] // (BATCH * length)} streams in one tensor)" if rows[0] % (BATCH * length) == 0
+                            else ""))
+    stray = [(r, f) for r, _, f, _ in layers if f not in ("source", "target")]
+    if stray:
+        notes.append(f"{len(stray)} feed-forward layer(s) whose products follow {', '.join(sorted({f for _, f in stray}))} "
+                     "of the lengths, counted in neither stack")
+    encoder_products = [p for p, f in zip(products, follows) if f == "source"]
+    attention = _attention(encoder_products, SOURCE_LENGTH, SOURCE_LENGTH)
+    if not attention:
+        unread["h, d_k, d_v"] = (f"no attention over {SOURCE_LENGTH} queries and {SOURCE_LENGTH} keys among the products "
+                                 "that follow the source's length; the encoder's self-attention could not be read")
     measured = {
-        "N_encoder": n_encoder,
-        "N_decoder": n_decoder,
+        **counts,
         "d_model": d_model,
-        "d_ff": d_ff,
+        "d_ff": _one([x for _, x, _, _ in layers]),
         "h": _one([a[0] for a in attention]),
         "d_k": _one([a[1] for a in attention]),
         "d_v": _one([a[2] for a in attention]),
     }
-    cross = _attention(products, TARGET_LENGTH, SOURCE_LENGTH)
-    seen = (f"{len(products)} products in one forward pass: {n_encoder} + {n_decoder} feed-forward layers, "
-            f"{len(attention)} encoder self-attentions, {len(cross)} cross-attentions")
+    if gated:
+        notes.append(f"{gated} feed-forward layers gated (more than one d_model -> X product each), each counted once")
+    cross = _attention([p for p, f in zip(products, follows) if f == "both"], TARGET_LENGTH, SOURCE_LENGTH)
+    seen = (f"{len(products)} products in one forward pass: {counts['N_encoder']} + {counts['N_decoder']} feed-forward "
+            f"layers, {len(attention)} encoder self-attentions, {len(cross)} cross-attentions" + "".join(f"; {n}" for n in notes))
+    if unread:
+        read = ", ".join(f"{k}={v}" for k, v in measured.items() if k not in unread and v is not None)
+        raise Inconclusive("not read: " + "; ".join(f"{k}: {why}" for k, why in unread.items())
+                           + f" (read: {read}; {seen})")
     return measured, seen

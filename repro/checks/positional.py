@@ -8,7 +8,7 @@ from repro.claims.outcome import Absent, CheckContext, Measurement, NotApplicabl
 from repro.checks.registry import checker
 from repro.claims.claim import Claim
 from repro.claims.compare import Worst, finite, max_abs_diff
-from repro.checks.sinusoids import PAPER_LAYOUT, NotSinusoidPairs, SinusoidPairs, find_pairs
+from repro.checks.sinusoids import PAPER_LAYOUT, NotSinusoidPairs, find_pairs
 
 
 def reference_encoding(length: int, d_model: int) -> torch.Tensor:
@@ -22,12 +22,16 @@ def reference_encoding(length: int, d_model: int) -> torch.Tensor:
     return pe
 
 
-def _table(ctx: CheckContext, claim: Claim) -> torch.Tensor:
+def _tables(ctx: CheckContext, claim: Claim) -> dict[str, torch.Tensor]:
+    """Every table the implementation declares (:func:`declared_tables`) at the claim's length and
+    width, each required of that shape and finite, in float64."""
     length, d_model = claim.params.get("length", 200), claim.params.get("d_model", 512)
-    table = ctx.target.positional_encoding(length, d_model)
-    if tuple(table.shape) != (length, d_model):
-        raise ValueError(f"positional_encoding returned shape {tuple(table.shape)}, expected {(length, d_model)}")
-    return finite(table.detach().double(), "the positional table")
+    tables = {}
+    for name, table in declared_tables(ctx, length, d_model).items():
+        if tuple(table.shape) != (length, d_model):
+            raise ValueError(f"{name} has shape {tuple(table.shape)}, expected {(length, d_model)}")
+        tables[name] = finite(table.detach().double(), name)
+    return tables
 
 
 @checker("positional.equations")
@@ -95,24 +99,12 @@ def declared_tables(ctx: CheckContext, length: int, d_model: int) -> dict[str, t
     return tables
 
 
-def _pairs(ctx: CheckContext, claim: Claim) -> SinusoidPairs:
-    return find_pairs(_table(ctx, claim))
-
-
-@checker("positional.wavelengths")
-def wavelengths(claim: Claim, ctx: CheckContext) -> Measurement:
-    """The wavelengths of the table's sinusoids must form a geometric progression from 2*pi
-    towards 10000 * 2*pi.
-
-    The (sine, cosine) pairs are found first (:mod:`repro.checks.sinusoids`), so the order of
-    the dimensions does not matter: the wavelengths are a property of the set of sinusoids
-    (the layout is ``sec3.pe.layout``'s). Measured: [first wavelength / 2pi, last wavelength /
-    2pi]; passes when the first is 1, the ratios between neighbours are constant, and the last
-    equals 10000^((d-2)/d) (the progression's last term below 10000 * 2pi)."""
+def _wavelengths(table: torch.Tensor) -> tuple[list[float] | None, bool, str]:
+    """([first, last] wavelength / 2pi, whether they are the paper's, what was seen) of one table."""
     try:
-        pairs = _pairs(ctx, claim)
+        pairs = find_pairs(table)
     except NotSinusoidPairs as why:
-        return Measurement(None, False, str(why))
+        return None, False, str(why)
     d_model = 2 * len(pairs.sine)
     lam = pairs.wavelengths
     ratios = torch.log(lam[1:] / lam[:-1])
@@ -120,44 +112,72 @@ def wavelengths(claim: Claim, ctx: CheckContext) -> Measurement:
     first, last = lam[0].item(), lam[-1].item()
     last_expected = 10000 ** ((d_model - 2) / d_model)
     ok = abs(first - 1) < 1e-3 and spread < 1e-3 and abs(last / last_expected - 1) < 1e-2
-    return Measurement(
-        [round(first, 4), round(last, 1)], ok,
-        f"lambda/2pi from {first:.4f} to {last:.1f} (progression's last term {last_expected:.1f}); "
-        f"spread of log-ratios {spread:.1e}; layout {pairs.layout()}",
-    )
+    return ([round(first, 4), round(last, 1)], ok,
+            f"lambda/2pi from {first:.4f} to {last:.1f} (progression's last term {last_expected:.1f}); "
+            f"spread of log-ratios {spread:.1e}; layout {pairs.layout()}")
+
+
+def _per_table(found: dict[str, str]) -> str:
+    """The line of each table, named where there are several."""
+    return "; ".join(f"{name}: {text}" for name, text in found.items()) if len(found) > 1 else next(iter(found.values()))
+
+
+@checker("positional.wavelengths")
+def wavelengths(claim: Claim, ctx: CheckContext) -> Measurement:
+    """The wavelengths of the table's sinusoids must form a geometric progression from 2*pi
+    towards 10000 * 2*pi, in every table the implementation declares (the adapter's and each
+    stack's own, :func:`declared_tables`).
+
+    The (sine, cosine) pairs are found first (:mod:`repro.checks.sinusoids`), so the order of
+    the dimensions does not matter: the wavelengths are a property of the set of sinusoids
+    (the layout is ``sec3.pe.layout``'s). Measured: [first wavelength / 2pi, last wavelength /
+    2pi] (of the first table that departs, else of the first); passes when, in every table, the
+    first is 1, the ratios between neighbours are constant, and the last equals 10000^((d-2)/d)
+    (the progression's last term below 10000 * 2pi)."""
+    measured, found, departing = None, {}, None
+    for name, table in _tables(ctx, claim).items():
+        value, ok, found[name] = _wavelengths(table)
+        measured = value if measured is None and departing is None else measured
+        if not ok and departing is None:
+            departing, measured = name, value
+    return Measurement(measured, departing is None, _per_table(found))
 
 
 @checker("positional.relative_linear")
 def relative_linear(claim: Claim, ctx: CheckContext) -> Measurement:
-    """Section 3.5: for any fixed offset k, PE(pos+k) is a linear function of PE(pos).
+    """Section 3.5: for any fixed offset k, PE(pos+k) is a linear function of PE(pos), in every
+    table the implementation declares (:func:`declared_tables`).
 
     Each (sine, cosine) pair, wherever its two dimensions lie, rotates on its own, so a 2x2
     map M_k is fitted per pair by least squares on two disjoint ranges of positions; passes
     when each fit is exact (residual ~0) and the two maps agree, i.e. M_k does not depend on
-    pos. Measured: the worst of residual and disagreement (infinite when the table is not a
-    set of sin/cos pairs)."""
-    table = _table(ctx, claim)
-    try:
-        pairs = find_pairs(table)
-    except NotSinusoidPairs as why:
-        return Measurement(float("inf"), False, str(why))
-    length = table.shape[0]
-    half = length // 2
-    worst = Worst()
-    for k in claim.params.get("offsets", [1, 5, 17]):
-        fits = []
-        for lo, hi in ((0, half - k), (half, length - k)):
-            src, dst = table[lo:hi], table[lo + k : hi + k]
-            blocks = []
-            for columns in zip(pairs.sine, pairs.cosine):
-                cols = list(columns)
-                sol = torch.linalg.lstsq(src[:, cols], dst[:, cols]).solution
-                worst.add(max_abs_diff(src[:, cols] @ sol, dst[:, cols], f"PE(pos + {k})"))
-                blocks.append(sol)
-            fits.append(torch.stack(blocks))
-        worst.add(max_abs_diff(fits[0], fits[1], f"the maps of offset {k}"))
-    return Measurement(worst.value, detail=f"worst residual or disagreement between ranges {worst.value:.2e}; "
-                                           f"layout {pairs.layout()}")
+    pos. Measured: the worst of residual and disagreement over the tables (infinite when a table
+    is not a set of sin/cos pairs)."""
+    worst, found = Worst(), {}
+    for name, table in _tables(ctx, claim).items():
+        try:
+            pairs = find_pairs(table)
+        except NotSinusoidPairs as why:
+            found[name] = str(why)
+            return Measurement(float("inf"), False, _per_table(found))
+        table_worst = Worst()
+        length = table.shape[0]
+        half = length // 2
+        for k in claim.params.get("offsets", [1, 5, 17]):
+            fits = []
+            for lo, hi in ((0, half - k), (half, length - k)):
+                src, dst = table[lo:hi], table[lo + k : hi + k]
+                blocks = []
+                for columns in zip(pairs.sine, pairs.cosine):
+                    cols = list(columns)
+                    sol = torch.linalg.lstsq(src[:, cols], dst[:, cols]).solution
+                    table_worst.add(max_abs_diff(src[:, cols] @ sol, dst[:, cols], f"PE(pos + {k}) of {name}"))
+                    blocks.append(sol)
+                fits.append(torch.stack(blocks))
+            table_worst.add(max_abs_diff(fits[0], fits[1], f"the maps of offset {k} of {name}"))
+        worst.add(table_worst.value, name)
+        found[name] = f"worst residual or disagreement between ranges {table_worst.value:.2e}; layout {pairs.layout()}"
+    return Measurement(worst.value, detail=_per_table(found))
 
 
 @checker("positional.layout")
@@ -168,13 +188,10 @@ def layout(claim: Claim, ctx: CheckContext) -> Measurement:
     adapter's and each stack's own, :func:`declared_tables`). Measured: the layout's name (the
     first table that departs from the paper's, else the paper's), with the amplitude and the
     position of the first row as found."""
-    length, d_model = claim.params.get("length", 200), claim.params.get("d_model", 512)
     found = []
-    for name, table in declared_tables(ctx, length, d_model).items():
-        if tuple(table.shape) != (length, d_model):
-            raise ValueError(f"{name} has shape {tuple(table.shape)}, expected {(length, d_model)}")
+    for name, table in _tables(ctx, claim).items():
         try:
-            pairs = find_pairs(finite(table.detach().double(), name))
+            pairs = find_pairs(table)
         except NotSinusoidPairs as why:
             found.append((name, "no sin/cos pairs", str(why)))
             continue
