@@ -93,15 +93,17 @@ def _one(values: list[int]) -> int | list[int] | None:
     return None if not distinct else distinct[0] if len(distinct) == 1 else distinct
 
 
-def _attention(products: list[Product], n_q: int, n_k: int) -> list[tuple[int, int, int]]:
-    """(h, d_k, d_v) of each attention with n_q queries over n_k keys."""
+def _attention(products: list[Product], n_q: int | None, n_k: int) -> list[tuple[int, int, int]]:
+    """(h, d_k, d_v) of each attention with n_q queries (``None``: any number, as a decoder with
+    several streams runs) over n_k keys."""
     found = []
-    scores = [p.shape for p in products if p.kind == "batched" and p.shape[1] == n_q and p.shape[3] == n_k and p.shape[2] != n_k]
-    values = [p.shape for p in products if p.kind == "batched" and p.shape[1] == n_q and p.shape[2] == n_k]
+    queries = lambda n: n_q is None or n == n_q
+    scores = [p.shape for p in products if p.kind == "batched" and queries(p.shape[1]) and p.shape[3] == n_k and p.shape[2] != n_k]
+    values = [p.shape for p in products if p.kind == "batched" and queries(p.shape[1]) and p.shape[2] == n_k]
     for s, v in zip(scores, values):
         found.append((s[0] // BATCH, s[2], v[3]))
     for p in products:
-        if p.kind == "attention" and p.shape[2:4] == (n_q, n_k):
+        if p.kind == "attention" and queries(p.shape[2]) and p.shape[3] == n_k:
             batch, heads, _, _, d_k, d_v = p.shape
             found.append((heads * batch // BATCH, d_k, d_v))
     return found
@@ -227,7 +229,7 @@ def traced_dimensions(forward: Any, width: int, device: str = "cpu") -> tuple[di
     }
     if gated:
         notes.append(f"{gated} feed-forward layers gated (more than one d_model -> X product each), each counted once")
-    cross = _attention([p for p, f in zip(products, follows) if f == "both"], TARGET_LENGTH, SOURCE_LENGTH)
+    cross = _attention([p for p, f in zip(products, follows) if f == "both"], None, SOURCE_LENGTH)
     seen = (f"{len(products)} products in one forward pass: {counts['N_encoder']} + {counts['N_decoder']} feed-forward "
             f"layers, {len(attention)} encoder self-attentions, {len(cross)} cross-attentions" + "".join(f"; {n}" for n in notes))
     if unread:
