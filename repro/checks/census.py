@@ -124,36 +124,57 @@ def job_dimensions(cfg: TrainConfig) -> tuple[dict[str, Any], str]:
         return traced_dimensions(model, cfg.model_config(TRACE_VOCAB).d_model, device="meta")
 
 
-def _trace(forward: Any, source_length: int, target_length: int, device: str) -> list[Product]:
+def _trace(forward: Any, source_length: int, target_length: int, device: str, redraw: str = "") -> list[Product]:
+    """The products of one call at these lengths; ``redraw`` ('source' or 'target'): that side's
+    tokens drawn anew (the same lengths, so the same products, reached by other values)."""
     gen = torch.Generator().manual_seed(0)
-    src = torch.randint(4, TRACE_VOCAB, (BATCH, source_length), generator=gen).to(device)
-    tgt = torch.randint(4, TRACE_VOCAB, (BATCH, target_length), generator=gen).to(device)
+    src = torch.randint(4, TRACE_VOCAB, (BATCH, source_length), generator=gen)
+    tgt = torch.randint(4, TRACE_VOCAB, (BATCH, target_length), generator=gen)
+    if redraw:
+        other = torch.randint(4, TRACE_VOCAB, (BATCH, source_length if redraw == "source" else target_length),
+                              generator=gen)
+        src, tgt = (other, tgt) if redraw == "source" else (src, other)
     fast_path = torch.backends.mha.get_fastpath_enabled()
     torch.backends.mha.set_fastpath_enabled(False)  # torch's fused inference kernels hide the products
     try:
-        return record_products(lambda: forward(src, tgt))
+        return record_products(lambda: forward(src.to(device), tgt.to(device)), values=device != "meta")
     finally:
         torch.backends.mha.set_fastpath_enabled(fast_path)
 
 
-def _followers(forward: Any, device: str) -> tuple[list[Product], list[str]]:
-    """The products of one pass, and what each follows: ``target`` where its shape changes with the
-    target's length alone (the decoder's), ``source`` where it changes with the source's length
-    alone (the encoder's), ``both`` (the encoder-decoder attention's scores) or ``neither``."""
-    base = _trace(forward, SOURCE_LENGTH, TARGET_LENGTH, device)
-    longer_target = _trace(forward, SOURCE_LENGTH, TARGET_LENGTH + LONGER, device)
-    longer_source = _trace(forward, SOURCE_LENGTH + LONGER, TARGET_LENGTH, device)
-    counts = {len(base), len(longer_target), len(longer_source)}
-    kinds = {tuple(p.kind for p in run) for run in (base, longer_target, longer_source)}
-    if len(counts) != 1 or len(kinds) != 1:
+def _same_sequence(runs: dict[str, list[Product]]) -> None:
+    """Inconclusive unless every run ran the same kinds of products in the same order."""
+    if len({tuple(p.kind for p in run) for run in runs.values()}) != 1:
         raise Inconclusive(
-            f"not read: the forward pass runs {len(base)}, {len(longer_target)} and {len(longer_source)} matrix products "
-            f"at source/target lengths {SOURCE_LENGTH}/{TARGET_LENGTH}, {SOURCE_LENGTH}/{TARGET_LENGTH + LONGER} and "
-            f"{SOURCE_LENGTH + LONGER}/{TARGET_LENGTH}, not one sequence of products whose shapes follow the lengths, so "
-            "the products cannot be told apart between the stacks (the census assumes one)")
+            "not read: the forward pass runs " + ", ".join(f"{len(run)} matrix products {what}" for what, run in runs.items())
+            + ": not one sequence of products, so the products cannot be told apart between the stacks (the census "
+            "assumes one)")
+
+
+def _followers(forward: Any, device: str) -> tuple[list[Product], list[str]]:
+    """The products of one pass, and which input each follows: ``target`` where it changes with the
+    target alone (the decoder's), ``source`` where it changes with the source alone (the
+    encoder's), ``both`` (the encoder-decoder attention, and the decoder's layers after it) or
+    ``neither``. A product follows an input when its shape changes with that input's length, or
+    (where the pass has values and repeats itself exactly) when its operand changes with that
+    input's tokens at the same lengths: a stack that pads its input to a fixed length (a local
+    attention's window) is still told by what reaches it."""
+    s, t = SOURCE_LENGTH, TARGET_LENGTH
+    runs = {f"at source/target lengths {s}/{t}": _trace(forward, s, t, device),
+            f"at {s}/{t + LONGER}": _trace(forward, s, t + LONGER, device),
+            f"at {s + LONGER}/{t}": _trace(forward, s + LONGER, t, device)}
+    base, longer_target, longer_source = runs.values()
+    if device != "meta":
+        runs.update({"again": _trace(forward, s, t, device), "with other target tokens": _trace(forward, s, t, device, "target"),
+                     "with other source tokens": _trace(forward, s, t, device, "source")})
+    _same_sequence(runs)
+    repeated = device != "meta" and all(a.operand == b.operand for a, b in zip(base, runs["again"]))
     follows = []
-    for p, t, s in zip(base, longer_target, longer_source):
-        by_target, by_source = p.shape != t.shape, p.shape != s.shape
+    for i, p in enumerate(base):
+        by_target, by_source = p.shape != longer_target[i].shape, p.shape != longer_source[i].shape
+        if repeated:
+            by_target |= p.operand != runs["with other target tokens"][i].operand
+            by_source |= p.operand != runs["with other source tokens"][i].operand
         follows.append({(True, False): "target", (False, True): "source", (True, True): "both"}.get(
             (by_target, by_source), "neither"))
     return base, follows
@@ -179,14 +200,15 @@ def traced_dimensions(forward: Any, width: int, device: str = "cpu") -> tuple[di
     """The dimensions of the model whose teacher-forced call is ``forward(src, tgt_in)``, read
     off the matrix products of its forward pass; ``width`` is only a fallback for d_model.
 
-    What it assumes, and checks: the pass runs one sequence of products whose shapes follow the
-    lengths (a stack's products follow its own input's length: the encoder's the source's, the
-    decoder's the target's, however many streams or rows per token it carries); a feed-forward
-    layer is one product X -> d_model after one or more d_model -> X over the same rows (a gated
-    layer has two), all of a stack's over the same rows (no routing of tokens to experts); the
-    encoder's self-attention has n_q = n_k = the source length. Where one does not hold the
-    dimension is not read, and :class:`Inconclusive` says what was seen instead of a number."""
+    What it assumes, and checks: the pass runs one sequence of products, and each stack's products
+    follow that stack's input (:func:`_followers`: the encoder's the source, the decoder's the
+    target, however many streams or rows per token it carries); a feed-forward layer is one
+    product X -> d_model after one or more d_model -> X over the same rows (a gated layer has two),
+    all of a stack's over the same rows (no routing of tokens to experts); a self-attention has
+    n_q = n_k = its stack's length (the encoder's read, else the decoder's). Where one does not
+    hold the dimension is not read, and :class:`Inconclusive` says what was seen instead of a number."""
     products, follows = _followers(forward, device)
+    stacks = {"encoder": ("source",), "decoder": ("target", "both")}
     linear = [(p.shape, f) for p, f in zip(products, follows) if p.kind == "linear"]
     to_vocab = [k for (rows, k, out), _ in linear if out == TRACE_VOCAB]
     d_model = _one(to_vocab) or width
@@ -195,13 +217,13 @@ def traced_dimensions(forward: Any, width: int, device: str = "cpu") -> tuple[di
     gated = sum(1 for *_, inputs in layers if inputs > 1)
     unread, notes = {}, []
     counts = {}
-    for key, follows_, length, stack in (("N_encoder", "source", SOURCE_LENGTH, "encoder"),
-                                         ("N_decoder", "target", TARGET_LENGTH, "decoder")):
-        rows = sorted({r for r, _, f, _ in layers if f == follows_})
-        counts[key] = sum(1 for _, _, f, _ in layers if f == follows_)
+    for key, stack, length in (("N_encoder", "encoder", SOURCE_LENGTH), ("N_decoder", "decoder", TARGET_LENGTH)):
+        rows = sorted({r for r, _, f, _ in layers if f in stacks[stack]})
+        counts[key] = sum(1 for _, _, f, _ in layers if f in stacks[stack])
+        reach = "the source reaches and the target does not" if stack == "encoder" else "the target reaches"
         if not counts[key]:
-            unread[key] = (f"no feed-forward layer (d_model -> X -> d_model) whose products follow the {follows_}'s "
-                           f"length; the {stack} could not be read")
+            unread[key] = (f"no feed-forward layer (d_model -> X -> d_model) among the products {reach}; the {stack} "
+                           "could not be read")
         elif len(rows) > 1:
             unread[key] = (f"the {stack}'s feed-forward products run on {len(rows)} different numbers of rows "
                            f"({', '.join(map(str, rows))}): tokens routed to parts of the layer (experts?), so its "
@@ -209,16 +231,20 @@ def traced_dimensions(forward: Any, width: int, device: str = "cpu") -> tuple[di
         elif rows[0] != BATCH * length:
             notes.append(f"the {stack}'s feed-forward layers run on {rows[0]} rows for {BATCH} x {length} tokens"
                          + (f" ({rows[0] // (BATCH * length)} streams in one tensor)" if rows[0] % (BATCH * length) == 0
-                            else ""))
-    stray = [(r, f) for r, _, f, _ in layers if f not in ("source", "target")]
+                            else " (its input padded to a fixed length)"))
+    stray = sum(1 for *_, f, _ in layers if f == "neither")
     if stray:
-        notes.append(f"{len(stray)} feed-forward layer(s) whose products follow {', '.join(sorted({f for _, f in stray}))} "
-                     "of the lengths, counted in neither stack")
-    encoder_products = [p for p, f in zip(products, follows) if f == "source"]
-    attention = _attention(encoder_products, SOURCE_LENGTH, SOURCE_LENGTH)
+        notes.append(f"{stray} feed-forward layer(s) that neither input reaches, counted in neither stack")
+    attention = _attention([p for p, f in zip(products, follows) if f in stacks["encoder"]], SOURCE_LENGTH, SOURCE_LENGTH)
     if not attention:
-        unread["h, d_k, d_v"] = (f"no attention over {SOURCE_LENGTH} queries and {SOURCE_LENGTH} keys among the products "
-                                 "that follow the source's length; the encoder's self-attention could not be read")
+        attention = _attention([p for p, f in zip(products, follows) if f in stacks["decoder"]], TARGET_LENGTH,
+                               TARGET_LENGTH)
+        if attention:
+            notes.append(f"h, d_k, d_v read off the decoder's self-attention (no attention over {SOURCE_LENGTH} "
+                         f"queries and {SOURCE_LENGTH} keys in the encoder)")
+        else:
+            unread["h, d_k, d_v"] = ("no self-attention over as many queries and keys as its stack's length (the "
+                                     f"encoder's {SOURCE_LENGTH}, the decoder's {TARGET_LENGTH}); the heads could not be read")
     measured = {
         **counts,
         "d_model": d_model,
@@ -229,9 +255,9 @@ def traced_dimensions(forward: Any, width: int, device: str = "cpu") -> tuple[di
     }
     if gated:
         notes.append(f"{gated} feed-forward layers gated (more than one d_model -> X product each), each counted once")
-    cross = _attention([p for p, f in zip(products, follows) if f == "both"], None, SOURCE_LENGTH)
+    cross = _attention([p for p, f in zip(products, follows) if f in stacks["decoder"]], None, SOURCE_LENGTH)
     seen = (f"{len(products)} products in one forward pass: {counts['N_encoder']} + {counts['N_decoder']} feed-forward "
-            f"layers, {len(attention)} encoder self-attentions, {len(cross)} cross-attentions" + "".join(f"; {n}" for n in notes))
+            f"layers, {len(attention)} self-attentions read, {len(cross)} cross-attentions" + "".join(f"; {n}" for n in notes))
     if unread:
         read = ", ".join(f"{k}={v}" for k, v in measured.items() if k not in unread and v is not None)
         raise Inconclusive("not read: " + "; ".join(f"{k}: {why}" for k, why in unread.items())

@@ -71,13 +71,24 @@ def scripted(*, decoder_rows=None, routed: bool = False, padded_target: int | No
 def test_census_says_what_it_could_not_read() -> None:
     measured, _ = traced_dimensions(scripted(decoder_rows=lambda b, t: 4 * b * t), 8)   # four streams
     assert measured["N_decoder"] == 2
-    with pytest.raises(Inconclusive, match="N_decoder: no feed-forward layer .* follow the target's length; "
+    with pytest.raises(Inconclusive, match="N_decoder: no feed-forward layer .* the target reaches; "
                                            "the decoder could not be read"):
         traced_dimensions(scripted(padded_target=12), 8)   # a decoder padded to a fixed length: not "0 layers"
     with pytest.raises(Inconclusive, match="different numbers of rows .*experts"):
         traced_dimensions(scripted(routed=True), 8)
     with pytest.raises(Inconclusive, match="not one sequence of products"):
         traced_dimensions(lambda src, tgt: [torch.mm(torch.ones(2, 8), torch.ones(8, 8)) for _ in range(tgt.size(1))], 8)
+
+
+def test_census_reads_a_stack_that_pads_its_input_by_what_reaches_it() -> None:
+    parts = LayoutAdapter(Layout()).model(TRACE_VOCAB, 32, 4, 64, 3)
+
+    def padded(src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:   # as a local attention pads to its window
+        return parts.forward(torch.cat([src, torch.zeros(src.size(0), 16 - src.size(1), dtype=src.dtype)], 1), tgt)
+
+    measured, seen = traced_dimensions(padded, 32)   # the encoder's shapes follow no length: its values do
+    assert (measured["N_encoder"], measured["N_decoder"], measured["h"]) == (3, 3, 4), seen
+    assert "padded to a fixed length" in seen and "read off the decoder's self-attention" in seen
 
 
 def test_census_still_reads_reappearing_rows_of_a_plain_model() -> None:
