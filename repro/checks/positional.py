@@ -173,7 +173,7 @@ def relative_linear(claim: Claim, ctx: CheckContext) -> Measurement:
             pairs = find_pairs(table)
         except NotSinusoidPairs as why:
             found[name] = str(why)
-            return Measurement(float("inf"), False, _per_table(found) + note)
+            continue
         table_worst = Worst()
         length = table.shape[0]
         half = length // 2
@@ -191,6 +191,8 @@ def relative_linear(claim: Claim, ctx: CheckContext) -> Measurement:
             table_worst.add(max_abs_diff(fits[0], fits[1], f"the maps of offset {k} of {name}"))
         worst.add(table_worst.value, name)
         found[name] = f"worst residual or disagreement between ranges {table_worst.value:.2e}; layout {pairs.layout()}"
+    if worst.count < len(found):  # a table that is no set of sin/cos pairs
+        return Measurement(float("inf"), False, _per_table(found) + note)
     return Measurement(worst.value, detail=_per_table(found) + note)
 
 
