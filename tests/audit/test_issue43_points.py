@@ -10,7 +10,7 @@ import dataclasses
 import pytest
 import torch
 
-from repro.audit.adapter import ModelParts
+from repro.audit.adapter import ModelParts, absent
 from repro.audit.audit import audit_claim, auditable_claims, run_audit
 from repro.audit.repro_adapter import ReproAdapter
 from repro.checks.census import BATCH, TRACE_VOCAB, traced_dimensions
@@ -229,6 +229,29 @@ def test_every_positional_claim_reads_the_models_own_tables() -> None:
     linear = audit("sec3.pe.relative-linear", own, length=128, d_model=64)
     assert linear.status == Outcome.PASS and "the model's own encoder table" in linear.why, linear.why
     assert audit("sec3.pe.wavelengths", LayoutAdapter(Layout()), d_model=64, length=128).status == Outcome.PASS
+
+
+class OwnTablesOnly(LayoutAdapter):
+    """No general table (declared absent, as BART's adapter does): the model's own tables are what it adds."""
+
+    def positional_encoding(self, length, d_model):
+        raise self.absent("positional_encoding", "the model's tables are per stack")
+
+
+def test_a_general_table_declared_absent_leaves_the_models_own_to_be_measured() -> None:
+    for claim in ("sec3.pe.wavelengths", "sec3.pe.relative-linear", "sec3.pe.layout"):
+        record = audit(claim, OwnTablesOnly(Layout()), d_model=64, length=128)
+        assert record.status == Outcome.PASS and "declared absent" in record.why, (claim, record.why)
+    assert audit("sec3.pe.wavelengths", OwnTablesOnly(Layout(wavelength=10000.0)), d_model=64,
+                 length=128).status == Outcome.FAIL
+
+    class NoTables(OwnTablesOnly):
+        def model(self, *args):
+            return dataclasses.replace(super().model(*args), encoder_positions=absent("none"),
+                                       decoder_positions=absent("none"))
+
+    record = audit("sec3.pe.wavelengths", NoTables(Layout()), d_model=64, length=128)
+    assert record.status == Outcome.FAIL and record.why.startswith("absent:"), record.why
 
 
 # -- 7. a fit at the edge of its grid says so ---------------------------------------------------------
