@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import weakref
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -144,11 +145,15 @@ def _trace(forward: Any, source_length: int, target_length: int, device: str, re
 
 def _same_sequence(runs: dict[str, list[Product]]) -> None:
     """Inconclusive unless every run ran the same kinds of products in the same order."""
-    if len({tuple(p.kind for p in run) for run in runs.values()}) != 1:
+    sequences = {what: tuple(p.kind for p in run) for what, run in runs.items()}
+    if len(set(sequences.values())) != 1:
+        base = next(iter(sequences.values()))
+        by_tokens = any(seq != base for what, seq in sequences.items() if what.startswith("with other"))
         raise Inconclusive(
             "not read: the forward pass runs " + ", ".join(f"{len(run)} matrix products {what}" for what, run in runs.items())
             + ": not one sequence of products, so the products cannot be told apart between the stacks (the census "
-            "assumes one)")
+            "assumes one)" + ("; which products run depends on the tokens themselves, at the same lengths (tokens "
+                              "routed to experts?)" if by_tokens else ""))
 
 
 def _followers(forward: Any, device: str) -> tuple[list[Product], list[str]]:
@@ -180,20 +185,42 @@ def _followers(forward: Any, device: str) -> tuple[list[Product], list[str]]:
     return base, follows
 
 
-def _feed_forward_layers(linear: list[tuple[tuple[int, int, int], str]], width: int,
-                         vocab: int) -> list[tuple[int, int, str, int]]:
-    """(rows, X, what it follows, input projections) of each feed-forward layer: a product
-    X -> d_model (X neither d_model nor the vocabulary) preceded, since the last such product, by
-    one or more products d_model -> X over the same rows (two for a gated layer, as GLU variants
-    run it)."""
-    layers, inputs = [], Counter()
-    for (rows, k, out), follows in linear:
-        if k == width and out not in (width, vocab):
+@dataclass(frozen=True)
+class FeedForward:
+    """One feed-forward layer as it ran: ``parts``, (rows, X, input projections) of each product
+    X -> d_model it ran, one for a plain layer, several where its tokens ran in groups (experts,
+    global tokens apart from local ones); ``follows``, which input reaches it (:func:`_followers`)."""
+
+    parts: tuple[tuple[int, int, int], ...]
+    follows: str
+
+
+def _feed_forward_layers(products: list[Product], follows: list[str], width: int, vocab: int) -> list[FeedForward]:
+    """The feed-forward layers of a pass: a product X -> d_model (X neither d_model nor the
+    vocabulary) preceded, since the last such product, by one or more products d_model -> X over
+    the same rows (two for a gated layer, as GLU variants run it); products of that kind that run
+    one after another with nothing else between them (no attention, no d_model -> d_model
+    projection) are one layer whose tokens ran in groups."""
+    layers: list[list[tuple[int, int, int]]] = []
+    reached: list[set[str]] = []
+    inputs: Counter = Counter()
+    joined = False  # nothing but feed-forward products since the last layer's output
+    for p, f in zip(products, follows):
+        rows, k, out = p.shape if p.kind == "linear" else (0, 0, 0)
+        if p.kind == "linear" and k == width and out not in (width, vocab):
             inputs[(rows, out)] += 1
-        elif out == width and k not in (width, vocab) and inputs[(rows, k)]:
-            layers.append((rows, k, follows, inputs[(rows, k)]))
+        elif p.kind == "linear" and out == width and k not in (width, vocab) and inputs[(rows, k)]:
+            if not joined:
+                layers.append([])
+                reached.append(set())
+            layers[-1].append((rows, k, inputs[(rows, k)]))
+            reached[-1].add(f)
             inputs.clear()
-    return layers
+            joined = True
+        else:
+            joined = False
+    return [FeedForward(tuple(parts), "target" if "target" in f else "both" if "both" in f else
+                        "source" if "source" in f else "neither") for parts, f in zip(layers, reached)]
 
 
 def traced_dimensions(forward: Any, width: int, device: str = "cpu") -> tuple[dict[str, Any], str]:
@@ -203,38 +230,39 @@ def traced_dimensions(forward: Any, width: int, device: str = "cpu") -> tuple[di
     What it assumes, and checks: the pass runs one sequence of products, and each stack's products
     follow that stack's input (:func:`_followers`: the encoder's the source, the decoder's the
     target, however many streams or rows per token it carries); a feed-forward layer is one
-    product X -> d_model after one or more d_model -> X over the same rows (a gated layer has two),
-    all of a stack's over the same rows (no routing of tokens to experts); a self-attention has
-    n_q = n_k = its stack's length (the encoder's read, else the decoder's). Where one does not
+    product X -> d_model after one or more d_model -> X over the same rows (a gated layer has two;
+    several such products in a row with nothing between them are one layer whose tokens ran in
+    groups: experts, global and local tokens); a self-attention has n_q = n_k = its stack's length (the encoder's read, else the decoder's). Where one does not
     hold the dimension is not read, and :class:`Inconclusive` says what was seen instead of a number."""
     products, follows = _followers(forward, device)
     stacks = {"encoder": ("source",), "decoder": ("target", "both")}
-    linear = [(p.shape, f) for p, f in zip(products, follows) if p.kind == "linear"]
-    to_vocab = [k for (rows, k, out), _ in linear if out == TRACE_VOCAB]
+    to_vocab = [p.shape[1] for p in products if p.kind == "linear" and p.shape[2] == TRACE_VOCAB]
     d_model = _one(to_vocab) or width
     width = d_model if isinstance(d_model, int) else width
-    layers = _feed_forward_layers(linear, width, TRACE_VOCAB)
-    gated = sum(1 for *_, inputs in layers if inputs > 1)
+    layers = _feed_forward_layers(products, follows, width, TRACE_VOCAB)
+    gated = sum(1 for layer in layers if any(inputs > 1 for *_, inputs in layer.parts))
+    grouped = sum(1 for layer in layers if len(layer.parts) > 1)
     unread, notes = {}, []
     counts = {}
     for key, stack, length in (("N_encoder", "encoder", SOURCE_LENGTH), ("N_decoder", "decoder", TARGET_LENGTH)):
-        rows = sorted({r for r, _, f, _ in layers if f in stacks[stack]})
-        counts[key] = sum(1 for _, _, f, _ in layers if f in stacks[stack])
+        mine = [layer for layer in layers if layer.follows in stacks[stack]]
+        counts[key] = len(mine)
+        rows = sorted({layer.parts[0][0] for layer in mine if len(layer.parts) == 1})
         reach = "the source reaches and the target does not" if stack == "encoder" else "the target reaches"
         if not counts[key]:
             unread[key] = (f"no feed-forward layer (d_model -> X -> d_model) among the products {reach}; the {stack} "
                            "could not be read")
-        elif len(rows) > 1:
-            unread[key] = (f"the {stack}'s feed-forward products run on {len(rows)} different numbers of rows "
-                           f"({', '.join(map(str, rows))}): tokens routed to parts of the layer (experts?), so its "
-                           "products do not count its layers")
-        elif rows[0] != BATCH * length:
-            notes.append(f"the {stack}'s feed-forward layers run on {rows[0]} rows for {BATCH} x {length} tokens"
-                         + (f" ({rows[0] // (BATCH * length)} streams in one tensor)" if rows[0] % (BATCH * length) == 0
-                            else " (its input padded to a fixed length)"))
-    stray = sum(1 for *_, f, _ in layers if f == "neither")
+        for r in rows:
+            if r != BATCH * length:
+                notes.append(f"the {stack}'s feed-forward layers run on {r} rows for {BATCH} x {length} tokens"
+                             + (f" ({r // (BATCH * length)} streams in one tensor)" if r % (BATCH * length) == 0
+                                else " (its input padded to a fixed length)"))
+    stray = sum(1 for layer in layers if layer.follows == "neither")
     if stray:
         notes.append(f"{stray} feed-forward layer(s) that neither input reaches, counted in neither stack")
+    if grouped:
+        notes.append(f"{grouped} feed-forward layers ran their tokens in groups, several products X -> d_model in a row "
+                     "with nothing between them (experts, or global tokens apart from local ones), each counted once")
     attention = _attention([p for p, f in zip(products, follows) if f in stacks["encoder"]], SOURCE_LENGTH, SOURCE_LENGTH)
     if not attention:
         attention = _attention([p for p, f in zip(products, follows) if f in stacks["decoder"]], TARGET_LENGTH,
@@ -248,7 +276,7 @@ def traced_dimensions(forward: Any, width: int, device: str = "cpu") -> tuple[di
     measured = {
         **counts,
         "d_model": d_model,
-        "d_ff": _one([x for _, x, _, _ in layers]),
+        "d_ff": _one([x for layer in layers for _, x, _ in layer.parts]),
         "h": _one([a[0] for a in attention]),
         "d_k": _one([a[1] for a in attention]),
         "d_v": _one([a[2] for a in attention]),
