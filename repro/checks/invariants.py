@@ -21,7 +21,7 @@ from repro.checks.registry import checker
 from repro.checks.vacuity import require_informative
 from repro.claims.claim import Claim
 from repro.claims.compare import Worst, finite, max_abs_diff
-from repro.claims.outcome import CheckContext, Measurement, NotApplicable
+from repro.claims.outcome import CheckContext, Inconclusive, Measurement, NotApplicable
 from repro.claims.seeding import claim_seed, seeded
 
 SIZE = dict(vocab_size=40, d_model=32, n_heads=4, d_ff=64, n_layers=2)
@@ -159,7 +159,8 @@ def encoder_all_positions(claim: Claim, ctx: CheckContext) -> Measurement:
     """Perturbation test on the encoder stack: changing source token j must move the encoder's
     output at every position i, above the model's own noise floor (:mod:`repro.checks.noise`: the
     same call again, the other sentence of the batch changed). Measured: (i, j) pairs of the
-    first sentence where it does not (0 in the paper)."""
+    first sentence where it does not (0 in the paper); inconclusive where the noise is as large as
+    the moves the test must see."""
     gen = torch.Generator().manual_seed(ctx.seed)
     blind, details, floors = 0, [], {}
     for path, parts in ctx.target.model_paths(**SIZE).items():
@@ -176,11 +177,18 @@ def encoder_all_positions(claim: Claim, ctx: CheckContext) -> Measurement:
                 "the other sentence changed": largest_move(
                     parts.encode(batch_mate_changed(src, 1, 4, SIZE["vocab_size"], gen))[0], base[0], what),
             })
+            reached = []
             for j in range(src.size(1)):
                 perturbed = src.clone()
                 perturbed[0, j] = 4 + (perturbed[0, j] - 4 + 11) % (SIZE["vocab_size"] - 4)
-                moved = noise.moved(parts.encode(perturbed)[0], base[0], -1, what)
+                out = parts.encode(perturbed)[0]
+                moved = noise.moved(out, base[0], -1, what)
                 path_blind += int((~moved).sum())
+                reached.append((out - base[0]).abs().amax(-1))
+        typical = torch.cat(reached).double().median().item()
+        if noise.floor > 0 and typical <= noise.threshold:
+            raise Inconclusive(f"path {path}: the model's noise is as large as the moves the test must see (median "
+                               f"move {typical:.1e}; {noise.text()}): a blind position cannot be told from it")
         blind += path_blind
         details.append(f"{path}: {path_blind}")
     return Measurement(blind, detail="(i, j) pairs where encoder output i ignores source token j: " + ", ".join(details)

@@ -176,8 +176,9 @@ class Noisy(LayoutAdapter):
 
     def model(self, *args) -> ModelParts:
         parts = super().model(*args)
-        forward = parts.forward
-        return dataclasses.replace(parts, forward=lambda s, t: (lambda y: y + self.scale * torch.randn_like(y))(forward(s, t)))
+        noisy = lambda y: y + self.scale * torch.randn_like(y)
+        forward, encode = parts.forward, parts.encode
+        return dataclasses.replace(parts, forward=lambda s, t: noisy(forward(s, t)), encode=lambda s: noisy(encode(s)))
 
 
 def test_a_noisy_model_is_judged_against_its_own_noise() -> None:
@@ -186,7 +187,9 @@ def test_a_noisy_model_is_judged_against_its_own_noise() -> None:
     assert audit("sec3.decoder.causal-mask", Noisy(Layout(leak=1e-3), 1e-7)).status == Outcome.FAIL
     drowned = audit("sec3.decoder.causal-mask", Noisy(Layout(), 10.0))
     assert drowned.status == Outcome.INCONCLUSIVE and "noise is as large" in drowned.why, drowned.why
-    assert audit("sec3.encoder.all-positions", LayoutAdapter(Layout())).status == Outcome.PASS
+    reach = audit("sec3.encoder.all-positions", Noisy(Layout(), 1e-7))
+    assert reach.status == Outcome.PASS and "largest move counted as none" in reach.why, reach.why
+    assert audit("sec3.encoder.all-positions", Noisy(Layout(), 10.0)).status == Outcome.INCONCLUSIVE
 
 
 # -- 5. the same verdict alone, in any selection, in any order ---------------------------------------
