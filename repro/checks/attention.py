@@ -9,7 +9,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from repro.claims.outcome import CheckContext, Inconclusive, Measurement, NotApplicable
-from repro.checks.noise import SYSTEMATIC, NoiseFloor, batch_mate_changed, largest_move, noise_text
+from repro.checks.noise import SYSTEMATIC, NoiseFloor, batch_mate_changed, noise_text
 from repro.checks.registry import checker
 from repro.checks.vacuity import require_informative
 from repro.claims.claim import Claim
@@ -203,9 +203,9 @@ def causal_mask(claim: Claim, ctx: CheckContext) -> Measurement:
             require_informative(base, f"the logits ({path})")
             what = f"the logits of path {path}"
             noise = NoiseFloor({
-                "the same call again": largest_move(parts.forward(src, tgt), base, what),
+                "the same call again": max_abs_diff(parts.forward(src, tgt), base, what),
                 "the other sentence changed": max(
-                    largest_move(parts.forward(src, batch_mate_changed(tgt, 1 - row, 4, 40, gen))[row], base[row], what)
+                    max_abs_diff(parts.forward(src, batch_mate_changed(tgt, 1 - row, 4, 40, gen))[row], base[row], what)
                     for row in (0, 1)),
             })
             past, systematic, reached = 0, 0, []

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import torch
 
-from repro.checks.noise import NoiseFloor, batch_mate_changed, largest_move, noise_text
+from repro.checks.noise import NoiseFloor, batch_mate_changed, noise_text
 from repro.checks.registry import checker
 from repro.checks.vacuity import require_informative
 from repro.claims.claim import Claim
@@ -173,8 +173,8 @@ def encoder_all_positions(claim: Claim, ctx: CheckContext) -> Measurement:
             base = parts.encode(src)
             require_informative(base, f"the encoder's outputs ({path})")
             floors[path] = noise = NoiseFloor({
-                "the same call again": largest_move(parts.encode(src), base, what),
-                "the other sentence changed": largest_move(
+                "the same call again": max_abs_diff(parts.encode(src), base, what),
+                "the other sentence changed": max_abs_diff(
                     parts.encode(batch_mate_changed(src, 1, 4, SIZE["vocab_size"], gen))[0], base[0], what),
             })
             reached = []

@@ -21,17 +21,12 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-from repro.claims.compare import changed, max_abs_diff
+from repro.claims.compare import changed
 
 #: A move counts when it exceeds the floor this many times (noise is not that far above its own maximum).
 MARGIN = 10.0
 #: Share of the places tested above the floor (but under the margin) that makes the moves systematic.
 SYSTEMATIC = 0.5
-
-
-def largest_move(got: Tensor, base: Tensor, what: str) -> float:
-    """max |got - base| (both required finite, :func:`repro.claims.compare.max_abs_diff`)."""
-    return max_abs_diff(got, base, what)
 
 
 @dataclass

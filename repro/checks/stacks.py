@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from repro.checks.noise import NoiseFloor, largest_move, noise_text
+from repro.checks.noise import NoiseFloor, noise_text
 from repro.checks.registry import checker
 from repro.checks.vacuity import require_informative
 from repro.claims.claim import Claim
@@ -73,8 +73,8 @@ def encoder_decoder_attention(claim: Claim, ctx: CheckContext) -> Measurement:
         base = parts.cross_attention(x, z)
         mate = x.clone()
         mate[1] += 1.0
-        noise = NoiseFloor({"the same call again": largest_move(parts.cross_attention(x, z), base, "the cross-attention"),
-                            "the other sentence changed": largest_move(parts.cross_attention(mate, z)[0], base[0],
+        noise = NoiseFloor({"the same call again": max_abs_diff(parts.cross_attention(x, z), base, "the cross-attention"),
+                            "the other sentence changed": max_abs_diff(parts.cross_attention(mate, z)[0], base[0],
                                                                        "the cross-attention")})
         moved = x.clone()
         moved[:, 3] += 1.0
