@@ -27,6 +27,7 @@ from repro.claims.claim import Claim
 from repro.claims.compare import NonFinite, is_finite
 from repro.claims.outcome import (Absent, CheckContext, Contradiction, Inconclusive, Measurement, NotApplicable, NotRun,
                                   Outcome)
+from repro.claims.seeding import claim_seed, seeded
 from repro.model.arithmetic import IEEE_FP32, ieee_fp32
 
 if TYPE_CHECKING:
@@ -103,8 +104,11 @@ def run_claim(claim: Claim, check: CheckerFn, target: Any, results: Mapping[str,
               seed: int = 0) -> CheckRecord:
     """Run ``check`` (the claim's checker) for ``claim`` against ``target``, in IEEE fp32 whatever the
     device and whatever the caller set (:func:`repro.model.arithmetic.ieee_fp32`): a verdict that
-    changed with the hardware would not be a verdict."""
-    with ieee_fp32():
+    changed with the hardware would not be a verdict. torch's global random state (the weights of
+    every model the check builds, its dropout masks) is seeded from ``seed`` and the claim's id
+    (:mod:`repro.claims.seeding`) and restored after: a verdict that changed with what ran before
+    would not be one either."""
+    with ieee_fp32(), seeded(claim_seed(seed, claim.id)):
         return _run_claim(claim, check, target, results, seed)
 
 
