@@ -28,6 +28,7 @@ from typing import Any
 from repro import jsonfile
 from repro.content_hash import file_sha256
 from repro.data.vocab import SharedVocab
+from repro.decode.settings import DecodeSettings
 from repro.errors import CheckpointError, ResultError
 from repro.measures.recording import EVALUATIONS
 from repro.observed.counterpart import PaperJob, counterpart
@@ -35,7 +36,7 @@ from repro.results.provenance import config_hash
 from repro.results.record_schema import record_problem
 from repro.results.store import Result
 from repro.train.checkpoint import list_checkpoints, load_checkpoint
-from repro.train.config import recipe_identity
+from repro.train.config import TrainConfig, recipe_identity
 from repro.train.run_record import RUN_RECORD
 from repro.validation import problem
 
@@ -63,6 +64,24 @@ RUN_SCHEMA: dict = {
             "properties": {"resumed_from": _COUNT, "ended_at": _COUNT, "devices": {"type": "integer", "minimum": 1},
                            "hardware": {"type": "string"}, "device": {"type": ["string", "null"]},
                            "step_time": _OBJECT_OR_NULL}}},
+    },
+}
+_IDENTITY = {"type": "object", "properties": {"file": {"type": "string"}, "path": {"type": "string"},
+                                              "lines": _COUNT, "sha256": {"type": "string"},
+                                              "content_sha256": {"type": "string"}}}
+#: What a run's evaluation records of how it was taken (``provenance.extra``; each field optional: a
+#: record of an older repro lacks them, and the claims that need one read "needs another run").
+EVALUATION_EXTRA: dict = {
+    "type": "object",
+    "properties": {
+        "measure": {"type": "string"}, "split": {"type": "string"},
+        "decode": {"type": "object"}, "recipe_identity": {"type": "object"},
+        "averaged_from": {"type": "array", "items": {"type": "string"}},
+        "checkpoints_averaged": {"type": ["integer", "null"], "minimum": 0},
+        "evaluated_checkpoint": {"type": ["string", "null"]},
+        "test_set": {"type": "object", "properties": {"sentences": {"type": ["integer", "null"], "minimum": 0},
+                                                      "source": _IDENTITY, "reference": _IDENTITY,
+                                                      "hypotheses": _IDENTITY}},
     },
 }
 #: The columns of the metrics log a check reads, and whether a row may leave them empty.
@@ -145,6 +164,16 @@ class RunFiles:
     def metrics_path(self) -> Path:
         return self.path / "metrics.csv"
 
+    def check_recipe(self) -> None:
+        """The recipe the run trained must be one repro can build (ConfigError naming where it was read, exit 2)."""
+        if not self.train:
+            return
+        where = (f"{self.newest.path}: field 'recipe'" if self.newest is not None and self.newest.recipe
+                 else f"{self.record_path}: field 'recipe'")
+        TrainConfig.from_dict(self.train, source=f"{where}.train")
+        if self.recipe.get("decode") is not None:
+            DecodeSettings.from_dict(self.recipe["decode"], source=f"{where}.decode")
+
     @classmethod
     def load(cls, path: str | Path) -> "RunFiles":
         """Read every record of the run in ``path`` (module docstring); ResultError (exit 2) when it is
@@ -174,6 +203,7 @@ class RunFiles:
             if isinstance(name, str) and name not in files.averaged and (path / name).is_file() \
                     and name.startswith("average_"):
                 files.averaged[name] = read_checkpoint(path / name)
+        files.check_recipe()
         if files.record is None and files.newest is None:
             inside = sorted(p.name for p in path.iterdir() if (p / RUN_RECORD).is_file() or (p / "checkpoints").is_dir())
             hint = f"; it holds the runs {', '.join(inside)}: check each (repro check --run {path / inside[0]})" \
@@ -200,6 +230,8 @@ def read_evaluation(path: Path) -> Result:
     measured = data.get("measured") if isinstance(data, dict) else None
     if why is None and (isinstance(measured, bool) or not isinstance(measured, (int, float, type(None)))):
         why = f"field 'measured' must be the number the evaluation measured (got {measured!r})"
+    if why is None and (extra := problem(data["provenance"].get("extra") or {}, EVALUATION_EXTRA)) is not None:
+        why = extra.replace("field '", "field 'provenance.extra.", 1)
     if why is not None:
         raise ResultError(f"{path}: {why}")
     return Result.from_dict(data, source=str(path))

@@ -217,6 +217,12 @@ def test_a_run_record_that_disagrees_with_the_checkpoint_fails(copy: Path) -> No
      "local.multi30k.bleu.json: field 'measured'"),
     (lambda p: (p / "checkpoints" / "step_00000006.pt").write_bytes(b"not a checkpoint"),
      "step_00000006.pt: not a readable checkpoint"),
+    (lambda p: edit_json(p / "evaluations" / "local.multi30k.bleu.json",
+                         lambda d: d["provenance"]["extra"].update(averaged_from="step_00000006.pt")),
+     "local.multi30k.bleu.json: field 'provenance.extra.averaged_from'"),
+    (lambda p: edit_json(p / "evaluations" / "local.multi30k.bleu.json",
+                         lambda d: d["provenance"]["extra"]["test_set"]["reference"].update(lines="ten")),
+     "field 'provenance.extra.test_set.reference.lines'"),
 ])
 def test_a_malformed_record_is_refused_naming_its_file_and_field(copy: Path, capsys, damage, named: str) -> None:
     damage(copy)
