@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 from repro.claims import interrupts
 from repro.claims.claim import Claim
 from repro.claims.compare import NonFinite, is_finite
-from repro.claims.outcome import Absent, CheckContext, Inconclusive, Measurement, NotApplicable, NotRun, Outcome
+from repro.claims.outcome import (Absent, CheckContext, Contradiction, Inconclusive, Measurement, NotApplicable, NotRun,
+                                  Outcome)
 from repro.claims.seeding import claim_seed, seeded
 from repro.model.arithmetic import IEEE_FP32, ieee_fp32
 
@@ -128,6 +129,8 @@ def _run_claim(claim: Claim, check: CheckerFn, target: Any, results: Mapping[str
                            extra={ABSENT: str(why)})
     except Inconclusive as why:
         return CheckRecord(claim, Outcome.INCONCLUSIVE, detail=str(why), seconds=time.perf_counter() - start)
+    except Contradiction as why:  # a run's records contradict each other or its recipe: a failure
+        return CheckRecord(claim, Outcome.FAIL, why.value, str(why), seconds=time.perf_counter() - start)
     except NonFinite as why:  # a NaN or an infinity met on the way: a departure, never a pass
         return CheckRecord(claim, Outcome.FAIL, None,
                            f"{why}" + (f" (after adapter method '{traced.last_method}')" if traced.last_method else ""),
@@ -150,6 +153,8 @@ def _run_claim(claim: Claim, check: CheckerFn, target: Any, results: Mapping[str
     passed = measurement.passed if measurement.passed is not None else claim.within(measurement.value)
     explained = claim.explained_by_inconsistency(measurement.value)
     status = Outcome.PASS if passed else (Outcome.INCONSISTENT if explained else Outcome.FAIL)
+    if measurement.departs and not passed:
+        status = Outcome.DEPARTS
     if not passed and claim.inconsistency and not explained:
         measurement.detail = (f"{measurement.detail}; beyond the paper's own inconsistency "
                               f"({_bound_text(claim)}): a failure").lstrip("; ")

@@ -38,6 +38,13 @@ _INT_FIELDS = ("vocab_size", "tokens_per_batch", "max_tokens_per_device", "max_s
                "checkpoint_every_steps", "keep_checkpoints", "average_last", "seed", "log_every", "threads")
 _FLOAT_FIELDS = ("lr_scale", "adam_beta1", "adam_beta2", "adam_eps", "label_smoothing", "checkpoint_every_minutes",
                  "bucket_step")
+#: Fields that say where and how a job computes, not what it trains (a cluster profile, the command
+#: line and the machine choose them).
+PLACEMENT_FIELDS = ("out_dir", "data_dir", "device", "precision", "threads", "compile", "log_every", "tensorboard",
+                    "max_tokens_per_device")
+#: Fields that say neither what is trained nor how it is scored: the seed (the paper states none; seeds
+#: of one recipe are runs of one experiment), how many checkpoints stay on disk, and the decoding batch.
+BOOKKEEPING_FIELDS = ("seed", "keep_checkpoints")
 
 
 @dataclass(frozen=True)
@@ -191,6 +198,17 @@ class TrainConfig:
     @classmethod
     def from_file(cls, path: str | Path) -> "TrainConfig":
         return cls.from_dict(read_json_config(path), source=str(path))
+
+
+def recipe_identity(train: dict[str, Any], decode: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What a run trains and how its outputs are searched: the training config without
+    :data:`PLACEMENT_FIELDS` and :data:`BOOKKEEPING_FIELDS`, and the decoding settings without their
+    batch size. Two runs with one identity are runs of one recipe, wherever and with whatever seed they
+    ran; its hash (``repro.results.provenance.config_hash``) is the ``config_hash`` every job's results
+    record, compared with a paper experiment's before a result counts for its claim."""
+    left_out = (*PLACEMENT_FIELDS, *BOOKKEEPING_FIELDS)
+    return {"train": {k: v for k, v in sorted(train.items()) if k not in left_out},
+            "decode": {k: v for k, v in sorted((decode or {}).items()) if k != "max_tokens"}}
 
 
 def read_json_config(path: str | Path) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from repro.data.batching import TokenBatcher
 from repro.data.buckets import BucketBatcher
 from repro.data.synthetic import SYNTHETIC, SyntheticCorpus
 from repro.errors import CheckpointError
-from repro.model import Transformer, TransformerConfig
+from repro.model import Transformer, TransformerConfig, count_parameters
 from repro.model.attention import train_with_shape_free_kernels
 from repro.model.precision import Precision
 from repro.runtime import Runtime
@@ -46,6 +46,7 @@ from repro.train.metrics_log import MetricsLog
 from repro.train.optimizer import optimizer_for
 from repro.train.prefetch import Prefetcher, Sequential
 from repro.train.progress_line import EVERY_LOGGED, progress_line
+from repro.train.run_record import write_run_record
 from repro.train.step_clock import StepClock
 from repro.train.update_step import TrainingDiverged, UpdateStats, accumulate, update, world
 from repro.train.update_plan import UpdatePlan, plan_update
@@ -215,13 +216,16 @@ def _recipe_record(cfg: TrainConfig, recipe: dict[str, Any] | None) -> dict[str,
 def train(cfg: TrainConfig, *, synthetic: SyntheticCorpus | None = None, runtime: Runtime | None = None,
           **kwargs: Any) -> TrainSummary:
     """Train on ``cfg.dataset`` (BPE built or reloaded under ``cfg.out_dir``, the corpus encoded once
-    per job by rank 0; the synthetic corpus when the dataset is ``synthetic``), resuming when possible."""
+    per job by rank 0; the synthetic corpus when the dataset is ``synthetic``), resuming when possible;
+    rank 0 then writes the run's record (:mod:`repro.train.run_record`)."""
     began = (kwargs.get("clock") or time.monotonic)()
     runtime = runtime or runtime_of(cfg)
     data = prepare_training_data(cfg, synthetic, rank=runtime.rank, world_size=runtime.world_size)
     summary = run(cfg, data.examples, data.vocab_size, runtime=runtime, began=began, **kwargs)
     summary.extra.update(filtered=data.filtered, train_pairs=len(data.examples), vocab_size=data.vocab_size,
                          data=data.origin)
+    if runtime.is_main:
+        write_run_record(cfg, _recipe_record(cfg, kwargs.get("recipe")), summary.to_dict(), data)
     return summary
 
 
@@ -301,7 +305,8 @@ def run(
         resumed_from=resumed_from, accumulation=trainer.accumulation, world_size=trainer.world_size,
         elapsed_s=elapsed, first_loss=progress.first_loss,
         extra={**trainer.precision.provenance(), "device": str(trainer.device),
-               "steps_run": step - resumed_from, "step_time": timing.summary()},
+               "steps_run": step - resumed_from, "step_time": timing.summary(),
+               "parameters": count_parameters(trainer.model), "update_plan": trainer.plan.to_dict()},
     )
 
 

@@ -9,10 +9,10 @@ from typing import Any
 
 from repro.errors import WRITE_FAULTS, cannot_write
 
-#: ``dev_ppl`` is filled at checkpoints when the loop is given a dev evaluation, empty elsewhere;
-#: ``padding``: the share of the logged update's passes (on this device) that is PAD.
+#: ``dev_ppl`` and ``dev_accuracy`` (token accuracy) are filled at checkpoints when the loop is given a dev
+#: evaluation, empty elsewhere; ``padding``: the share of the logged update's passes (on this device) that is PAD.
 COLUMNS = ("step", "loss", "nll", "lr", "tokens_per_s", "src_tokens", "tgt_tokens", "elapsed_s", "epoch", "dev_ppl",
-           "padding")
+           "padding", "dev_accuracy")
 
 
 class MetricsLog:
@@ -66,7 +66,7 @@ class MetricsLog:
                 raise cannot_write(self.path, err) from None
             raise
         if self._tb is not None:
-            for key in ("loss", "nll", "lr", "tokens_per_s", "dev_ppl"):
+            for key in ("loss", "nll", "lr", "tokens_per_s", "dev_ppl", "dev_accuracy"):
                 if key in row:
                     self._tb.add_scalar(f"train/{key}", row[key], row["step"])
 
