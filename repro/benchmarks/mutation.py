@@ -1,0 +1,304 @@
+"""Mutation testing of the code that produces the paper's numbers, by cosmic-ray: how many of the
+mistakes a tool makes in it the claims (`repro check`) and the test suite notice.
+
+cosmic-ray (the optional extra ``mutation``: ``pip install -e .[mutation]``) generates every
+mutant of a group's files (reports/mutation/plan.toml); a seeded sample of them is run, one at a
+time, in a copy of the checkout under the system's temporary folder (the checkout itself is never
+mutated). A mutant is *killed* when its runner exits non-zero or runs past its timeout:
+
+- ``check`` groups (the paper-level code): ``repro check`` restricted to the claims that call the
+  mutated function (:mod:`repro.benchmarks.mutation_map`); a mutant outside any function or in a
+  function no claim calls, and every survivor of its subset, runs the full ``repro check``, so a
+  survivor is a survivor of ``repro check`` alone;
+- ``tests`` groups (the machinery): the test files that import the group's modules.
+
+Each group's rows go to reports/mutation/GROUP.json as they finish (a rerun resumes, keeping rows
+whose file is unchanged); ``summary`` writes reports/mutation/summary.md and summary.json, the
+score of each module being killed / (run - equivalent), the equivalent mutants listed with a reason
+each in reports/mutation/equivalents.toml. A benchmark, not a CI step: run it at low priority,
+
+    nice -n 19 python -m repro.benchmarks.mutation run --group model [--group train ...]
+    python -m repro.benchmarks.mutation summary
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import hashlib
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+HERE = Path("reports/mutation")
+#: a mutant's runner may take this many times its claims' unmutated time (plus the start-up) before it is a timeout
+TIMEOUT_FACTOR, START_S, FULL_TIMEOUT_S = 4.0, 60.0, 300.0
+
+
+def _plan() -> dict[str, Any]:
+    return tomllib.loads((ROOT / HERE / "plan.toml").read_text(encoding="utf-8"))
+
+
+def group_files(group: dict[str, Any]) -> list[str]:
+    return sorted({str(p.relative_to(ROOT)) for pattern in group["files"] for p in ROOT.glob(pattern)})
+
+
+def _digest(root: Path, paths: list[Path]) -> str:
+    h = hashlib.sha256()
+    for p in sorted(paths):
+        h.update(str(p.relative_to(root)).encode() + b"\0" + p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _scratch(name: str) -> Path:
+    """A fresh copy of the committed checkout (HEAD: what the rows name), compiled to hash-checked
+    byte code (a mutated file is recompiled, the others are not)."""
+    dest = Path(tempfile.gettempdir()) / f"repro-mutation-{name}"
+    shutil.rmtree(dest, ignore_errors=True)
+    dest.mkdir(parents=True)
+    archive = subprocess.run(["git", "archive", "HEAD"], cwd=ROOT, check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    subprocess.run([sys.executable, "-m", "compileall", "-q", "--invalidation-mode", "checked-hash", "repro"],
+                   cwd=dest, check=True)
+    return dest
+
+
+def _env(scratch: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "REPRO_CLAIMS_DIR"}
+    env["PYTHONPATH"] = str(scratch)
+    return env
+
+
+def claim_map(scratch: Path, files: list[str]) -> dict[str, Any]:
+    """The claims that call each function of ``files``, traced in ``scratch`` (cached in
+    reports/mutation/claim_map.json, traced again when the package or the claims changed)."""
+    path = ROOT / HERE / "claim_map.json"
+    key = _digest(scratch, [*(p for p in scratch.glob("repro/**/*.py") if "benchmarks" not in p.parts),
+                            *scratch.glob("claims/*")])
+    if path.exists():
+        cached = json.loads(path.read_text(encoding="utf-8"))
+        if cached.get("source_digest") == key and set(files) <= set(cached["calls"]):
+            return cached
+    everything = sorted({f for g in _plan()["groups"].values() for f in group_files(g)} | set(files))
+    out = scratch / "claim_map.json"
+    subprocess.run([sys.executable, "-m", "repro.benchmarks.mutation_map", "--out", str(out), "--files", *everything],
+                   cwd=scratch, env=_env(scratch), check=True)
+    traced = json.loads(out.read_text(encoding="utf-8")) | {"source_digest": key}
+    path.write_text(json.dumps(traced, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    return traced
+
+
+def enclosing_function(source: str, line: int) -> str | None:
+    """The qualified name (as ``co_qualname`` spells it) of the innermost function whose body holds
+    ``line``; ``None`` at module or class level (a default or a decorator runs in the scope around)."""
+
+    def walk(node: ast.AST, prefix: str) -> str | None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.ClassDef):
+                found = walk(child, f"{prefix}{child.name}.")
+            elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                name = f"{prefix}{child.name}"
+                if not child.body[0].lineno <= line <= (child.end_lineno or child.lineno):
+                    continue
+                found = walk(child, f"{name}.<locals>.") or name
+            else:
+                found = walk(child, prefix)
+            if found:
+                return found
+        return None
+
+    return walk(ast.parse(source), "")
+
+
+def annotation_spans(source: str) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """The ((line, column), (end line, end column)) of each annotation of a module that postpones
+    them (PEP 563): a mutant inside one is never evaluated, so it is equivalent by construction."""
+    tree = ast.parse(source)
+    if not any(isinstance(n, ast.ImportFrom) and n.module == "__future__" and
+               any(a.name == "annotations" for a in n.names) for n in tree.body):
+        return []
+    notes: list[ast.expr] = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            args = node.args
+            every = [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]
+            notes += [a.annotation for a in every if a is not None and a.annotation is not None]
+            notes += [node.returns] if node.returns else []
+        elif isinstance(node, ast.AnnAssign):
+            notes.append(node.annotation)
+    return [((n.lineno, n.col_offset), (n.end_lineno or n.lineno, n.end_col_offset or 0)) for n in notes]
+
+
+def _in_annotation(spec: Any, spans: dict[str, list]) -> bool:
+    at = tuple(spec.start_pos)
+    return any(start <= at < end for start, end in spans[str(spec.module_path)])
+
+
+def _check_command(claims: list[str] | None, report: Path) -> str:
+    only = "".join(f" --only {c}" for c in claims or [])
+    return f"{sys.executable} -m repro check --json {report}{only}"
+
+
+def _tests_for(files: list[str]) -> list[str]:
+    """The test files that import one of ``files``' modules."""
+    modules = [f[:-3].replace("/", ".") for f in files]
+    return sorted(str(p.relative_to(ROOT)) for p in ROOT.glob("tests/**/test_*.py")
+                  if any(m in p.read_text(encoding="utf-8") for m in modules))
+
+
+def _broken_claims(report: Path) -> list[str]:
+    if not report.exists():
+        return []
+    records = json.loads(report.read_text(encoding="utf-8"))
+    return [r["id"] for r in records if r["status"] in ("fail", "error", "inconclusive")]
+
+
+def _run_one(spec: Any, command: str, timeout: float, report: Path) -> tuple[str, list[str], str, float]:
+    from cosmic_ray.mutating import mutate_and_test
+
+    report.unlink(missing_ok=True)
+    began = time.perf_counter()
+    result = mutate_and_test([spec], command, timeout)
+    seconds = time.perf_counter() - began
+    if result.worker_outcome.value == "no-test":
+        return "no-test", [], "", seconds
+    outcome = result.test_outcome.value
+    if outcome == "killed" and result.output == "timeout":
+        outcome = "timeout"
+    tail = (result.output or "")[-400:] if outcome in ("killed", "incompetent") else ""
+    return outcome, _broken_claims(report), result.diff or tail, seconds
+
+
+def run_group(name: str, sample: int | None, seed: int | None) -> Path:
+    from cosmic_ray.commands import init
+    from cosmic_ray.work_db import WorkDB, use_db
+
+    plan = _plan()
+    group = plan["groups"][name]
+    files = group_files(group)
+    sample = group["sample"] if sample is None else sample
+    seed = plan["seed"] if seed is None else seed
+    out = ROOT / HERE / f"{name}.json"
+    scratch = _scratch(name)
+    digests = {f: _digest(scratch, [scratch / f]) for f in files}
+    previous = json.loads(out.read_text(encoding="utf-8")) if out.exists() else {"rows": []}
+    done = {(r["file"], r["operator"], r["occurrence"]): r for r in previous["rows"]
+            if digests.get(r["file"]) == r["file_digest"] and r["outcome"] != "incompetent"}
+    cwd = Path.cwd()
+    try:
+        traced = claim_map(scratch, files) if group["runner"] == "check" else None
+        os.chdir(scratch)
+        os.environ.update(_env(scratch))
+        with use_db(str(scratch / "session.sqlite"), WorkDB.Mode.create) as db:
+            init([Path(f) for f in files], db, {})
+            specs = sorted((item.mutations[0] for item in db.work_items),
+                           key=lambda s: (str(s.module_path), s.operator_name, s.occurrence))
+        spans = {f: annotation_spans(Path(f).read_text(encoding="utf-8")) for f in files}
+        annotations = [s for s in specs if _in_annotation(s, spans)]
+        specs = [s for s in specs if not _in_annotation(s, spans)]
+        chosen = specs if not sample or sample >= len(specs) else random.Random(seed).sample(specs, sample)
+        tests = _tests_for(files) if group["runner"] == "tests" else []
+        baseline = _check_command(None, scratch / "base.json") if traced else \
+            f"{sys.executable} -m pytest -q -x -n 0 -p no:cacheprovider {' '.join(tests)}"
+        if subprocess.run(baseline.split(), cwd=scratch, capture_output=True).returncode != 0:
+            raise SystemExit(f"mutation: the unmutated copy fails its runner ({baseline}); nothing to measure")
+        rows = []
+        for i, spec in enumerate(chosen, 1):
+            key = (str(spec.module_path), spec.operator_name, spec.occurrence)
+            if key in done:
+                rows.append(done[key])
+                continue
+            rows.append(_mutant_row(spec, traced, tests, scratch, digests[key[0]]))
+            print(f"mutation {name} {i}/{len(chosen)}: {rows[-1]['outcome']:10s} {key[0]}:{rows[-1]['line']} "
+                  f"{spec.operator_name} ({rows[-1]['seconds']:.0f} s)", file=sys.stderr, flush=True)
+            _write(out, name, group, files, len(specs), len(annotations), sample, seed, rows)
+        _write(out, name, group, files, len(specs), len(annotations), sample, seed, rows)
+    finally:
+        os.chdir(cwd)
+        shutil.rmtree(scratch, ignore_errors=True)
+    return out
+
+
+def _mutant_row(spec: Any, traced: dict[str, Any] | None, tests: list[str], scratch: Path, digest: str) -> dict:
+    path = str(spec.module_path)
+    source = Path(path).read_text(encoding="utf-8")
+    line = spec.start_pos[0]
+    function = enclosing_function(source, line)
+    report = scratch / "mutant.json"
+    if traced is None:
+        runner = "tests"
+        outcome, broken, diff, seconds = _run_one(
+            spec, f"{sys.executable} -m pytest -q -x -n 0 -p no:cacheprovider {' '.join(tests)}", FULL_TIMEOUT_S * 2,
+            report)
+    else:
+        claims = traced["calls"].get(path, {}).get(function, []) if function else []
+        if claims:
+            runner = f"claims:{len(claims)}"
+            budget = START_S + TIMEOUT_FACTOR * sum(traced["seconds"].get(c, 1.0) for c in claims)
+            outcome, broken, diff, seconds = _run_one(spec, _check_command(claims, report), budget, report)
+        else:
+            runner = "full"
+            outcome, broken, diff, seconds = _run_one(spec, _check_command(None, report), FULL_TIMEOUT_S, report)
+    if Path(path).read_text(encoding="utf-8") != source:
+        raise SystemExit(f"mutation: {path} was not restored after a mutant; stopping")
+    return {"file": path, "file_digest": digest, "operator": spec.operator_name, "occurrence": spec.occurrence,
+            "line": line, "function": function, "runner": runner, "outcome": outcome, "broken": broken[:8],
+            "seconds": round(seconds, 1), "diff": _changed_lines(diff)}
+
+
+def _changed_lines(diff: str) -> str:
+    lines = [ln for ln in diff.splitlines() if ln[:1] in "+-" and not ln.startswith(("+++", "---"))]
+    return "\n".join(lines) if lines else diff[-300:]
+
+
+def _write(out: Path, name: str, group: dict, files: list[str], generated: int, in_annotations: int, sample: int,
+           seed: int, rows: list[dict]) -> None:
+    import cosmic_ray
+
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                            text=True).stdout.strip()
+    doc = {"group": name, "tool": f"cosmic-ray {getattr(cosmic_ray, '__version__', _version())}",
+           "runner": group["runner"], "files": files, "generated": generated + in_annotations,
+           "equivalent_annotations": in_annotations, "sample": sample, "seed": seed,
+           "commit": commit, "rows": rows}
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    tmp.replace(out)
+
+
+def _version() -> str:
+    from importlib.metadata import version
+
+    return version("cosmic-ray")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="verb", required=True)
+    run = sub.add_parser("run", help="run the mutants of one or more groups of reports/mutation/plan.toml")
+    run.add_argument("--group", action="append", required=True)
+    run.add_argument("--sample", type=int, default=None, help="mutants drawn per group (0: all; default: the plan's)")
+    run.add_argument("--seed", type=int, default=None)
+    sub.add_parser("summary", help="write reports/mutation/summary.md and summary.json from the groups' rows")
+    args = parser.parse_args(argv)
+    if args.verb == "run":
+        for name in args.group:
+            print(f"mutation: wrote {run_group(name, args.sample, args.seed)}", file=sys.stderr)
+        return 0
+    from repro.benchmarks.mutation_summary import write_summary
+
+    print(f"mutation: wrote {write_summary(ROOT / HERE)}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
