@@ -59,6 +59,11 @@ def _digest(root: Path, paths: list[Path]) -> str:
     return h.hexdigest()[:16]
 
 
+def _head() -> str:
+    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
 def _scratch(name: str) -> Path:
     """A fresh copy of the committed checkout (HEAD: what the rows name), compiled to hash-checked
     byte code (a mutated file is recompiled, the others are not)."""
@@ -188,11 +193,11 @@ def run_group(name: str, sample: int | None, seed: int | None) -> Path:
     sample = group["sample"] if sample is None else sample
     seed = plan["seed"] if seed is None else seed
     out = ROOT / HERE / f"{name}.json"
-    scratch = _scratch(name)
+    commit, scratch = _head(), _scratch(name)
     digests = {f: _digest(scratch, [scratch / f]) for f in files}
     previous = json.loads(out.read_text(encoding="utf-8")) if out.exists() else {"rows": []}
     done = {(r["file"], r["operator"], r["occurrence"]): r for r in previous["rows"]
-            if digests.get(r["file"]) == r["file_digest"] and r["outcome"] != "incompetent"}
+            if digests.get(r["file"]) == r["file_digest"] and r["outcome"] in ("killed", "timeout")}
     cwd = Path.cwd()
     try:
         traced = claim_map(scratch, files) if group["runner"] == "check" else None
@@ -217,11 +222,11 @@ def run_group(name: str, sample: int | None, seed: int | None) -> Path:
             if key in done:
                 rows.append(done[key])
                 continue
-            rows.append(_mutant_row(spec, traced, tests, scratch, digests[key[0]]))
+            rows.append(_mutant_row(spec, traced, tests, scratch, digests[key[0]]) | {"commit": commit})
             print(f"mutation {name} {i}/{len(chosen)}: {rows[-1]['outcome']:10s} {key[0]}:{rows[-1]['line']} "
                   f"{spec.operator_name} ({rows[-1]['seconds']:.0f} s)", file=sys.stderr, flush=True)
-            _write(out, name, group, files, len(specs), len(annotations), sample, seed, rows)
-        _write(out, name, group, files, len(specs), len(annotations), sample, seed, rows)
+            _write(out, name, group, files, len(specs), len(annotations), sample, seed, commit, rows)
+        _write(out, name, group, files, len(specs), len(annotations), sample, seed, commit, rows)
     finally:
         os.chdir(cwd)
         shutil.rmtree(scratch, ignore_errors=True)
@@ -261,11 +266,9 @@ def _changed_lines(diff: str) -> str:
 
 
 def _write(out: Path, name: str, group: dict, files: list[str], generated: int, in_annotations: int, sample: int,
-           seed: int, rows: list[dict]) -> None:
+           seed: int, commit: str, rows: list[dict]) -> None:
     import cosmic_ray
 
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                            text=True).stdout.strip()
     doc = {"group": name, "tool": f"cosmic-ray {getattr(cosmic_ray, '__version__', _version())}",
            "runner": group["runner"], "files": files, "generated": generated + in_annotations,
            "equivalent_annotations": in_annotations, "sample": sample, "seed": seed,

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 import repro.train.loss as loss_module
-from repro.checks.dropout import observe
+from repro.checks.dropout import evaluating, observe
 from repro.checks.jobs import PAPER_PROFILE, SIZE, job_config, job_spec, own, shrunk
 from repro.checks.positional import reference_encoding
 from repro.checks.sinusoids import NotSinusoidPairs, find_pairs
@@ -28,7 +28,7 @@ from repro.cluster.profiles import load_profile
 from repro.checks.registry import checker
 from repro.claims.claim import Claim
 from repro.claims.compare import finite, max_abs, max_abs_diff
-from repro.claims.outcome import CheckContext, Measurement, NotRun
+from repro.claims.outcome import CheckContext, Inconclusive, Measurement, NotRun
 from repro.data.batching import TokenBatcher, collate
 from repro.data.corpus import read_parallel
 from repro.data.corpora import get_dataset, resolve_data_dir
@@ -223,13 +223,19 @@ def perplexity_per_wordpiece(claim: Claim, ctx: CheckContext) -> Measurement:
     logits. Measured: |relative difference|."""
     own(ctx)
     gen = torch.Generator().manual_seed(ctx.seed)
-    model = build(shrunk(job_config("table3", "table3-base")), [([5, 6], [7, 8])], SIZE["vocab_size"]).model.eval()
+    model = build(shrunk(job_config("table3", "table3-base")), [([5, 6], [7, 8])], SIZE["vocab_size"]).model
+    if not model.cfg.dropout > 0:
+        raise Inconclusive("the job's model has no dropout: a perplexity measured with dropout on could not differ")
     examples = [(torch.randint(4, SIZE["vocab_size"], (int(n),), generator=gen).tolist(),
                  torch.randint(4, SIZE["vocab_size"], (int(m),), generator=gen).tolist())
                 for n, m in torch.randint(2, 12, (9, 2), generator=gen)]
-    measured = perplexity(model, examples).ppl
+    # Handed over as the training loop hands it over for its dev perplexity: in train mode, dropout
+    # on. The evaluation is the one to switch dropout off (and back on for the training after it).
+    measured = perplexity(model.train(), examples).ppl
+    if not model.training:
+        return Measurement(None, False, "the evaluation left the model in eval mode: training would go on without dropout")
     nll, tokens = 0.0, 0
-    with torch.no_grad():
+    with torch.no_grad(), evaluating(model):
         for src, tgt in examples:
             batch = collate([(src, tgt)])
             logp = model(batch.src, batch.tgt_in).log_softmax(-1)[0]
