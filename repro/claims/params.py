@@ -60,6 +60,7 @@ PARAMS: dict[str, dict[str, Any]] = {
     "decode.beam_width": _SEARCH,
     "decode.dropout_off": _SEARCH,
     "decode.early_stop": _SEARCH,
+    "decode.finished_stay_finished": _SEARCH,
     "decode.max_length": _SEARCH,
     "decode.ranking": _SEARCH,
     "dropout.embeddings": {"p": RATE},

@@ -155,6 +155,7 @@ INTEGER_VALUED = {
     "run.parser_training_size": "counts sentences",
     "decode.max_length": "counts output tokens",
     "decode.early_stop": "counts decoding steps",
+    "decode.finished_stay_finished": "counts prefixes continued past their EOS",
     "decode.beam_width": "counts ranks found",
     "run.encoded_tokens": "counts tokens",
     "run.encoded_cache_key": "counts reuse decisions and token ids",
