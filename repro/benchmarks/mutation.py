@@ -183,54 +183,71 @@ def _run_one(spec: Any, command: str, timeout: float, report: Path) -> tuple[str
     return outcome, _broken_claims(report), result.diff or tail, seconds
 
 
-def run_group(name: str, sample: int | None, seed: int | None) -> Path:
+def run_groups(names: list[str], sample: int | None, seed: int | None) -> list[Path]:
+    """Run the groups ``names`` against one copy of HEAD (one commit for the whole invocation)."""
+    plan = _plan()
+    unknown = [n for n in names if n not in plan["groups"]]
+    if unknown:
+        raise SystemExit(f"mutation: unknown group(s) {', '.join(unknown)}; known: {', '.join(plan['groups'])}")
+    commit, scratch = _head(), _scratch("run")
+    cwd, env = Path.cwd(), dict(os.environ)
+    try:
+        checked = [f for n in names if plan["groups"][n]["runner"] == "check" for f in group_files(plan["groups"][n])]
+        traced = claim_map(scratch, checked) if checked else None
+        os.chdir(scratch)
+        os.environ.update(_env(scratch))
+        if traced and subprocess.run(_check_command(None, scratch / "base.json").split(), capture_output=True).returncode:
+            raise SystemExit("mutation: the unmutated copy fails `repro check`; nothing to measure")
+        return [_run_group(n, plan, sample, seed, commit, scratch, traced) for n in names]
+    finally:
+        os.chdir(cwd)
+        os.environ.clear()
+        os.environ.update(env)
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _run_group(name: str, plan: dict[str, Any], sample: int | None, seed: int | None, commit: str, scratch: Path,
+               traced: dict[str, Any] | None) -> Path:
     from cosmic_ray.commands import init
     from cosmic_ray.work_db import WorkDB, use_db
 
-    plan = _plan()
     group = plan["groups"][name]
     files = group_files(group)
     sample = group["sample"] if sample is None else sample
     seed = plan["seed"] if seed is None else seed
     out = ROOT / HERE / f"{name}.json"
-    commit, scratch = _head(), _scratch(name)
     digests = {f: _digest(scratch, [scratch / f]) for f in files}
     previous = json.loads(out.read_text(encoding="utf-8")) if out.exists() else {"rows": []}
     done = {(r["file"], r["operator"], r["occurrence"]): r for r in previous["rows"]
             if digests.get(r["file"]) == r["file_digest"] and r["outcome"] in ("killed", "timeout")}
-    cwd = Path.cwd()
-    try:
-        traced = claim_map(scratch, files) if group["runner"] == "check" else None
-        os.chdir(scratch)
-        os.environ.update(_env(scratch))
-        with use_db(str(scratch / "session.sqlite"), WorkDB.Mode.create) as db:
-            init([Path(f) for f in files], db, {})
-            specs = sorted((item.mutations[0] for item in db.work_items),
-                           key=lambda s: (str(s.module_path), s.operator_name, s.occurrence))
-        spans = {f: annotation_spans(Path(f).read_text(encoding="utf-8")) for f in files}
-        annotations = [s for s in specs if _in_annotation(s, spans)]
-        specs = [s for s in specs if not _in_annotation(s, spans)]
-        chosen = specs if not sample or sample >= len(specs) else random.Random(seed).sample(specs, sample)
-        tests = _tests_for(files) if group["runner"] == "tests" else []
-        baseline = _check_command(None, scratch / "base.json") if traced else \
-            f"{sys.executable} -m pytest -q -x -n 0 -p no:cacheprovider {' '.join(tests)}"
-        if subprocess.run(baseline.split(), cwd=scratch, capture_output=True).returncode != 0:
-            raise SystemExit(f"mutation: the unmutated copy fails its runner ({baseline}); nothing to measure")
-        rows = []
-        for i, spec in enumerate(chosen, 1):
-            key = (str(spec.module_path), spec.operator_name, spec.occurrence)
-            if key in done:
-                rows.append(done[key])
-                continue
-            rows.append(_mutant_row(spec, traced, tests, scratch, digests[key[0]]) | {"commit": commit})
-            print(f"mutation {name} {i}/{len(chosen)}: {rows[-1]['outcome']:10s} {key[0]}:{rows[-1]['line']} "
-                  f"{spec.operator_name} ({rows[-1]['seconds']:.0f} s)", file=sys.stderr, flush=True)
-            _write(out, name, group, files, len(specs), len(annotations), sample, seed, commit, rows)
+    with use_db(str(scratch / f"{name}.sqlite"), WorkDB.Mode.create) as db:
+        init([Path(f) for f in files], db, {})
+        specs = sorted((item.mutations[0] for item in db.work_items),
+                       key=lambda s: (str(s.module_path), s.operator_name, s.occurrence))
+    spans = {f: annotation_spans(Path(f).read_text(encoding="utf-8")) for f in files}
+    annotations = [s for s in specs if _in_annotation(s, spans)]
+    specs = [s for s in specs if not _in_annotation(s, spans)]
+    chosen = specs if not sample or sample >= len(specs) else random.Random(seed).sample(specs, sample)
+    tests = _tests_for(files) if group["runner"] == "tests" else []
+    if tests and subprocess.run(_pytest_command(tests).split(), capture_output=True).returncode:
+        raise SystemExit(f"mutation: the unmutated copy fails {', '.join(tests)}; nothing to measure")
+    group_traced = traced if group["runner"] == "check" else None
+    rows = []
+    for i, spec in enumerate(chosen, 1):
+        key = (str(spec.module_path), spec.operator_name, spec.occurrence)
+        if key in done:
+            rows.append(done[key])
+            continue
+        rows.append(_mutant_row(spec, group_traced, tests, scratch, digests[key[0]]) | {"commit": commit})
+        print(f"mutation {name} {i}/{len(chosen)}: {rows[-1]['outcome']:10s} {key[0]}:{rows[-1]['line']} "
+              f"{spec.operator_name} ({rows[-1]['seconds']:.0f} s)", file=sys.stderr, flush=True)
         _write(out, name, group, files, len(specs), len(annotations), sample, seed, commit, rows)
-    finally:
-        os.chdir(cwd)
-        shutil.rmtree(scratch, ignore_errors=True)
+    _write(out, name, group, files, len(specs), len(annotations), sample, seed, commit, rows)
     return out
+
+
+def _pytest_command(tests: list[str]) -> str:
+    return f"{sys.executable} -m pytest -q -x -n 0 -p no:cacheprovider {' '.join(tests)}"
 
 
 def _mutant_row(spec: Any, traced: dict[str, Any] | None, tests: list[str], scratch: Path, digest: str) -> dict:
@@ -241,9 +258,7 @@ def _mutant_row(spec: Any, traced: dict[str, Any] | None, tests: list[str], scra
     report = scratch / "mutant.json"
     if traced is None:
         runner = "tests"
-        outcome, broken, diff, seconds = _run_one(
-            spec, f"{sys.executable} -m pytest -q -x -n 0 -p no:cacheprovider {' '.join(tests)}", FULL_TIMEOUT_S * 2,
-            report)
+        outcome, broken, diff, seconds = _run_one(spec, _pytest_command(tests), FULL_TIMEOUT_S * 2, report)
     else:
         claims = traced["calls"].get(path, {}).get(function, []) if function else []
         if claims:
@@ -294,8 +309,8 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("summary", help="write reports/mutation/summary.md and summary.json from the groups' rows")
     args = parser.parse_args(argv)
     if args.verb == "run":
-        for name in args.group:
-            print(f"mutation: wrote {run_group(name, args.sample, args.seed)}", file=sys.stderr)
+        for out in run_groups(args.group, args.sample, args.seed):
+            print(f"mutation: wrote {out}", file=sys.stderr)
         return 0
     from repro.benchmarks.mutation_summary import write_summary
 
