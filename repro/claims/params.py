@@ -51,6 +51,7 @@ PARAMS: dict[str, dict[str, Any]] = {
     "attention.weighted_sum": {"d_model": COUNT, "heads": COUNT},
     "bleu.paper_protocol": {},
     "bleu.case": {},
+    "bleu.target_language": {"experiments": {"type": "array", "minItems": 1, "items": TEXT}},
     "evalb.rules": {},
     "parse.linearization": {},
     "scaled.table3_jobs": {"seeds": COUNT, "sizes": {"type": "array", "items": TEXT},
@@ -156,6 +157,7 @@ PARAMS: dict[str, dict[str, Any]] = {
 
 #: Params a checker cannot do without.
 REQUIRED: dict[str, list[str]] = {
+    "bleu.target_language": ["experiments"],
     "recipe.value": ["key"],
     "relation.expression": ["expression"],
     "run.evaluation_average": ["experiment"],

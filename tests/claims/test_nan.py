@@ -394,6 +394,13 @@ def _nan_bleu_case(bad):
     return mock.patch.object(bleu_case, "score", lambda *a, **k: dataclasses.replace(original(*a, **k), score=bad))
 
 
+def _nan_bleu_language(bad):
+    import repro.eval.translation as translation
+
+    original = translation.score
+    return mock.patch.object(translation, "score", lambda *a, **k: dataclasses.replace(original(*a, **k), score=bad))
+
+
 def _nan_seeds(bad):
     import repro.checks.verdict_statistics as verdict_statistics
 
@@ -414,7 +421,7 @@ REFERENCE_PATCHES: dict[str, Callable] = {
     "section4.attention_vs_recurrent": _nan_flops, "section4.convolution_factor_k": _nan_flops,
     "section4.separable_convolution": _nan_flops, "table1.complexity": _nan_complexity,
     "table1.sequential": _nan_sequential, "table1.path": _nan_path, "bleu.paper_protocol": _nan_bleu,
-    "bleu.case": _nan_bleu_case, "scaled.verdict_statistics": _nan_seeds,
+    "bleu.case": _nan_bleu_case, "bleu.target_language": _nan_bleu_language, "scaled.verdict_statistics": _nan_seeds,
     "attention.additive_space": _nan_additive, "attention.additive_speed": _nan_additive,
 }
 
