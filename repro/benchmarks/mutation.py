@@ -41,7 +41,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path("reports/mutation")
 #: a mutant's runner may take this many times its claims' unmutated time (plus the start-up) before it is a timeout
-TIMEOUT_FACTOR, START_S, FULL_TIMEOUT_S = 4.0, 60.0, 300.0
+TIMEOUT_FACTOR, START_S, FULL_TIMEOUT_S = 6.0, 120.0, 400.0
 
 
 def _plan() -> dict[str, Any]:
@@ -268,10 +268,14 @@ def _mutant_row(spec: Any, traced: dict[str, Any] | None, tests: list[str], scra
         else:
             runner = "full"
             outcome, broken, diff, seconds = _run_one(spec, _check_command(None, report), FULL_TIMEOUT_S, report)
+    tests_outcome = None
+    if traced is not None and outcome == "survived":  # does the test suite catch what the claims let through?
+        tests_outcome = _run_one(spec, _pytest_command(_tests_for([path])), FULL_TIMEOUT_S * 2, report)[0]
     if Path(path).read_text(encoding="utf-8") != source:
         raise SystemExit(f"mutation: {path} was not restored after a mutant; stopping")
     return {"file": path, "file_digest": digest, "operator": spec.operator_name, "occurrence": spec.occurrence,
-            "line": line, "function": function, "runner": runner, "outcome": outcome, "broken": broken[:8],
+            "line": line, "function": function, "runner": runner, "outcome": outcome, "tests_outcome": tests_outcome,
+            "broken": broken[:8],
             "seconds": round(seconds, 1), "diff": _changed_lines(diff)}
 
 
