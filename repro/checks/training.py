@@ -149,10 +149,12 @@ _APPLIED: dict[tuple[str, int], float] = {}
 
 def applied_rates(experiment: str, steps: list[int]) -> list[float]:
     """The rate the training loop applies in each of ``steps`` running the job's settings
-    (:func:`repro.train.probes.job_rates`), each update watched once per process."""
+    (:func:`repro.train.probes.job_rates`), each update watched once per process. ``experiment``
+    may name a recipe instead, as ``recipe:NAME`` (the project's own, run by ``repro train``)."""
     missing = sorted({s for s in steps if (experiment, s) not in _APPLIED})
     if missing:
-        _APPLIED.update(zip(((experiment, s) for s in missing), job_rates(job_config(experiment), missing)))
+        cfg = get_recipe(experiment[7:]).train if experiment.startswith("recipe:") else job_config(experiment)
+        _APPLIED.update(zip(((experiment, s) for s in missing), job_rates(cfg, missing)))
     return finite([_APPLIED[(experiment, s)] for s in steps], f"the rates the loop applies for job {experiment}")
 
 
@@ -177,7 +179,8 @@ def lr_peak(claim: Claim, ctx: CheckContext) -> Measurement:
     with the claim's d_model and warmup (the protocol takes them as arguments)."""
     what = claim.params.get("measure", "value")
     if watches_jobs(ctx, "learning_rate"):
-        experiment = claim.params.get("experiment", "table2-base-ende")
+        recipe = claim.params.get("recipe")
+        experiment = f"recipe:{recipe}" if recipe else claim.params.get("experiment", "table2-base-ende")
         w, rates = loop_peak(experiment)
         if not w:
             return Measurement(None, False, f"job {experiment}: the loop's rates {rates} do not rise from update 1")

@@ -152,7 +152,8 @@ PARAMS: dict[str, dict[str, Any]] = {
     "training.eq3": {"d_model": COUNT, "warmup": COUNT},
     "training.label_smoothing": {"smoothing": RATE},
     "training.loop_rates": {"d_model": COUNT, "warmup": COUNT, "steps": COUNTS, "experiment": TEXT},
-    "training.lr_peak": {"d_model": COUNT, "warmup": COUNT, "measure": {"enum": ["value", "step"]}, "experiment": TEXT},
+    "training.lr_peak": {"d_model": COUNT, "warmup": COUNT, "measure": {"enum": ["value", "step"]}, "experiment": TEXT,
+                         "recipe": TEXT},
 }
 
 #: Params a checker cannot do without.
