@@ -109,6 +109,7 @@ PARAMS: dict[str, dict[str, Any]] = {
     "run.norms_per_layer": _JOB,
     "run.rank_devices": {"experiment": TEXT},
     "run.resume_newest": _JOB,
+    "run.resume_exact": {**_JOB, "updates": COUNT, "stop": COUNT},
     "run.shard_order": {},
     "run.smoothing_spread": {"experiment": TEXT},
     "run.update_arithmetic": {"experiment": TEXT},

@@ -310,6 +310,19 @@ def _nan_group(bad):
         rank_group._observed.cache_clear()
 
 
+def _nan_resumed_weights(bad):
+    """The checkpoints the exact-resume claim reads back hold NaN (or inf) weights."""
+    import repro.checks.checkpoint_keeping as checkpoint_keeping
+
+    original = checkpoint_keeping.load_checkpoint
+
+    def broken(*args, **kwargs):
+        state = original(*args, **kwargs)
+        return {**state, "model": {k: torch.full_like(v, bad) for k, v in state["model"].items()}}
+
+    return mock.patch.object(checkpoint_keeping, "load_checkpoint", broken)
+
+
 def _nan_gpu_adam(bad):
     original = runtime_choice.optimizer_updates
 
@@ -332,6 +345,7 @@ OWN_PATHS: dict[str, Callable] = {
     "run.update_gradient": _nan_gradient, "model.base_dimensions": None,
     "run.update_arithmetic": _nan_logits, "run.dropout_places": _nan_logits,
     "run.smoothing_spread": _nan_loss, "run.ddp_update": _nan_group, "run.gpu_optimizer": _nan_gpu_adam,
+    "run.resume_exact": _nan_resumed_weights,
 }
 
 
