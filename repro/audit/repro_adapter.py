@@ -17,6 +17,7 @@ from torch import Tensor, nn
 from repro.audit.adapter import (
     Adapter, DecoderLayerParts, EncoderLayerParts, FeedForwardParts, ModelParts, NextLogProbs,
 )
+from repro.claims.outcome import Absent
 from repro.cluster.paper_jobs import paper_settings
 from repro.data.vocab import BOS, EOS
 from repro.audit.scripted import ScriptedModel
@@ -67,6 +68,8 @@ def first_layer_input(layers: nn.ModuleList, run: Callable[[], object]) -> Tenso
         run()
     finally:
         handle.remove()
+    if not seen:
+        raise Absent("the stack's path never runs its first layer")
     return seen[0]
 
 
