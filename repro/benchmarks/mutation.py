@@ -35,8 +35,11 @@ import sys
 import tempfile
 import time
 import tomllib
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
+
+from repro.benchmarks.mutation_summary import write_summary
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path("reports/mutation")
@@ -286,21 +289,13 @@ def _changed_lines(diff: str) -> str:
 
 def _write(out: Path, name: str, group: dict, files: list[str], generated: int, in_annotations: int, sample: int,
            seed: int, commit: str, rows: list[dict]) -> None:
-    import cosmic_ray
-
-    doc = {"group": name, "tool": f"cosmic-ray {getattr(cosmic_ray, '__version__', _version())}",
+    doc = {"group": name, "tool": f"cosmic-ray {version('cosmic-ray')}",
            "runner": group["runner"], "files": files, "generated": generated + in_annotations,
            "equivalent_annotations": in_annotations, "sample": sample, "seed": seed,
            "commit": commit, "rows": rows}
     tmp = out.with_suffix(".tmp")
     tmp.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
     tmp.replace(out)
-
-
-def _version() -> str:
-    from importlib.metadata import version
-
-    return version("cosmic-ray")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -316,8 +311,6 @@ def main(argv: list[str] | None = None) -> int:
         for out in run_groups(args.group, args.sample, args.seed):
             print(f"mutation: wrote {out}", file=sys.stderr)
         return 0
-    from repro.benchmarks.mutation_summary import write_summary
-
     print(f"mutation: wrote {write_summary(ROOT / HERE)}", file=sys.stderr)
     return 0
 

@@ -23,14 +23,14 @@ from pathlib import Path
 from types import CodeType, FrameType
 from typing import Any
 
+from repro.audit.on_device import on_device
+from repro.audit.repro_adapter import ReproAdapter
+from repro.checks import run_checks, select_claims
+from repro.runtime import Runtime
+
 
 def trace_claims(files: list[Path]) -> dict[str, Any]:
     """``{"claims": [ids in check order], "calls": {file: {qualname: [claim ids]}}, "seconds": {id: s}}``."""
-    from repro.audit.on_device import on_device
-    from repro.audit.repro_adapter import ReproAdapter
-    from repro.checks import run_checks, select_claims
-    from repro.runtime import Runtime
-
     wanted = {str(f.resolve()): str(f) for f in files}
     known: dict[CodeType, str | None] = {}
     seen: set[tuple[str, str]] = set()
