@@ -7,7 +7,8 @@ A surviving mutant is classified by hand, with a one-line reason, as
 - ``off-path``: code of a paper-level module that no paper number runs through (a search rule no
   recipe uses, an option only tests call); it is the test suite's to kill, so its row counts as
   killed when the module's tests killed it.
-An entry matches a row by file and by a piece of the removed and of the added line.
+An entry matches a row by file and by the function it lies in, or by a piece of the removed and of
+the added line.
 
 score = (killed + timed out) / (run - equivalent): a mutant whose runner ran past its timeout is
 killed (cosmic-ray's rule); the timed-out ones are counted apart.
@@ -25,9 +26,13 @@ OUTCOMES = ("killed", "timeout", "survived", "incompetent", "no-test")
 
 
 def _classify(row: dict[str, Any], entries: list[dict[str, str]]) -> dict[str, str] | None:
+    """The entry for ``row``: same file, and either its ``function`` (every mutant in it) or a piece
+    of the removed line (``old``) and of the added one (``new``)."""
     removed = "\n".join(ln[1:] for ln in row["diff"].splitlines() if ln.startswith("-"))
     added = "\n".join(ln[1:] for ln in row["diff"].splitlines() if ln.startswith("+"))
-    return next((e for e in entries if e["file"] == row["file"] and e["old"] in removed and e["new"] in added), None)
+    return next((e for e in entries if e["file"] == row["file"] and (
+        e.get("function") == row.get("function") if "function" in e else e["old"] in removed and e["new"] in added)),
+        None)
 
 
 def _tally(rows: list[dict[str, Any]], entries: list[dict[str, str]]) -> dict[str, Any]:
