@@ -186,8 +186,9 @@ def _run_one(spec: Any, command: str, timeout: float, report: Path) -> tuple[str
     return outcome, _broken_claims(report), result.diff or tail, seconds
 
 
-def run_groups(names: list[str], sample: int | None, seed: int | None) -> list[Path]:
-    """Run the groups ``names`` against one copy of HEAD (one commit for the whole invocation)."""
+def run_groups(names: list[str], sample: int | None, seed: int | None, with_tests: bool = False) -> list[Path]:
+    """Run the groups ``names`` against one copy of HEAD (one commit for the whole invocation);
+    ``with_tests``: a survivor of the claims also runs its module's tests."""
     plan = _plan()
     unknown = [n for n in names if n not in plan["groups"]]
     if unknown:
@@ -201,7 +202,7 @@ def run_groups(names: list[str], sample: int | None, seed: int | None) -> list[P
         os.environ.update(_env(scratch))
         if traced and subprocess.run(_check_command(None, scratch / "base.json").split(), capture_output=True).returncode:
             raise SystemExit("mutation: the unmutated copy fails `repro check`; nothing to measure")
-        return [_run_group(n, plan, sample, seed, commit, scratch, traced) for n in names]
+        return [_run_group(n, plan, sample, seed, commit, scratch, traced, with_tests) for n in names]
     finally:
         os.chdir(cwd)
         os.environ.clear()
@@ -210,7 +211,7 @@ def run_groups(names: list[str], sample: int | None, seed: int | None) -> list[P
 
 
 def _run_group(name: str, plan: dict[str, Any], sample: int | None, seed: int | None, commit: str, scratch: Path,
-               traced: dict[str, Any] | None) -> Path:
+               traced: dict[str, Any] | None, with_tests: bool) -> Path:
     from cosmic_ray.commands import init
     from cosmic_ray.work_db import WorkDB, use_db
 
@@ -241,7 +242,7 @@ def _run_group(name: str, plan: dict[str, Any], sample: int | None, seed: int | 
         if key in done:
             rows.append(done[key])
             continue
-        rows.append(_mutant_row(spec, group_traced, tests, scratch, digests[key[0]]) | {"commit": commit})
+        rows.append(_mutant_row(spec, group_traced, tests, scratch, digests[key[0]], with_tests) | {"commit": commit})
         print(f"mutation {name} {i}/{len(chosen)}: {rows[-1]['outcome']:10s} {key[0]}:{rows[-1]['line']} "
               f"{spec.operator_name} ({rows[-1]['seconds']:.0f} s)", file=sys.stderr, flush=True)
         _write(out, name, group, files, len(specs), len(annotations), sample, seed, commit, rows)
@@ -253,7 +254,8 @@ def _pytest_command(tests: list[str]) -> str:
     return f"{sys.executable} -m pytest -q -x -n 0 -p no:cacheprovider {' '.join(tests)}"
 
 
-def _mutant_row(spec: Any, traced: dict[str, Any] | None, tests: list[str], scratch: Path, digest: str) -> dict:
+def _mutant_row(spec: Any, traced: dict[str, Any] | None, tests: list[str], scratch: Path, digest: str,
+                with_tests: bool) -> dict:
     path = str(spec.module_path)
     source = Path(path).read_text(encoding="utf-8")
     line = spec.start_pos[0]
@@ -272,7 +274,7 @@ def _mutant_row(spec: Any, traced: dict[str, Any] | None, tests: list[str], scra
             runner = "full"
             outcome, broken, diff, seconds = _run_one(spec, _check_command(None, report), FULL_TIMEOUT_S, report)
     tests_outcome = None
-    if traced is not None and outcome == "survived":  # does the test suite catch what the claims let through?
+    if with_tests and traced is not None and outcome == "survived":  # do the tests catch what the claims let through?
         tests_outcome = _run_one(spec, _pytest_command(_tests_for([path])), FULL_TIMEOUT_S * 2, report)[0]
     if Path(path).read_text(encoding="utf-8") != source:
         raise SystemExit(f"mutation: {path} was not restored after a mutant; stopping")
@@ -305,10 +307,12 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--group", action="append", required=True)
     run.add_argument("--sample", type=int, default=None, help="mutants drawn per group (0: all; default: the plan's)")
     run.add_argument("--seed", type=int, default=None)
+    run.add_argument("--with-tests", action="store_true",
+                     help="a survivor of the claims also runs the tests that import its module (slow: minutes each)")
     sub.add_parser("summary", help="write reports/mutation/summary.md and summary.json from the groups' rows")
     args = parser.parse_args(argv)
     if args.verb == "run":
-        for out in run_groups(args.group, args.sample, args.seed):
+        for out in run_groups(args.group, args.sample, args.seed, args.with_tests):
             print(f"mutation: wrote {out}", file=sys.stderr)
         return 0
     print(f"mutation: wrote {write_summary(ROOT / HERE)}", file=sys.stderr)
