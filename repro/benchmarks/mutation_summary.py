@@ -10,8 +10,9 @@ A surviving mutant is classified by hand, with a one-line reason, as
 An entry matches a row by file and by the function it lies in, or by a piece of the removed and of
 the added line.
 
-score = (killed + timed out) / (run - equivalent): a mutant whose runner ran past its timeout is
-killed (cosmic-ray's rule); the timed-out ones are counted apart.
+score = (killed + timed out) / (run - equivalent - off-path), by the group's runner (the claims for
+paper-level code); a mutant whose runner ran past its timeout is killed (cosmic-ray's rule), the
+timed-out ones counted apart. The off-path survivors are scored by the tests: killed / off-path.
 """
 
 from __future__ import annotations
@@ -36,21 +37,29 @@ def _classify(row: dict[str, Any], entries: list[dict[str, str]]) -> dict[str, s
 
 
 def _tally(rows: list[dict[str, Any]], entries: list[dict[str, str]]) -> dict[str, Any]:
-    counts = dict.fromkeys((*OUTCOMES, "equivalent", "off-path killed by tests", "off-path surviving"), 0)
+    """Counts of ``rows`` by outcome, and two scores: ``score``, the group's runner's (the claims for
+    paper-level code): (killed + timed out) / (run - equivalent - off-path); ``off_path_score``, the
+    tests' on the off-path survivors: killed by the tests / off-path."""
+    counts = dict.fromkeys((*OUTCOMES, "equivalent", "off-path", "off-path killed by tests"), 0)
     for row in rows:
         entry = _classify(row, entries) if row["outcome"] == "survived" else None
         if entry and entry["kind"] == "equivalent":
             counts["equivalent"] += 1
         elif entry and entry["kind"] == "off-path":
-            counts["off-path killed by tests" if row.get("tests_outcome") in ("killed", "timeout")
-                   else "off-path surviving"] += 1
+            counts["off-path"] += 1
+            counts["off-path killed by tests"] += row.get("tests_outcome") in ("killed", "timeout")
         else:
             counts[row["outcome"]] += 1
-    scored = len(rows) - counts["equivalent"] - counts["no-test"]
-    killed = counts["killed"] + counts["timeout"] + counts["off-path killed by tests"]
+    scored = len(rows) - counts["equivalent"] - counts["off-path"] - counts["no-test"] - counts["incompetent"]
     counts["run"] = len(rows)
-    counts["score"] = round(killed / scored, 3) if scored else None
+    counts["score"] = round((counts["killed"] + counts["timeout"]) / scored, 3) if scored else None
+    counts["off_path_score"] = (round(counts["off-path killed by tests"] / counts["off-path"], 3)
+                                if counts["off-path"] else None)
     return counts
+
+
+def _percent(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.0f} %"
 
 
 def write_summary(folder: Path) -> Path:
@@ -62,7 +71,7 @@ def write_summary(folder: Path) -> Path:
              "Written by `python -m repro.benchmarks.mutation summary` from the rows in this folder; "
              "how the mutants were drawn and run: [README.md](README.md).", "",
              "| group | runner | file | generated | in annotations | run | killed | timed out | survived | "
-             "equivalent | off-path (tests kill / survive) | score |",
+             "equivalent | score (runner) | off-path: killed by tests |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     survivors = []
     for g in groups:
@@ -73,16 +82,15 @@ def write_summary(folder: Path) -> Path:
         out["groups"].append({k: g[k] for k in ("group", "tool", "runner", "files", "generated", "sample", "seed",
                                                  "commit", "equivalent_annotations")}
                              | {"total": total, "files_tally": {f: _tally(r, classified) for f, r in by_file.items()}})
-        for name, tally in [*((f, _tally(r, classified)) for f, r in sorted(by_file.items())), ("all", total)]:
-            label = name if name == "all" else f"`{name}`"
-            generated = g["generated"] if name == "all" else ""
-            notes = g["equivalent_annotations"] if name == "all" else ""
-            score = "-" if tally["score"] is None else f"{100 * tally['score']:.0f} %"
-            if name == "all":
-                score = f"**{score}**"
+        per_file = [(f, _tally(r, classified)) for f, r in sorted(by_file.items())] if len(by_file) > 1 else []
+        for name, tally in [*per_file, ("all", total)]:
+            label = f"`{name}`" if name != "all" else ("all" if per_file else f"`{next(iter(by_file), '-')}`")
+            generated, notes = (g["generated"], g["equivalent_annotations"]) if name == "all" else ("", "")
+            score = _percent(tally["score"])
             lines.append(f"| {g['group']} | {g['runner']} | {label} | {generated} | {notes} | {tally['run']} | "
                          f"{tally['killed']} | {tally['timeout']} | {tally['survived']} | {tally['equivalent']} | "
-                         f"{tally['off-path killed by tests']} / {tally['off-path surviving']} | {score} |")
+                         f"{f'**{score}**' if name == 'all' else score} | "
+                         f"{tally['off-path killed by tests']} of {tally['off-path']} |")
         survivors += [(g["group"], r) for r in g["rows"] if r["outcome"] == "survived"]
     lines += ["", "Tool: " + ", ".join(sorted({g["tool"] for g in groups})) + "; commits: "
               + ", ".join(f"{g['group']} {g['commit']}" for g in groups) + ".", "", "## Survivors", "",

@@ -45,11 +45,13 @@ def _row(outcome, diff="-a = 1\n+a = 2", tests=None):
     return {"file": "repro/x.py", "outcome": outcome, "diff": diff, "tests_outcome": tests}
 
 
-def test_the_score_leaves_out_equivalents_and_counts_timeouts_and_off_path_kills_by_the_tests():
+def test_the_runner_scores_what_is_on_the_path_and_the_tests_score_what_is_off_it():
     classified = [{"file": "repro/x.py", "old": "a = 1", "new": "a = 2", "kind": "equivalent", "reason": "r"},
-                  {"file": "repro/x.py", "old": "b = 1", "new": "b = 3", "kind": "off-path", "reason": "r"}]
+                  {"file": "repro/x.py", "old": "b = 1", "new": "b = 3", "kind": "off-path", "reason": "r"},
+                  {"file": "repro/x.py", "function": "f", "kind": "off-path", "reason": "r"}]
     rows = [_row("killed"), _row("timeout"), _row("survived"), _row("survived", "-c = 1\n+c = 2"),
-            _row("survived", "-b = 1\n+b = 3", tests="killed")]
+            _row("survived", "-b = 1\n+b = 3", tests="killed"), _row("survived", "-d = 1\n+d = 2") | {"function": "f"}]
     tally = _tally(rows, classified)
-    assert (tally["equivalent"], tally["survived"], tally["off-path killed by tests"]) == (1, 1, 1)
-    assert tally["score"] == round(3 / 4, 3)
+    assert (tally["equivalent"], tally["survived"], tally["off-path"], tally["off-path killed by tests"]) == (1, 1, 2, 1)
+    assert tally["score"] == round(2 / 3, 3)       # killed and timed out of the 3 on the path, not equivalent
+    assert tally["off_path_score"] == 0.5
