@@ -29,6 +29,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -156,11 +157,14 @@ def _check_command(claims: list[str] | None, report: Path) -> str:
     return f"{sys.executable} -m repro check --json {report}{only}"
 
 
-def _tests_for(files: list[str]) -> list[str]:
-    """The test files that import one of ``files``' modules."""
+def _tests_for(files: list[str], by_name: bool = False) -> list[str]:
+    """The test files that import one of ``files``' modules; ``by_name``: or that name one (its file's
+    stem as a word: the machinery is often tested through the CLI or the loop, not imported)."""
     modules = [f[:-3].replace("/", ".") for f in files]
+    names = [re.compile(rf"\b{re.escape(Path(f).stem)}\b") for f in files] if by_name else []
     return sorted(str(p.relative_to(ROOT)) for p in ROOT.glob("tests/**/test_*.py")
-                  if any(m in p.read_text(encoding="utf-8") for m in modules))
+                  if any(m in (text := p.read_text(encoding="utf-8")) for m in modules)
+                  or any(n.search(text) for n in names))
 
 
 def _broken_claims(report: Path) -> list[str]:
@@ -232,7 +236,7 @@ def _run_group(name: str, plan: dict[str, Any], sample: int | None, seed: int | 
     annotations = [s for s in specs if _in_annotation(s, spans)]
     specs = [s for s in specs if not _in_annotation(s, spans)]
     chosen = specs if not sample or sample >= len(specs) else random.Random(seed).sample(specs, sample)
-    tests = _tests_for(files) if group["runner"] == "tests" else []
+    tests = _tests_for(files, by_name=True) if group["runner"] == "tests" else []
     if tests and subprocess.run(_pytest_command(tests).split(), capture_output=True).returncode:
         raise SystemExit(f"mutation: the unmutated copy fails {', '.join(tests)}; nothing to measure")
     group_traced = traced if group["runner"] == "check" else None
