@@ -274,8 +274,8 @@ def _mutant_row(spec: Any, traced: dict[str, Any] | None, tests: list[str], scra
             runner = f"claims:{len(claims)}"
             budget = START_S + TIMEOUT_FACTOR * sum(traced["seconds"].get(c, 1.0) for c in claims)
             outcome, broken, diff, seconds = _run_one(spec, _check_command(claims, report), budget, report)
-        else:
-            runner = "full"
+        if not claims or (with_tests and outcome == "survived"):  # the subset misses spawned ranks' calls
+            runner = f"claims:{len(claims)}+full" if claims else "full"
             outcome, broken, diff, seconds = _run_one(spec, _check_command(None, report), FULL_TIMEOUT_S, report)
     tests_outcome = None
     if with_tests and traced is not None and outcome == "survived":  # do the tests catch what the claims let through?
@@ -312,7 +312,8 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--sample", type=int, default=None, help="mutants drawn per group (0: all; default: the plan's)")
     run.add_argument("--seed", type=int, default=None)
     run.add_argument("--with-tests", action="store_true",
-                     help="a survivor of the claims also runs the tests that import its module (slow: minutes each)")
+                     help="a survivor of its claims also runs the full check, then the tests that import its module "
+                          "(slow: minutes each)")
     sub.add_parser("summary", help="write reports/mutation/summary.md and summary.json from the groups' rows")
     args = parser.parse_args(argv)
     if args.verb == "run":
