@@ -157,14 +157,21 @@ def _check_command(claims: list[str] | None, report: Path) -> str:
     return f"{sys.executable} -m repro check --json {report}{only}"
 
 
-def _tests_for(files: list[str], by_name: bool = False) -> list[str]:
-    """The test files that import one of ``files``' modules; ``by_name``: or that name one (its file's
-    stem as a word: the machinery is often tested through the CLI or the loop, not imported)."""
+def _tests_for(files: list[str]) -> list[str]:
+    """The tests of ``files``: the test files that import one of their modules, and those of the
+    module's own package (tests/<package>/) that name it (its file's stem as a word: a module is
+    often imported through its package, or tested through the CLI or the loop). The tests of the
+    checkers (tests/claims) are left out: they test the claims, not the module."""
     modules = [f[:-3].replace("/", ".") for f in files]
-    names = [re.compile(rf"\b{re.escape(Path(f).stem)}\b") for f in files] if by_name else []
-    return sorted(str(p.relative_to(ROOT)) for p in ROOT.glob("tests/**/test_*.py")
-                  if any(m in (text := p.read_text(encoding="utf-8")) for m in modules)
-                  or any(n.search(text) for n in names))
+    named = [(Path(f).parent.name, re.compile(rf"\b{re.escape(Path(f).stem)}\b")) for f in files]
+    found = []
+    for path in ROOT.glob("tests/**/test_*.py"):
+        if path.parent.name in ("claims", "mutations"):
+            continue
+        text = path.read_text(encoding="utf-8")
+        if any(m in text for m in modules) or any(path.parent.name == pkg and stem.search(text) for pkg, stem in named):
+            found.append(str(path.relative_to(ROOT)))
+    return sorted(found)
 
 
 def _broken_claims(report: Path) -> list[str]:
@@ -236,7 +243,7 @@ def _run_group(name: str, plan: dict[str, Any], sample: int | None, seed: int | 
     annotations = [s for s in specs if _in_annotation(s, spans)]
     specs = [s for s in specs if not _in_annotation(s, spans)]
     chosen = specs if not sample or sample >= len(specs) else random.Random(seed).sample(specs, sample)
-    tests = _tests_for(files, by_name=True) if group["runner"] == "tests" else []
+    tests = _tests_for(files) if group["runner"] == "tests" else []
     if tests and subprocess.run(_pytest_command(tests).split(), capture_output=True).returncode:
         raise SystemExit(f"mutation: the unmutated copy fails {', '.join(tests)}; nothing to measure")
     group_traced = traced if group["runner"] == "check" else None

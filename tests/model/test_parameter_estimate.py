@@ -3,7 +3,8 @@ it must count exactly the weight matrices the built model has, whatever the conf
 
 import pytest
 
-from repro.model import Transformer, TransformerConfig
+from repro.model import Transformer
+from repro.model.transformer_config import TransformerConfig
 
 SMALL = dict(n_layers=2, d_model=32, n_heads=4, d_ff=48, src_vocab_size=50, tgt_vocab_size=50, max_positions=64,
              dropout=0.0)
