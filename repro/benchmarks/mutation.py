@@ -40,7 +40,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from repro.benchmarks.mutation_summary import write_summary
+from repro.benchmarks.mutation_summary import classify, write_summary
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path("reports/mutation")
@@ -87,15 +87,19 @@ def _env(scratch: Path) -> dict[str, str]:
     return env
 
 
-def claim_map(scratch: Path, files: list[str]) -> dict[str, Any]:
+def claim_map(scratch: Path, files: list[str], reuse: bool = False) -> dict[str, Any]:
     """The claims that call each function of ``files``, traced in ``scratch`` (cached in
-    reports/mutation/claim_map.json, traced again when the package or the claims changed)."""
+    reports/mutation/claim_map.json, traced again when the package or the claims changed, unless
+    ``reuse``: a stale map only narrows which claims run first, since a kill by any subset is a kill
+    by the full check, and with ``--with-tests`` every survivor runs the full check)."""
     path = ROOT / HERE / "claim_map.json"
     key = _digest(scratch, [*(p for p in scratch.glob("repro/**/*.py") if "benchmarks" not in p.parts),
                             *scratch.glob("claims/*")])
     if path.exists():
         cached = json.loads(path.read_text(encoding="utf-8"))
-        if cached.get("source_digest") == key and set(files) <= set(cached["calls"]):
+        if (cached.get("source_digest") == key or reuse) and set(files) <= set(cached["calls"]):
+            if cached.get("source_digest") != key:
+                print("mutation: reusing a claim map traced at another source", file=sys.stderr)
             return cached
     everything = sorted({f for g in _plan()["groups"].values() for f in group_files(g)} | set(files))
     out = scratch / "claim_map.json"
@@ -197,7 +201,8 @@ def _run_one(spec: Any, command: str, timeout: float, report: Path) -> tuple[str
     return outcome, _broken_claims(report), result.diff or tail, seconds
 
 
-def run_groups(names: list[str], sample: int | None, seed: int | None, with_tests: bool = False) -> list[Path]:
+def run_groups(names: list[str], sample: int | None, seed: int | None, with_tests: bool = False,
+               reuse_map: bool = False) -> list[Path]:
     """Run the groups ``names`` against one copy of HEAD (one commit for the whole invocation);
     ``with_tests``: a survivor of the claims also runs its module's tests."""
     plan = _plan()
@@ -208,7 +213,7 @@ def run_groups(names: list[str], sample: int | None, seed: int | None, with_test
     cwd, env = Path.cwd(), dict(os.environ)
     try:
         checked = [f for n in names if plan["groups"][n]["runner"] == "check" for f in group_files(plan["groups"][n])]
-        traced = claim_map(scratch, checked) if checked else None
+        traced = claim_map(scratch, checked, reuse_map) if checked else None
         os.chdir(scratch)
         os.environ.update(_env(scratch))
         if traced and subprocess.run(_check_command(None, scratch / "base.json").split(), capture_output=True).returncode:
@@ -233,8 +238,11 @@ def _run_group(name: str, plan: dict[str, Any], sample: int | None, seed: int | 
     out = ROOT / HERE / f"{name}.json"
     digests = {f: _digest(scratch, [scratch / f]) for f in files}
     previous = json.loads(out.read_text(encoding="utf-8")) if out.exists() else {"rows": []}
+    equivalent = [e for e in tomllib.loads((ROOT / HERE / "classified.toml").read_text(encoding="utf-8"))["mutant"]
+                  if e["kind"] == "equivalent"]
     done = {(r["file"], r["operator"], r["occurrence"]): r for r in previous["rows"]
-            if digests.get(r["file"]) == r["file_digest"] and r["outcome"] in ("killed", "timeout")}
+            if digests.get(r["file"]) == r["file_digest"]
+            and (r["outcome"] in ("killed", "timeout") or classify(r, equivalent))}
     with use_db(str(scratch / f"{name}.sqlite"), WorkDB.Mode.create) as db:
         init([Path(f) for f in files], db, {})
         specs = sorted((item.mutations[0] for item in db.work_items),
@@ -281,8 +289,8 @@ def _mutant_row(spec: Any, traced: dict[str, Any] | None, tests: list[str], scra
             runner = f"claims:{len(claims)}"
             budget = START_S + TIMEOUT_FACTOR * sum(traced["seconds"].get(c, 1.0) for c in claims)
             outcome, broken, diff, seconds = _run_one(spec, _check_command(claims, report), budget, report)
-        if not claims or (with_tests and outcome == "survived"):  # the subset misses spawned ranks' calls
-            runner = f"claims:{len(claims)}+full" if claims else "full"
+        else:
+            runner = "full"
             outcome, broken, diff, seconds = _run_one(spec, _check_command(None, report), FULL_TIMEOUT_S, report)
     tests_outcome = None
     if with_tests and traced is not None and outcome == "survived":  # do the tests catch what the claims let through?
@@ -319,12 +327,14 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--sample", type=int, default=None, help="mutants drawn per group (0: all; default: the plan's)")
     run.add_argument("--seed", type=int, default=None)
     run.add_argument("--with-tests", action="store_true",
-                     help="a survivor of its claims also runs the full check, then the tests that import its module "
-                          "(slow: minutes each)")
+                     help="a survivor of the claims also runs its module's tests (slow: minutes each)")
+    run.add_argument("--reuse-map", action="store_true",
+                     help="use claim_map.json even if traced at another source (with --with-tests: survivors get "
+                          "the full check anyway)")
     sub.add_parser("summary", help="write reports/mutation/summary.md and summary.json from the groups' rows")
     args = parser.parse_args(argv)
     if args.verb == "run":
-        for out in run_groups(args.group, args.sample, args.seed, args.with_tests):
+        for out in run_groups(args.group, args.sample, args.seed, args.with_tests, args.reuse_map):
             print(f"mutation: wrote {out}", file=sys.stderr)
         return 0
     print(f"mutation: wrote {write_summary(ROOT / HERE)}", file=sys.stderr)

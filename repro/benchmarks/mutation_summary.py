@@ -26,7 +26,7 @@ from typing import Any
 OUTCOMES = ("killed", "timeout", "survived", "incompetent", "no-test")
 
 
-def _classify(row: dict[str, Any], entries: list[dict[str, str]]) -> dict[str, str] | None:
+def classify(row: dict[str, Any], entries: list[dict[str, str]]) -> dict[str, str] | None:
     """The entry for ``row``: same file, and either its ``function`` (every mutant in it) or a piece
     of the removed line (``old``) and of the added one (``new``)."""
     removed = "\n".join(ln[1:] for ln in row["diff"].splitlines() if ln.startswith("-"))
@@ -42,7 +42,7 @@ def _tally(rows: list[dict[str, Any]], entries: list[dict[str, str]]) -> dict[st
     tests' on the off-path survivors: killed by the tests / off-path."""
     counts = dict.fromkeys((*OUTCOMES, "equivalent", "off-path", "off-path killed by tests"), 0)
     for row in rows:
-        entry = _classify(row, entries) if row["outcome"] == "survived" else None
+        entry = classify(row, entries) if row["outcome"] == "survived" else None
         if entry and entry["kind"] == "equivalent":
             counts["equivalent"] += 1
         elif entry and entry["kind"] == "off-path":
@@ -96,7 +96,7 @@ def write_summary(folder: Path) -> Path:
               + ", ".join(f"{g['group']} {g['commit']}" for g in groups) + ".", "", "## Survivors", "",
               "| group | file:line | mutation | tests | classified |", "|---|---|---|---|---|"]
     for group, row in survivors:
-        entry = _classify(row, classified)
+        entry = classify(row, classified)
         what = row["diff"].replace("\n", " → ").replace("|", "\\|")
         lines.append(f"| {group} | `{row['file']}:{row['line']}` | `{what}` | {row.get('tests_outcome') or '-'} | "
                      + (f"{entry['kind']}: {entry['reason']}" if entry else "**not classified: a gap**") + " |")
