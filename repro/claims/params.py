@@ -153,12 +153,13 @@ PARAMS: dict[str, dict[str, Any]] = {
     "training.eq3": {"d_model": COUNT, "warmup": COUNT},
     "training.label_smoothing": {"smoothing": RATE},
     "training.loop_rates": {"d_model": COUNT, "warmup": COUNT, "steps": COUNTS, "experiment": TEXT},
-    "training.lr_peak": {"d_model": COUNT, "warmup": COUNT, "measure": {"enum": ["value", "step"]}, "experiment": TEXT,
-                         "recipe": TEXT},
+    "training.lr_peak": {"d_model": COUNT, "warmup": COUNT, "measure": {"enum": ["value", "step"]}, "experiment": TEXT},
+    "training.recipe_peak": {"recipe": TEXT, "measure": {"enum": ["value", "step"]}},
 }
 
 #: Params a checker cannot do without.
 REQUIRED: dict[str, list[str]] = {
+    "training.recipe_peak": ["recipe"],
     "bleu.target_language": ["experiments"],
     "recipe.value": ["key"],
     "relation.expression": ["expression"],

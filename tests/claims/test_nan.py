@@ -338,6 +338,7 @@ def _nan_gpu_adam(bad):
 OWN_PATHS: dict[str, Callable] = {
     "decode.ranking": _nan_search, "decode.alpha": _nan_search,
     "training.adam": _nan_adam, "training.lr_peak": _nan_rates, "training.loop_rates": _nan_rates,
+    "training.recipe_peak": _nan_rates,
     "run.objective_smoothing": _nan_objective, "run.job_dropout": _nan_dropout,
     "run.perplexity_per_wordpiece": _nan_perplexity, "run.evaluation_average": _nan_average,
     "run.job_positions": _nan_positions, "run.position_extrapolation": _nan_positions,
