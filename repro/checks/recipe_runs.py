@@ -97,7 +97,8 @@ def tokens_per_update(claim: Claim, ctx: CheckContext) -> Measurement:
 def batch_by_length(claim: Claim, ctx: CheckContext) -> Measurement:
     """"Sentence pairs were batched together by approximate sequence length": the padding the
     job's batcher leaves, as a fraction of the padding of batches drawn at random (same token
-    budget), over one epoch of real WMT text."""
+    budget), over one epoch of real WMT text; a batch whose padded source or target (EOS counted)
+    holds more than the job's tokens per device fails the claim."""
     own(ctx)
     cfg = job_config("table2-base-ende")
     examples = _sample_examples(claim.params.get("vocab_size", 8000))
@@ -111,7 +112,19 @@ def batch_by_length(claim: Claim, ctx: CheckContext) -> Measurement:
             padded += b.src.numel() + b.tgt_out.numel()
         return 1 - real / padded
 
-    ours = padding(batcher.epoch_batches(0))
+    batches = batcher.epoch_batches(0)
+    ours = padding(batches)
+    # The bound the token budget is: each side's padded tensor (with EOS), whichever side is the
+    # longer (the pairs are also batched the other way round, the source the longer side).
+    for pairs, way in ((examples, "EN-DE"), ([(t, s) for s, t in examples], "DE-EN")):
+        packed = TokenBatcher(pairs, cfg.max_tokens_per_device, shuffle=True, seed=cfg.seed).epoch_batches(0)
+        sizes = [(len(idx), max(max(len(pairs[i][0]), 1) for i in idx), max(len(pairs[i][1]) + 1 for i in idx))
+                 for idx in packed]
+        over = [(n, s, t) for n, s, t in sizes if n > 1 and max(n * s, n * t) > cfg.max_tokens_per_device]
+        if over:
+            n, s, t = over[0]
+            return Measurement(None, False, f"{way}: {len(over)} batches exceed the job's {cfg.max_tokens_per_device} "
+                                            f"padded tokens a side, the first {n} pairs x {s} source / {t} target tokens")
     rng = np.random.default_rng(cfg.seed)
     random_order = rng.permutation(len(examples))
     sizes = [len(b) for b in batcher.epoch_batches(0)]
