@@ -193,7 +193,8 @@ def test_each_command_module_is_named_after_its_verb():
 
 #: Third-party modules a function may import where it needs them: optional (the ``zoo`` extra,
 #: TensorBoard) or slow to import and needed by one path only (matplotlib: the report's figures).
-OPTIONAL_HEAVY = ("transformers", "x_transformers", "torch.utils.tensorboard", "tensorboard", "matplotlib")
+OPTIONAL_HEAVY = ("transformers", "x_transformers", "torch.utils.tensorboard", "tensorboard", "matplotlib",
+                  "cosmic_ray")
 
 #: Files whose function-level imports are kept there on purpose, with the reason.
 LOCAL_IMPORTS_ALLOWED = {

@@ -8,15 +8,16 @@ from the resolved job specs of ``repro submit`` and measured on the code that us
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from repro.audit.adapter import (
     Adapter, DecoderLayerParts, EncoderLayerParts, FeedForwardParts, ModelParts, NextLogProbs,
 )
+from repro.claims.outcome import Absent
 from repro.cluster.paper_jobs import paper_settings
 from repro.data.vocab import BOS, EOS
 from repro.audit.scripted import ScriptedModel
@@ -57,6 +58,21 @@ def decoder_layer_parts(layer: DecoderLayer) -> DecoderLayerParts:
     )
 
 
+def first_layer_input(layers: nn.ModuleList, run: Callable[[], object]) -> Tensor:
+    """What the first of ``layers`` receives while ``run`` runs the model's own path (Section 3.4:
+    the sum of embedding and positions, after the embedding dropout in train mode): observed on
+    ``encode``/``decode`` as training and search call them, not on a helper they may bypass."""
+    seen: list[Tensor] = []
+    handle = layers[0].register_forward_pre_hook(lambda _module, args: seen.append(args[0]))
+    try:
+        run()
+    finally:
+        handle.remove()
+    if not seen:
+        raise Absent("the stack's path never runs its first layer")
+    return seen[0]
+
+
 def model_parts(model: Transformer) -> ModelParts:
     """Every part of a built Transformer the claims look at, each the model's own code path."""
 
@@ -80,8 +96,8 @@ def model_parts(model: Transformer) -> ModelParts:
         output_projection=model.output_projection.weight,
         module=model,
         embed_target=model.tgt_embed,
-        encoder_input=lambda src: model._embed(src, model.src_embed, model.src_pos),
-        decoder_input=lambda tgt: model._embed(tgt, model.tgt_embed, model.tgt_pos),
+        encoder_input=lambda src: first_layer_input(model.encoder_layers, lambda: model.encode(src)),
+        decoder_input=lambda tgt: first_layer_input(model.decoder_layers, lambda: model.decode(tgt, *model.encode(tgt))),
         encode=lambda src: model.encode(src)[0],
         encoder_layers=[encoder_layer_parts(layer) for layer in model.encoder_layers],
         decoder_layers=[decoder_layer_parts(layer) for layer in model.decoder_layers],

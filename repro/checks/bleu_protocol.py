@@ -14,14 +14,21 @@ brevity penalty (the hypotheses are shorter than the references) each change the
 
 from __future__ import annotations
 
+import dataclasses
 import re
+import tempfile
+from pathlib import Path
+from unittest import mock
 
 from sacrebleu.metrics import BLEU
 
+import repro.eval.translation as translation
+from repro.checks.jobs import job_config
 from repro.checks.registry import checker
 from repro.claims.claim import Claim
 from repro.claims.compare import finite
 from repro.claims.outcome import CheckContext, Measurement
+from repro.data.corpora import get_dataset
 from repro.eval.bleu import paper_tokens, score
 
 HYPOTHESES = [
@@ -81,3 +88,51 @@ def paper_protocol(claim: Claim, ctx: CheckContext) -> Measurement:
     return Measurement(round(diff, 4), False if wrong else None, (
         f"repro {ours:.2f}, the script's tokens scored by sacreBLEU {script:.2f} (without the compound split: "
         f"{unsplit:.2f})" + (f"; token strings that differ from the script's: {'; '.join(wrong[:3])}" if wrong else "")))
+
+
+#: French text where Moses's French rules (the elided article stays with its apostrophe: ``l&apos;
+#: homme``) and its German or English ones (``l &apos; homme``, ``l &apos;homme``) give other tokens.
+FRENCH = {
+    "hypotheses": ["L'homme qu'il a vu aujourd'hui n'est pas là.", "C'est l'idée d'un ami, dit Marie.",
+                   "Jusqu'à demain, j'attends l'avion d'Air France."],
+    "references": ["L'homme qu'elle a vu hier n'est plus là.", "C'est l'idée d'une amie, dit Marie hier.",
+                   "Jusqu'à lundi, j'attends l'avion d'Air Canada."],
+}
+#: What ``tokenizer.perl -l fr`` makes of FRENCH (no hyphen: the compound split leaves it alone).
+FRENCH_TOKENS = {
+    "hypotheses": ["L&apos; homme qu&apos; il a vu aujourd&apos; hui n&apos; est pas là .",
+                   "C&apos; est l&apos; idée d&apos; un ami , dit Marie .",
+                   "Jusqu&apos; à demain , j&apos; attends l&apos; avion d&apos; Air France ."],
+    "references": ["L&apos; homme qu&apos; elle a vu hier n&apos; est plus là .",
+                   "C&apos; est l&apos; idée d&apos; une amie , dit Marie hier .",
+                   "Jusqu&apos; à lundi , j&apos; attends l&apos; avion d&apos; Air Canada ."],
+}
+#: Each target language's corpus and the tokens the script's rules for that language make of it.
+BY_LANGUAGE = {"de": ({"hypotheses": HYPOTHESES, "references": REFERENCES}, SCRIPT_TOKENS), "fr": (FRENCH, FRENCH_TOKENS)}
+
+
+@checker("bleu.target_language", audits=False)
+def target_language(claim: Claim, ctx: CheckContext) -> Measurement:
+    """The paper protocol's tokenizer follows the job's target language: each experiment's
+    evaluation (:func:`repro.eval.translation.evaluate_bleu`, the search replaced by fixed
+    hypotheses) scores a corpus in its dataset's target language, against sacreBLEU on the tokens
+    ``tokenizer.perl -l <target>`` makes of it (written out here). Measured: the worst |difference|."""
+    rows, worst = [], 0.0
+    for experiment in claim.params["experiments"]:
+        dataset = get_dataset(job_config(experiment).dataset)
+        if dataset.tgt_lang not in BY_LANGUAGE:
+            raise ValueError(f"{experiment}: no corpus for target language '{dataset.tgt_lang}' (add one to BY_LANGUAGE)")
+        corpus, tokens = BY_LANGUAGE[dataset.tgt_lang]
+        with tempfile.TemporaryDirectory(prefix="repro-bleu-lang-") as tmp:
+            src, tgt = Path(tmp) / "test.src", Path(tmp) / "test.tgt"
+            src.write_text("x\n" * len(corpus["references"]), encoding="utf-8")
+            tgt.write_text("".join(r + "\n" for r in corpus["references"]), encoding="utf-8")
+            local = dataclasses.replace(dataset, splits={"test": (src, tgt)}, tokenized=False)
+            with mock.patch.object(translation, "translate", lambda *a, **k: list(corpus["hypotheses"])):
+                ours = finite(translation.evaluate_bleu(None, None, local, "test").paper.score,
+                              f"{experiment}'s paper-protocol BLEU")
+        want = _bleu(tokens["hypotheses"], tokens["references"])
+        worst = max(worst, abs(ours - want))
+        rows.append(f"{experiment} ({dataset.src_lang}-{dataset.tgt_lang}): evaluation {ours:.2f}, the "
+                    f"'{dataset.tgt_lang}' script's tokens {want:.2f}")
+    return Measurement(round(worst, 4), detail="; ".join(rows))

@@ -6,24 +6,29 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
+from unittest import mock
 
 import torch
+
+import repro.train.loop as loop
 
 from repro.checks.jobs import SIZE, job_config, own, shrunk
 from repro.checks.registry import checker
 from repro.checks.update_arithmetic import random_pairs
 from repro.claims.claim import Claim
-from repro.claims.outcome import CheckContext, Measurement
+from repro.claims.compare import finite
+from repro.claims.outcome import CheckContext, Inconclusive, Measurement
 from repro.train.checkpoint import list_checkpoints, load_checkpoint, step_of
 from repro.train.loop import run
+from repro.train.prefetch import Prefetcher
 from repro.train.probes import files_dated_against_steps, pruned_run
 
 
-def _short_run(cfg, out_dir: Path, steps: int, seed: int, **hooks) -> None:
+def _short_run(cfg, out_dir: Path, steps: int, seed: int, examples: list | None = None, **hooks) -> None:
     ticks = [0]
     run(cfg.replace(out_dir=str(out_dir), max_steps=steps, checkpoint_every_steps=1, checkpoint_every_minutes=0.0,
                     log_every=10**6, threads=1),
-        random_pairs(torch.Generator().manual_seed(seed), 6), SIZE["vocab_size"], log=lambda _: None,
+        examples or random_pairs(torch.Generator().manual_seed(seed), 6), SIZE["vocab_size"], log=lambda _: None,
         clock=lambda: ticks[0], **hooks)
 
 
@@ -78,3 +83,37 @@ def resume_newest(claim: Claim, ctx: CheckContext) -> Measurement:
     ok = matches == [newest] and steps[:1] == [newest + 1]
     return Measurement(ok, detail=(f"checkpoints of updates {sorted(states)}; the resumed run started from the weights of "
                                    f"update(s) {matches or 'none of them'} and made updates {steps}"))
+
+
+@checker("run.resume_exact")
+def resume_exact(claim: Claim, ctx: CheckContext) -> Measurement:
+    """A requeued job trains as if it had never stopped: the job's settings (dropout on) on a small
+    model and a corpus of several batches per epoch, run for ``updates`` updates at once, and run
+    to ``stop`` updates then resumed to ``updates``; the weights must be equal bit for bit. Both
+    batch sources the loop runs are watched: the CPU's (one update's batches at a time) and the
+    GPU's prefetcher (the next updates' batches read ahead in a thread), whose checkpoint must hold
+    the position of what was consumed, not of what was read. What a resume must restore, the RNG
+    (dropout masks, the batcher's shuffles) and the data position among it, each changes the
+    weights. Measured: the largest |difference| of a weight over both sources."""
+    own(ctx)
+    _, small = _small(claim)
+    if not small.model_config().dropout > 0:
+        raise Inconclusive("the job's model has no dropout: a resume that loses the RNG could not show")
+    updates, stop = int(claim.params.get("updates", 6)), int(claim.params.get("stop", 3))
+    small = small.replace(tokens_per_batch=24, max_tokens_per_device=24, keep_checkpoints=updates + 1, average_last=1)
+    pairs = random_pairs(torch.Generator().manual_seed(ctx.seed), 12)
+    worst, rows = 0.0, []
+    for source, batches in (("the CPU's batches", loop.batches_for),
+                            ("the prefetcher", lambda t: Prefetcher(t.batcher, t.accumulation, pin=False))):
+        with tempfile.TemporaryDirectory(prefix="repro-resume-") as tmp, \
+                mock.patch.object(loop, "batches_for", batches):
+            finals = []
+            for name, legs in (("once", [updates]), ("resumed", [stop, updates])):
+                for steps in legs:
+                    _short_run(small, Path(tmp) / name, steps, ctx.seed, examples=pairs)
+                finals.append(load_checkpoint(list_checkpoints(Path(tmp) / name)[-1])["model"])
+        gap = max(finite((a - finals[1][k]).abs().max().item(), f"weight {k}") for k, a in finals[0].items())
+        worst = max(worst, gap)
+        rows.append(f"{source}: {gap:.3g}")
+    return Measurement(worst, detail=f"{updates} updates at once against {stop} then resumed to {updates}, largest "
+                                     f"|weight difference| with {'; '.join(rows)}")

@@ -20,7 +20,7 @@ import math
 import torch
 
 from repro.checks.registry import checker
-from repro.checks.search_probe import EOS, FILLER, searcher
+from repro.checks.search_probe import EOS, FILLER, checked_outputs, searcher
 from repro.checks.vacuity import require_informative
 from repro.claims.claim import Claim
 from repro.claims.compare import finite
@@ -191,6 +191,35 @@ def early_stop(claim: Claim, ctx: CheckContext) -> Measurement:
         f"{_where(search)}: {beam} hypotheses end after one token; the search stopped after {steps} step(s) "
         f"({watch[0].calls} distributions asked for; the limit was {SOURCE_LENGTH + search.settings.max_len_offset}; "
         f"its batch-mate ran {watch[1].longest + 1} steps); output {outputs[0]}"))
+
+
+@checker("decode.finished_stay_finished")
+def finished_stay_finished(claim: Claim, ctx: CheckContext) -> Measurement:
+    """A hypothesis ends at its EOS: after the first token, one hypothesis ends at once (its EOS the
+    step's best candidate, counted), each of the others ranks its own EOS just below its beam_size -
+    1 continuations and above everything else, so the second step's best 2 * beam_size candidates
+    hold EOS at ranks below beam_size: a search that keeps those alive extends a finished
+    hypothesis (asks for the token after its EOS). Every step keeps beam_size likely candidates
+    that are not EOS, so no row of the beam is empty. Measured: the prefixes holding a likely EOS
+    the search asked the model to continue."""
+    search = searcher(claim, ctx)
+    k = search.settings.beam_size
+    if k < 2:
+        raise NotApplicable(f"beam size {k}: one hypothesis, no EOS can rank below another")
+    first = {10: 0.4, **{10 + i: 0.6 / (k - 1) for i in range(1, k)}}
+
+    def rule(prefix: tuple[int, ...]) -> dict[int, float]:
+        if not prefix:
+            return first
+        if len(prefix) == 1 and prefix[0] != 10:
+            return {30: 0.5, EOS: 0.45, FILLER: 0.05}
+        return {EOS: 1.0}
+
+    outputs, watches = search([rule, rule], [SOURCE_LENGTH, SOURCE_LENGTH + 3])
+    checked_outputs(outputs, 2)
+    extended = sum(w.past_eos for w in watches)
+    return Measurement(extended, detail=f"{_where(search)}: {extended} finished prefix(es) continued "
+                                        f"(beam {k}, two sentences in one batch)")
 
 
 #: How many ranks the beam-width probe offers (it can measure widths up to this).

@@ -6,7 +6,10 @@ Three things are measured:
 
 - **round trips**: a tree linearised (in both target units, symbols and per-word tokens) and read
   back over its words and tags is the same tree; a tree written on one line (what EVALB reads) and
-  parsed back is the same tree; repairing a well-formed sequence changes nothing and reports no fix.
+  parsed back is the same tree; the per-word target is one token per word, token i ending in word
+  i's ``XX`` (closing brackets after the last word a token of their own), which a round trip cannot
+  see (reading splits the tokens back into symbols); repairing a well-formed sequence changes nothing
+  and reports no fix.
   On hand-built trees that reach the corners (unary chains, one-word sentences, deep nesting,
   punctuation and bracket tags) and, where the data directory has it, on the trees of the NLTK
   Penn Treebank sample, pre-processed as the parser's data are;
@@ -27,7 +30,7 @@ from repro.claims.claim import Claim
 from repro.claims.outcome import CheckContext, Measurement
 from repro.data.corpora import resolve_data_dir
 from repro.errors import DataError
-from repro.parsing.linearize import LinearizationError, delinearize, group_by_word, linearize
+from repro.parsing.linearize import JOIN, LEAF, LinearizationError, delinearize, group_by_word, linearize
 from repro.parsing.repair import repair
 from repro.parsing.trees import parse_tree, preprocess, read_trees, tags, tree_to_line, words
 
@@ -86,6 +89,11 @@ def _round_trip(tree: Tree) -> list[str]:
         if not isinstance(back, Tree) or back != tree:
             shown = tree_to_line(back) if isinstance(back, Tree) else repr(back)
             problems.append(f"{line[:60]}: read back from {unit} as {shown[:60]}")
+    pieces = [piece.split(JOIN) for piece in group_by_word(target).split()]
+    if [piece[-1] == LEAF for piece in pieces[:len(w)]] != [True] * len(w) \
+            or any(piece.count(LEAF) != (i < len(w)) for i, piece in enumerate(pieces)):
+        problems.append(f"{line[:60]}: its per-word target is not one token per word, each ending in its {LEAF} "
+                        f"({len(pieces)} tokens for {len(w)} words)")
     fixed = repair(target, w, t)
     if fixed.fixes or fixed.tree != tree:
         problems.append(f"{line[:60]}: a well-formed sequence repaired ({'; '.join(fixed.fixes) or 'changed'})")

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 import repro.train.loss as loss_module
-from repro.checks.dropout import observe
+from repro.checks.dropout import evaluating, observe
 from repro.checks.jobs import PAPER_PROFILE, SIZE, job_config, job_spec, own, shrunk
 from repro.checks.positional import reference_encoding
 from repro.checks.sinusoids import NotSinusoidPairs, find_pairs
@@ -28,7 +28,7 @@ from repro.cluster.profiles import load_profile
 from repro.checks.registry import checker
 from repro.claims.claim import Claim
 from repro.claims.compare import finite, max_abs, max_abs_diff
-from repro.claims.outcome import CheckContext, Measurement, NotRun
+from repro.claims.outcome import CheckContext, Inconclusive, Measurement, NotRun
 from repro.data.batching import TokenBatcher, collate
 from repro.data.corpus import read_parallel
 from repro.data.corpora import get_dataset, resolve_data_dir
@@ -97,7 +97,8 @@ def tokens_per_update(claim: Claim, ctx: CheckContext) -> Measurement:
 def batch_by_length(claim: Claim, ctx: CheckContext) -> Measurement:
     """"Sentence pairs were batched together by approximate sequence length": the padding the
     job's batcher leaves, as a fraction of the padding of batches drawn at random (same token
-    budget), over one epoch of real WMT text."""
+    budget), over one epoch of real WMT text; a batch whose padded source or target (EOS counted)
+    holds more than the job's tokens per device fails the claim."""
     own(ctx)
     cfg = job_config("table2-base-ende")
     examples = _sample_examples(claim.params.get("vocab_size", 8000))
@@ -111,7 +112,19 @@ def batch_by_length(claim: Claim, ctx: CheckContext) -> Measurement:
             padded += b.src.numel() + b.tgt_out.numel()
         return 1 - real / padded
 
-    ours = padding(batcher.epoch_batches(0))
+    batches = batcher.epoch_batches(0)
+    ours = padding(batches)
+    # The bound the token budget is: each side's padded tensor (with EOS), whichever side is the
+    # longer (the pairs are also batched the other way round, the source the longer side).
+    for pairs, way in ((examples, "EN-DE"), ([(t, s) for s, t in examples], "DE-EN")):
+        packed = TokenBatcher(pairs, cfg.max_tokens_per_device, shuffle=True, seed=cfg.seed).epoch_batches(0)
+        sizes = [(len(idx), max(max(len(pairs[i][0]), 1) for i in idx), max(len(pairs[i][1]) + 1 for i in idx))
+                 for idx in packed]
+        over = [(n, s, t) for n, s, t in sizes if n > 1 and max(n * s, n * t) > cfg.max_tokens_per_device]
+        if over:
+            n, s, t = over[0]
+            return Measurement(None, False, f"{way}: {len(over)} batches exceed the job's {cfg.max_tokens_per_device} "
+                                            f"padded tokens a side, the first {n} pairs x {s} source / {t} target tokens")
     rng = np.random.default_rng(cfg.seed)
     random_order = rng.permutation(len(examples))
     sizes = [len(b) for b in batcher.epoch_batches(0)]
@@ -223,13 +236,19 @@ def perplexity_per_wordpiece(claim: Claim, ctx: CheckContext) -> Measurement:
     logits. Measured: |relative difference|."""
     own(ctx)
     gen = torch.Generator().manual_seed(ctx.seed)
-    model = build(shrunk(job_config("table3", "table3-base")), [([5, 6], [7, 8])], SIZE["vocab_size"]).model.eval()
+    model = build(shrunk(job_config("table3", "table3-base")), [([5, 6], [7, 8])], SIZE["vocab_size"]).model
+    if not model.cfg.dropout > 0:
+        raise Inconclusive("the job's model has no dropout: a perplexity measured with dropout on could not differ")
     examples = [(torch.randint(4, SIZE["vocab_size"], (int(n),), generator=gen).tolist(),
                  torch.randint(4, SIZE["vocab_size"], (int(m),), generator=gen).tolist())
                 for n, m in torch.randint(2, 12, (9, 2), generator=gen)]
-    measured = perplexity(model, examples).ppl
+    # Handed over as the training loop hands it over for its dev perplexity: in train mode, dropout
+    # on. The evaluation is the one to switch dropout off (and back on for the training after it).
+    measured = perplexity(model.train(), examples).ppl
+    if not model.training:
+        return Measurement(None, False, "the evaluation left the model in eval mode: training would go on without dropout")
     nll, tokens = 0.0, 0
-    with torch.no_grad():
+    with torch.no_grad(), evaluating(model):
         for src, tgt in examples:
             batch = collate([(src, tgt)])
             logp = model(batch.src, batch.tgt_in).log_softmax(-1)[0]

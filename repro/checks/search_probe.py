@@ -61,6 +61,31 @@ class Watch:
 
     calls: int = 0
     longest: int = 0
+    #: prefixes asked for that hold an EOS: a finished hypothesis the search extended
+    past_eos: int = 0
+
+    def ask(self, rule: Rule, prefix: tuple[int, ...], limit: int) -> "dict[int, float] | Tensor":
+        """The script's distribution after ``prefix``, counted. A prefix that holds a possible
+        hypothesis's EOS (every token up to it likely under the script) is a finished hypothesis
+        extended: counted in ``past_eos`` and answered with EOS alone. (A beam's rows that hold no
+        hypothesis, score -inf, may carry any prefix: a script that counts must keep at least
+        beam_size likely candidates alive at every step, as ``decode.finished_stay_finished``'s does.)"""
+        self.calls += 1
+        self.longest = max(self.longest, len(prefix))
+        if len(prefix) > limit:
+            raise RuntimeError(f"the search asked for token {len(prefix) + 1}, past the output limit {limit}")
+        if EOS not in prefix:
+            return rule(prefix)
+        end = prefix.index(EOS)
+        if all(_likely(rule(prefix[:i]), prefix[i]) for i in range(end + 1)):
+            self.past_eos += 1
+        return {EOS: 1.0}
+
+
+def _likely(dist: "dict[int, float] | Tensor", token: int) -> bool:
+    if isinstance(dist, Tensor):
+        return bool(torch.isfinite(dist[token]))
+    return dist.get(token, 0.0) > 0
 
 
 class _PrefixCache:
@@ -112,13 +137,7 @@ class ScriptedBatchModel(nn.Module):
     def project(self, hidden: Tensor) -> Tensor:
         out = []
         for sentence, prefix in self._rows:
-            watch = self.watch[sentence]
-            watch.calls += 1
-            watch.longest = max(watch.longest, len(prefix))
-            if len(prefix) > self.limits[sentence]:
-                raise RuntimeError(f"the search asked for token {len(prefix) + 1} of sentence {sentence}, past its "
-                                   f"output limit {self.limits[sentence]}")
-            dist = self.rules[sentence](prefix)
+            dist = self.watch[sentence].ask(self.rules[sentence], prefix, self.limits[sentence])
             out.append(dist if isinstance(dist, Tensor) else log_probs(dist))
         return torch.stack(out).float()
 
@@ -167,11 +186,7 @@ class _Script:
         self.rule, self.limit, self.watch = rule, limit, watch
 
     def __call__(self, prefix: tuple[int, ...]) -> Tensor:
-        self.watch.calls += 1
-        self.watch.longest = max(self.watch.longest, len(prefix))
-        if len(prefix) > self.limit:
-            raise RuntimeError(f"the search asked for token {len(prefix) + 1}, past the output limit {self.limit}")
-        dist = self.rule(prefix)
+        dist = self.watch.ask(self.rule, tuple(prefix), self.limit)
         return dist if isinstance(dist, Tensor) else log_probs(dist)
 
 

@@ -10,7 +10,7 @@ import torch
 
 from repro.claims.outcome import CheckContext, Measurement, NotApplicable
 from repro.checks.registry import checker
-from repro.checks.jobs import job_config, shrunk, watches_jobs
+from repro.checks.jobs import job_config, own, shrunk, watches_jobs
 from repro.claims.claim import Claim
 from repro.claims.compare import Worst, finite, max_abs_diff
 from repro.recipes import get_recipe
@@ -149,10 +149,12 @@ _APPLIED: dict[tuple[str, int], float] = {}
 
 def applied_rates(experiment: str, steps: list[int]) -> list[float]:
     """The rate the training loop applies in each of ``steps`` running the job's settings
-    (:func:`repro.train.probes.job_rates`), each update watched once per process."""
+    (:func:`repro.train.probes.job_rates`), each update watched once per process. ``experiment``
+    may name a recipe instead, as ``recipe:NAME`` (the project's own, run by ``repro train``)."""
     missing = sorted({s for s in steps if (experiment, s) not in _APPLIED})
     if missing:
-        _APPLIED.update(zip(((experiment, s) for s in missing), job_rates(job_config(experiment), missing)))
+        cfg = get_recipe(experiment[7:]).train if experiment.startswith("recipe:") else job_config(experiment)
+        _APPLIED.update(zip(((experiment, s) for s in missing), job_rates(cfg, missing)))
     return finite([_APPLIED[(experiment, s)] for s in steps], f"the rates the loop applies for job {experiment}")
 
 
@@ -169,6 +171,27 @@ def loop_peak(experiment: str) -> tuple[int, dict[int, float]]:
     return w, {1: first, **rates, FAR: far}
 
 
+def _observed_peak(experiment: str, what: str) -> Measurement:
+    """The update (``what`` = ``step``) or the rate (``value``) of the peak of the rates the loop
+    applies running ``experiment``'s settings (:func:`loop_peak`)."""
+    w, rates = loop_peak(experiment)
+    if not w:
+        return Measurement(None, False, f"job {experiment}: the loop's rates {rates} do not rise from update 1")
+    peak = rates[w] >= rates[w - 1] and rates[w] > rates[w + 1]
+    shown = ", ".join(f"update {s}: {r:.4e}" for s, r in sorted(rates.items()))
+    return Measurement(w if what == "step" else rates[w], None if peak else False,
+                       f"job {experiment}, the loop's rates: {shown}; peak at update {w}"
+                       + ("" if peak else " (not a peak: the rate does not fall after it)"))
+
+
+@checker("training.recipe_peak", audits=False)
+def recipe_peak(claim: Claim, ctx: CheckContext) -> Measurement:
+    """Eq. 3 at one of the project's own scales: the peak of the rates the training loop applies
+    running recipe ``params.recipe`` (its warm-up, rate scale and width), its update or its value."""
+    own(ctx)
+    return _observed_peak(f"recipe:{claim.params['recipe']}", claim.params.get("measure", "value"))
+
+
 @checker("training.lr_peak")
 def lr_peak(claim: Claim, ctx: CheckContext) -> Measurement:
     """Eq. 3: the update (counted from 1) at which the learning rate peaks, and its value. repro:
@@ -177,15 +200,7 @@ def lr_peak(claim: Claim, ctx: CheckContext) -> Measurement:
     with the claim's d_model and warmup (the protocol takes them as arguments)."""
     what = claim.params.get("measure", "value")
     if watches_jobs(ctx, "learning_rate"):
-        experiment = claim.params.get("experiment", "table2-base-ende")
-        w, rates = loop_peak(experiment)
-        if not w:
-            return Measurement(None, False, f"job {experiment}: the loop's rates {rates} do not rise from update 1")
-        peak = rates[w] >= rates[w - 1] and rates[w] > rates[w + 1]
-        shown = ", ".join(f"update {s}: {r:.4e}" for s, r in sorted(rates.items()))
-        return Measurement(w if what == "step" else rates[w], None if peak else False,
-                           f"job {experiment}, the loop's rates: {shown}; peak at update {w}"
-                           + ("" if peak else " (not a peak: the rate does not fall after it)"))
+        return _observed_peak(claim.params.get("experiment", "table2-base-ende"), what)
     d_model, warmup = claim.params.get("d_model", 512), claim.params.get("warmup", 4000)
     rates = [finite(float(ctx.target.learning_rate(s, d_model, warmup)), f"the rate of update {s}")
              for s in range(1, 3 * warmup)]

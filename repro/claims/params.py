@@ -60,6 +60,7 @@ PARAMS: dict[str, dict[str, Any]] = {
     "attention.weighted_sum": {"d_model": COUNT, "heads": COUNT},
     "bleu.paper_protocol": {},
     "bleu.case": {},
+    "bleu.target_language": {"experiments": {"type": "array", "minItems": 1, "items": TEXT}},
     "evalb.rules": {},
     "parse.linearization": {},
     "scaled.table3_jobs": {"seeds": COUNT, "sizes": {"type": "array", "items": TEXT},
@@ -69,6 +70,7 @@ PARAMS: dict[str, dict[str, Any]] = {
     "decode.beam_width": _SEARCH,
     "decode.dropout_off": _SEARCH,
     "decode.early_stop": _SEARCH,
+    "decode.finished_stay_finished": _SEARCH,
     "decode.max_length": _SEARCH,
     "decode.ranking": _SEARCH,
     "dropout.embeddings": {"p": RATE},
@@ -133,6 +135,7 @@ PARAMS: dict[str, dict[str, Any]] = {
     "run.norms_per_layer": _JOB,
     "run.rank_devices": {"experiment": TEXT},
     "run.resume_newest": _JOB,
+    "run.resume_exact": {**_JOB, "updates": COUNT, "stop": COUNT},
     "run.shard_order": {},
     "run.smoothing_spread": {"experiment": TEXT},
     "run.update_arithmetic": {"experiment": TEXT},
@@ -177,6 +180,7 @@ PARAMS: dict[str, dict[str, Any]] = {
     "training.label_smoothing": {"smoothing": RATE},
     "training.loop_rates": {"d_model": COUNT, "warmup": COUNT, "steps": COUNTS, "experiment": TEXT},
     "training.lr_peak": {"d_model": COUNT, "warmup": COUNT, "measure": {"enum": ["value", "step"]}, "experiment": TEXT},
+    "training.recipe_peak": {"recipe": TEXT, "measure": {"enum": ["value", "step"]}},
 }
 
 #: Params a checker cannot do without.
@@ -184,6 +188,8 @@ REQUIRED: dict[str, list[str]] = {
     "observed.search": ["setting"],
     "observed.setting": ["key"],
     "observed.test_set": ["dataset", "split"],
+    "training.recipe_peak": ["recipe"],
+    "bleu.target_language": ["experiments"],
     "recipe.value": ["key"],
     "relation.expression": ["expression"],
     "run.evaluation_average": ["experiment"],

@@ -19,6 +19,8 @@ BENCHMARKS = {
     "precision_speed": "bf16 against fp32 training steps",
     "check_time": "how long `repro check` takes",
     "gpu": "the paper's update on one device, base and big, eager and compiled, MFU and the peer",
+    "mutation": "mutation testing by cosmic-ray: the mutants the claims (paper-level code) and the tests (machinery) "
+                "kill (pip install -e .[mutation]; reports/mutation/)",
     "jobpath": "the training job's own path (batcher, accumulation, compiled objective, prefetch) against the "
                "fixed-shape update at the same tokens per update",
 }

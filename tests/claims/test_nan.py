@@ -155,6 +155,7 @@ INTEGER_VALUED = {
     "run.parser_training_size": "counts sentences",
     "decode.max_length": "counts output tokens",
     "decode.early_stop": "counts decoding steps",
+    "decode.finished_stay_finished": "counts prefixes continued past their EOS",
     "decode.beam_width": "counts ranks found",
     "run.encoded_tokens": "counts tokens",
     "run.encoded_cache_key": "counts reuse decisions and token ids",
@@ -309,6 +310,19 @@ def _nan_group(bad):
         rank_group._observed.cache_clear()
 
 
+def _nan_resumed_weights(bad):
+    """The checkpoints the exact-resume claim reads back hold NaN (or inf) weights."""
+    import repro.checks.checkpoint_keeping as checkpoint_keeping
+
+    original = checkpoint_keeping.load_checkpoint
+
+    def broken(*args, **kwargs):
+        state = original(*args, **kwargs)
+        return {**state, "model": {k: torch.full_like(v, bad) for k, v in state["model"].items()}}
+
+    return mock.patch.object(checkpoint_keeping, "load_checkpoint", broken)
+
+
 def _nan_gpu_adam(bad):
     original = runtime_choice.optimizer_updates
 
@@ -324,6 +338,7 @@ def _nan_gpu_adam(bad):
 OWN_PATHS: dict[str, Callable] = {
     "decode.ranking": _nan_search, "decode.alpha": _nan_search,
     "training.adam": _nan_adam, "training.lr_peak": _nan_rates, "training.loop_rates": _nan_rates,
+    "training.recipe_peak": _nan_rates,
     "run.objective_smoothing": _nan_objective, "run.job_dropout": _nan_dropout,
     "run.perplexity_per_wordpiece": _nan_perplexity, "run.evaluation_average": _nan_average,
     "run.job_positions": _nan_positions, "run.position_extrapolation": _nan_positions,
@@ -331,6 +346,7 @@ OWN_PATHS: dict[str, Callable] = {
     "run.update_gradient": _nan_gradient, "model.base_dimensions": None,
     "run.update_arithmetic": _nan_logits, "run.dropout_places": _nan_logits,
     "run.smoothing_spread": _nan_loss, "run.ddp_update": _nan_group, "run.gpu_optimizer": _nan_gpu_adam,
+    "run.resume_exact": _nan_resumed_weights,
 }
 
 
@@ -393,6 +409,13 @@ def _nan_bleu_case(bad):
     return mock.patch.object(bleu_case, "score", lambda *a, **k: dataclasses.replace(original(*a, **k), score=bad))
 
 
+def _nan_bleu_language(bad):
+    import repro.eval.translation as translation
+
+    original = translation.score
+    return mock.patch.object(translation, "score", lambda *a, **k: dataclasses.replace(original(*a, **k), score=bad))
+
+
 def _nan_seeds(bad):
     import repro.checks.verdict_statistics as verdict_statistics
 
@@ -413,7 +436,7 @@ REFERENCE_PATCHES: dict[str, Callable] = {
     "section4.attention_vs_recurrent": _nan_flops, "section4.convolution_factor_k": _nan_flops,
     "section4.separable_convolution": _nan_flops, "table1.complexity": _nan_complexity,
     "table1.sequential": _nan_sequential, "table1.path": _nan_path, "bleu.paper_protocol": _nan_bleu,
-    "bleu.case": _nan_bleu_case, "scaled.verdict_statistics": _nan_seeds,
+    "bleu.case": _nan_bleu_case, "bleu.target_language": _nan_bleu_language, "scaled.verdict_statistics": _nan_seeds,
     "attention.additive_space": _nan_additive, "attention.additive_speed": _nan_additive,
 }
 

@@ -163,3 +163,10 @@ def test_example_longer_than_budget_is_an_error():
         TokenBatcher([([5], [5]), ([5] * 30, [5])], max_tokens=20)
 
 
+
+
+@pytest.mark.parametrize("bad", [{"max_tokens": 0}, {"budget": 0}, {"shard": 2, "num_shards": 2}, {"shard": -1}])
+def test_bounds_out_of_range_are_refused_by_name(bad):
+    field = "shard" if "shard" in bad else next(iter(bad))
+    with pytest.raises(ConfigError, match=field):
+        TokenBatcher(_examples(10), **{"max_tokens": 500, **bad})

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 from pathlib import Path
 
 import pytest
@@ -26,7 +27,7 @@ from repro.measures import MEASUREMENTS, Measured, Request, Trained, claim_reque
 from repro.pipeline import local, parsing
 from repro.results import ResultStore
 from repro.runtime import Runtime
-from repro.train.step_clock import StepClock
+from repro.train.step_clock import StepClock, compile_count
 
 CLAIMS = {c.id: c for c in load_claims(checkers=CHECKERS)}
 METRIC = {cid: c for cid, c in CLAIMS.items() if c.checker.startswith("metric.")}
@@ -174,6 +175,8 @@ def test_the_steady_state_step_leaves_out_what_is_not_an_update(tmp_path):
     assert summary["updates"] == 22 and summary["warmup_updates"] == 1 and summary["startup_s"] == 3
     assert summary["steady_updates"] == 21 and summary["steady_s_per_update"] == 2
     assert summary["checkpoint_s"] == 40 and summary["ci95_s"][0] <= 2 <= summary["ci95_s"][1]
+    # the one compile fell in the warm-up: compiled once in all, none past the warm-up
+    assert (summary["compiled_updates_total"], summary["compile_updates"]) == (1, 0)
     request = Request("sec5.step-time.base", "step-time.steady-state")
     found = measure(_run(tmp_path, {"steps": 22, "elapsed_s": 999.0, "step_time": summary}), request)
     assert found.value == 2 and found.ci95[0] <= found.value <= found.ci95[1]
@@ -189,3 +192,8 @@ def test_seeds_are_combined_into_their_mean_with_an_interval():
     both = combine_seeds({1: one, 2: dataclasses.replace(one, value=12.0, ci95=(11.0, 13.0))})
     assert both.value == 11.0 and both.ci95[0] < 10.0 and both.ci95[1] > 12.0
     assert both.extra["over_seeds"]["seeds"] == {"1": 10.0, "2": 12.0} and both.extra["k"] == 1
+
+
+def test_a_process_that_never_loaded_dynamo_has_compiled_nothing(monkeypatch):
+    monkeypatch.delitem(sys.modules, "torch._dynamo.utils", raising=False)
+    assert compile_count() == 0

@@ -71,6 +71,15 @@ def test_quote_reinsertion_when_only_one_side_deletes_the_quote():
     assert evalb_lines([gold], [test], COLLINS).all.error_sentences == 1  # COLLINS.prm has no QUOTE_LABEL
 
 
+def test_only_the_quote_at_the_same_word_is_put_back():
+    # Both sides delete the second quote (''), only the gold deletes the first: the first is put
+    # back in the gold (and the second's index moves past it); the second, at another word, stays out.
+    gold = "(S (NP (NN a) ('' ')) (VP (VB b) ('' ')))"
+    test = "(S (NP (NN a) (POS ')) (VP (VB b) ('' ')))"
+    result = evalb_lines([gold], [test], COLLINS.replace(quote_labels=("''", "POS")))
+    assert (result.all.error_sentences, result.all.f1) == (0, 100.0), result.messages
+
+
 def test_max_error_stops_like_evalb():
     gold = ["(S (NN a))"] * 13
     test = ["(S (NN b))"] * 13
@@ -83,6 +92,9 @@ def test_line_count_mismatch_is_reported():
     result = evalb_lines(["(S (NN a))", "(S (NN a))"], ["(S (NN a))"])
     assert result.messages == ["2 : Number of lines unmatch (too many lines in gold file)"]
     assert result.all.sentences == 1
+    result = evalb_lines(["(S (NN a))", "(S (NN a))", "(S (NN a))"], ["(S (NN a))"] * 5)
+    assert result.messages == ["4 : Number of lines unmatch (too many lines in test file)"]
+    assert result.all.sentences == 3
 
 
 def test_unbalanced_test_tree_is_an_error_sentence():

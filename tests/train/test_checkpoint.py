@@ -106,6 +106,11 @@ def test_averaging_refuses_mismatched_checkpoints(tmp_path):
     save_checkpoint(tmp_path / "b.pt", {"model": Transformer(other).state_dict(), "model_config": CFG.to_dict()})
     with pytest.raises(CheckpointError, match=r"b\.pt: parameter '.*' has shape"):
         average_checkpoints([tmp_path / "a.pt", tmp_path / "b.pt"])
+    # every checkpoint's configuration is compared with the first's, the second included
+    save_checkpoint(tmp_path / "c.pt", {**model_state(2), "model_config": other.to_dict()})
+    save_checkpoint(tmp_path / "d.pt", model_state(3))
+    with pytest.raises(CheckpointError, match=r"c\.pt: model configuration differs"):
+        average_checkpoints([tmp_path / "a.pt", tmp_path / "c.pt", tmp_path / "d.pt"])
     with pytest.raises(CheckpointError, match="asked to average the last 5"):
         save_checkpoint(checkpoint_path(tmp_path / "run", 1), model_state(1))
         average_last(tmp_path / "run", 5)
