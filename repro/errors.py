@@ -60,7 +60,7 @@ class ResultError(ReproError):
 
 class OutputError(ReproError):
     """A file or folder that cannot be written (a full disk, a read-only folder, no permission); the
-    message names the path. What was being written is left as it was (:mod:`repro.atomic`)."""
+    message names the path. What was being written is left as it was (:mod:`repro.files.writer`)."""
 
     exit_code = 2
 

@@ -33,7 +33,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, get_type_hints
 
-from repro import jsonfile
+from repro.files import strict_json
 from repro.data.corpora import SEMI_PARSING, WSJ_PARSING
 from repro.data.synthetic import SYNTHETIC
 from repro.decode.settings import PARSING, TRANSLATION, DecodeSettings
@@ -378,7 +378,7 @@ def parse_assignments(items: Iterable[str], *, flag: str = "--set") -> dict[str,
             continue
         # valid JSON: read again strictly (a key twice in an object, NaN and Infinity are refused)
         try:
-            changes[key] = jsonfile.loads(raw, f"{flag} {key}", error=ConfigError)
+            changes[key] = strict_json.loads(raw, f"{flag} {key}", error=ConfigError)
         except ConfigError:
             if key not in strings:
                 raise

@@ -619,10 +619,10 @@ def test_evalb_exits_2_when_sentences_are_left_out(tmp_path, capsys, gold, test,
 # -- 8. The leftovers of a killed write are removed by the next writer ------------------------------------
 
 def test_a_killed_writes_temporary_file_is_removed_by_the_next_writer(tmp_path):
-    from repro.atomic import STALE_AFTER_S, atomic_open, atomic_write_text
+    from repro.files.writer import STALE_AFTER_S, atomic_open, atomic_write_text
 
     target = tmp_path / "record.json"
-    code = ("import sys, time; from repro.atomic import atomic_open\n"
+    code = ("import sys, time; from repro.files.writer import atomic_open\n"
             "with atomic_open(sys.argv[1]) as fh:\n    fh.write('half'); fh.flush(); print('open', flush=True)"
             "; time.sleep(60)\n")
     proc = subprocess.Popen([sys.executable, "-c", code, str(target)], stdout=subprocess.PIPE, text=True,

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from repro.argtypes import existing_dir, output_dir, output_file, seed
-from repro.atomic import atomic_write_text
+from repro.files.writer import atomic_write_text
 from repro.audit.on_device import on_device
 from repro.audit.repro_adapter import ReproAdapter
 from repro.checks import run_checks, select_claims

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from repro.argtypes import existing_file, non_negative_int
+from repro.argtypes import non_negative_int, text_input
 from repro.eval.evalb import EvalbResult, evalb_files
 from repro.eval.evalb_report import format_report
 from repro.eval.evalb_params import COLLINS, SAMPLE, EvalbParams, read_prm
@@ -22,8 +22,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "evalb", help="score one-tree-per-line parses against gold trees (EVALB, COLLINS.prm)",
         description="Score TEST against GOLD (one bracketed tree per line) exactly as evalb -p COLLINS.prm "
                     "does. Prints EVALB's report, or with --json the 'All' summary.")
-    parser.add_argument("gold", type=existing_file, help="gold trees, one per line")
-    parser.add_argument("test", type=existing_file, help="parser output, one tree per line, same order")
+    parser.add_argument("gold", type=text_input, help="gold trees, one per line")
+    parser.add_argument("test", type=text_input, help="parser output, one tree per line, same order")
     parser.add_argument("--param", "-p", metavar="FILE",
                         help="EVALB .prm file, or a built-in: COLLINS (default) or SAMPLE (EVALB's sample.prm)")
     parser.add_argument("--max-error", "-e", type=non_negative_int, metavar="N",

@@ -26,15 +26,18 @@ from repro.model import Transformer, TransformerConfig
 from repro.model.precision import Precision
 from repro.runtime import Runtime, runtime_for
 from repro.train.checkpoint import load_checkpoint
-from repro.train.lineage import check_vocab_file
+from repro.train.lineage import check_vocab_file, require_lineage
 
 
 def load_model(path: str | os.PathLike[str], device: torch.device | str = "cpu", *,
-               runtime: Runtime | None = None) -> tuple[Transformer, dict[str, Any]]:
-    """The model of a checkpoint (training or averaged), in eval mode, on ``runtime``'s device (or ``device``)."""
+               runtime: Runtime | None = None, allow_no_lineage: bool = False) -> tuple[Transformer, dict[str, Any]]:
+    """The model of a checkpoint (training or averaged), in eval mode, on ``runtime``'s device (or
+    ``device``); a checkpoint without a readable lineage is refused unless ``allow_no_lineage``
+    (:func:`repro.train.lineage.require_lineage`)."""
     if runtime is not None:
         device = runtime.device
     state = load_checkpoint(path)
+    require_lineage(state, path, allow=allow_no_lineage, doing="decoding with it")
     try:
         model = Transformer(TransformerConfig.from_dict(state["model_config"]))
         model.load_state_dict(state["model"])

@@ -18,7 +18,8 @@ from typing import Any
 
 import torch
 
-from repro.model.precision import cpu_flags
+from repro.instants import instant
+from repro.model.precision import cpu_flags, cpuinfo_lines
 
 REQUIRED_FIELDS = ("commit", "config_hash", "hardware", "dataset", "date", "scale")
 
@@ -43,6 +44,11 @@ class Provenance:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @property
+    def instant(self) -> _dt.datetime:
+        """``date`` as a timezone-aware moment (:mod:`repro.instants`): what records are compared by."""
+        return instant(self.date)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Provenance":
@@ -78,13 +84,8 @@ def git_commit(repo: Path | None = None) -> str:
 
 def cpu_model() -> str:
     """The CPU's model name (/proc/cpuinfo), or what the platform says."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+    return next((line.split(":", 1)[1].strip() for line in cpuinfo_lines() if line.startswith("model name")),
+                platform.processor() or platform.machine())
 
 
 def vector_flags() -> list[str]:

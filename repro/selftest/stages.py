@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from repro.audit.on_device import on_device
+from repro.files.writer import atomic_write_text
 from repro.audit.repro_adapter import ReproAdapter
 from repro.benchmarks import gpu as gpu_benchmark
 from repro.benchmarks import job_path
@@ -210,7 +211,7 @@ def cuda_tests(ctx: Context) -> tuple[dict[str, Any], list[Target]]:
                "--deselect", COVERED_BY_CLAIMS, "tests"]
     done = subprocess.run(command, cwd=ctx.checkout, capture_output=True, text=True, timeout=420, check=False)
     tail = (done.stdout + done.stderr).strip().splitlines()[-15:]
-    (ctx.out_dir / "cuda-tests.log").write_text(done.stdout + done.stderr, encoding="utf-8")
+    atomic_write_text(ctx.out_dir / "cuda-tests.log", done.stdout + done.stderr, within=ctx.out_dir)
     counts = {kind: int(n) for n, kind in re.findall(r"(\d+) (passed|failed|skipped|errors?)", tail[-1] if tail else "")}
     figures = {"counts": counts, "log": str(ctx.out_dir / "cuda-tests.log"), "deselected": [COVERED_BY_CLAIMS]}
     if done.returncode != 0:
