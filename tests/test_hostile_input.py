@@ -24,6 +24,7 @@ from repro.data.vocab import SharedVocab
 from repro.model import Transformer, TransformerConfig
 from repro.results import Provenance, Result, ResultStore
 from repro.train.checkpoint import save_checkpoint
+from repro.train.lineage import FIELDS
 from tests.cli_run import refusal, run
 
 REPO = Path(__file__).resolve().parents[1]
@@ -89,7 +90,8 @@ def model_run(tmp_path_factory) -> dict[str, Path]:
                             n_heads=2, max_positions=64)
     torch.manual_seed(0)
     checkpoint = save_checkpoint(root / "checkpoints" / "step_00000001.pt",
-                                 {"step": 1, "model": Transformer(cfg).state_dict(), "model_config": cfg.to_dict()})
+                                 {"step": 1, "model": Transformer(cfg).state_dict(), "model_config": cfg.to_dict(),
+                            "lineage": dict.fromkeys(FIELDS)})
     source = root / "in.en"
     source.write_text("A man reads a book .\n")
     return {"checkpoint": checkpoint, "vocab": root / "vocab.json", "other_vocab": other / "vocab.json",
