@@ -371,9 +371,12 @@ def parse_assignments(items: Iterable[str], *, flag: str = "--set") -> dict[str,
             raise ConfigError(f"{flag} {item!r}: field '{key}' is set twice (first to {changes[key]!r}); give it once")
         try:
             json.loads(raw)
-        except json.JSONDecodeError as err:
+        except RecursionError:   # valid or not, nested past any field's use: strict_json names the bound
+            strict_json.loads(raw, f"{flag} {key}", error=ConfigError)
+        except ValueError as err:   # not JSON (or a number of more than 4300 digits)
             if key not in strings:
-                raise ConfigError(f"{flag} {item!r}: the value of field '{key}' must be JSON ({err.msg})") from None
+                raise ConfigError(f"{flag} {item[:200]!r}: the value of field '{key}' must be JSON "
+                                  f"({getattr(err, 'msg', str(err))})") from None
             changes[key] = raw
             continue
         # valid JSON: read again strictly (a key twice in an object, NaN and Infinity are refused)

@@ -108,7 +108,7 @@ class Ledger:
 
     def write(self, record: SubmissionRecord) -> Path:
         path = self.directory / f"{record.id}.json"
-        atomic_write_text(path, json.dumps(record.to_dict(), indent=2) + "\n")
+        atomic_write_text(path, json.dumps(record.to_dict(), indent=2) + "\n", within=self.root)
         return path
 
     def read_all(self) -> list[SubmissionRecord]:

@@ -18,7 +18,7 @@ from repro.errors import UsageError
 from repro.files.writer import checked_target
 from repro.manifest import NAME as MANIFEST, Manifest
 from repro.paths import output_dir, output_file
-from repro.run_lock import NAME as LOCK
+from repro.run_lock import NAME as LOCK, refuse_nested
 
 #: What a training run (:mod:`repro.train`) writes into its ``out_dir``.
 TRAINING = ("checkpoints/", "checkpoints/step_*.pt", "metrics.csv", "metrics.csv.tmp", "vocab.json",
@@ -89,6 +89,7 @@ def check_writable(out_dir: str | os.PathLike[str], what: str = "run directory (
     """A training run can write in ``out_dir``: the folder, its ``checkpoints/`` and its metrics log
     (a file where a folder is wanted, or the reverse, is refused naming it, before any work)."""
     out_dir = Path(out_dir)
+    refuse_nested(out_dir, what)   # before the write probes below touch another run's folder
     output_dir(out_dir, what)
     output_dir(out_dir / "checkpoints", "checkpoint folder")
     output_file(out_dir / "metrics.csv", "metrics log")

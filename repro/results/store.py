@@ -129,7 +129,8 @@ class ResultStore:
         elif not name or "/" in name or name.startswith("."):
             raise ResultError(f"result record name {name!r} must be a plain file name")
         path = self.root / result.claim_id / f"{name}.json"
-        atomic_write_text(path, json.dumps(result.to_dict(), indent=2, sort_keys=True, default=str) + "\n")
+        atomic_write_text(path, json.dumps(result.to_dict(), indent=2, sort_keys=True, default=str) + "\n",
+                          within=self.root)
         return path
 
     def read_all(self) -> list[Result]:
@@ -144,8 +145,12 @@ class ResultStore:
             raise ResultError(f"{self.root}: results directory is not a directory")
         results = []
         self.skipped = []
-        for path in sorted(p for p in self.root.rglob("*") if not p.is_dir()):
+        for path in sorted(p for p in self.root.rglob("*") if p.is_symlink() or not p.is_dir()):
             try:
+                if path.is_dir():   # rglob does not descend into it: its records would go unread, silently
+                    raise ResultError(f"{path}: a symbolic link to a folder ({os.path.realpath(path)}); a results "
+                                      "folder holds its claims' folders itself (copy the records in, or give that "
+                                      "folder as another --results)")
                 if not _in_progress(path):
                     results.append((path, self._read(path)))
             except ResultError as err:
