@@ -32,7 +32,7 @@ from repro.errors import CheckpointError, ConfigError
 from repro.machine_memory import too_large
 from repro.model import Transformer, TransformerConfig
 from repro.model.precision import Precision
-from repro.runtime import Runtime
+from repro.runtime import Runtime, resolve_device
 from repro.train.cadence import CheckpointCadence
 from repro.train.checkpoint import checkpoint_path, list_checkpoints, prune_checkpoints, save_checkpoint
 from repro.train.compile_cache import use_compile_cache
@@ -182,7 +182,6 @@ def build(cfg: TrainConfig, examples: Sequence[tuple[Sequence[int], Sequence[int
     torch.manual_seed(cfg.seed)
     random.seed(cfg.seed)
     model_cfg = cfg.model_config(vocab_size)
-    _fits(model_cfg, runtime)
     model = Transformer(model_cfg).to(runtime.device)
     compiled = compiles(cfg.compile, runtime.on_gpu, cfg.max_steps)
     objective: torch.nn.Module = TranslationLoss(model, cfg.label_smoothing,
@@ -202,12 +201,14 @@ def build(cfg: TrainConfig, examples: Sequence[tuple[Sequence[int], Sequence[int
 TRAINING_BYTES_PER_WEIGHT = 16
 
 
-def _fits(model_cfg: TransformerConfig, runtime: Runtime) -> None:
+def _fits(cfg: TrainConfig) -> None:
     """Refuse a model whose training state does not fit this machine's free memory (the device's, on
-    a GPU), before any of it is allocated (:mod:`repro.machine_memory`)."""
+    a GPU), before anything is prepared, probed or allocated (:mod:`repro.machine_memory`); its size
+    counted from the config, with the vocabulary size the config asks for."""
+    model_cfg = cfg.model_config(cfg.vocab_size)
     needed = TRAINING_BYTES_PER_WEIGHT * model_cfg.parameter_estimate()
     what = f"training a model of about {model_cfg.parameter_estimate():.3g} weights (d_model={model_cfg.d_model})"
-    why = too_large(needed, what, device=runtime.device)
+    why = too_large(needed, what, device=resolve_device(cfg.device))
     if why is not None:
         raise ConfigError(why)
 
@@ -227,6 +228,7 @@ def train(cfg: TrainConfig, *, synthetic: SyntheticCorpus | None = None, runtime
     """Train on ``cfg.dataset`` (BPE built or reloaded under ``cfg.out_dir``, the corpus encoded once
     per job by rank 0; the synthetic corpus when the dataset is ``synthetic``), resuming when possible."""
     began = (kwargs.get("clock") or time.monotonic)()
+    _fits(cfg)
     runtime = runtime or runtime_of(cfg)
     data = prepare_training_data(cfg, synthetic, rank=runtime.rank, world_size=runtime.world_size)
     summary = run(cfg, data.examples, data.vocab_size, runtime=runtime, began=began, **kwargs)
