@@ -25,7 +25,10 @@ import torch
 from repro.errors import CheckpointError
 from repro.files.reader import inspect, load_torch
 from repro.files.writer import atomic_open, remove
+from repro.files.strict_json import nesting_depth
+from repro.limits import NESTING
 from repro.machine_memory import too_large
+from repro.validation import problem
 
 FORMAT = "repro-checkpoint"
 VERSION = 1
@@ -63,6 +66,40 @@ def _non_finite(value: Any, where: str) -> tuple[str, str] | None:
     return None
 
 
+#: What a checkpoint holds besides its tensors, by type: each part's owner checks its fields (the model's
+#: configuration :class:`~repro.model.TransformerConfig`, the recipe's decoding settings, the lineage).
+METADATA_SCHEMA: dict = {
+    "type": "object",
+    "required": ["model", "model_config"],
+    "properties": {
+        "step": {"type": "integer", "minimum": 0},
+        "model": {"type": "object"},
+        "model_config": {"type": "object"},
+        "train_config": {"type": "object"},
+        "recipe": {"type": "object", "properties": {"name": {"type": "string"}, "decode": {"type": ["object", "null"]}}},
+        "optimizer": {"type": "object"},
+        "rng": {"type": "object"},
+        "data": {"type": "object"},
+        "averaged_from": {"type": "array", "items": {"type": "string"}},
+        "lineage_unchecked": {"type": "array", "items": {"type": "string"}},
+    },
+}
+
+
+def _check_metadata(state: dict[str, Any], path: Path) -> None:
+    """Refuse a checkpoint whose parts are not of their types, nested past the bound, or whose
+    weights are not tensors named by text (a crafted file), naming the file and the part."""
+    plain = {k: v for k, v in state.items() if k not in ("model", "optimizer", "rng")}
+    if nesting_depth(plain) > NESTING.hard:
+        raise CheckpointError(f"{path}: its metadata nest deeper than {NESTING.hard} levels ({NESTING.why})")
+    why = problem({**plain, **{k: state[k] for k in ("model", "optimizer", "rng") if k in state}}, METADATA_SCHEMA,
+                  nan_allowed_in=("model", "optimizer", "rng"))
+    if why is not None:
+        raise CheckpointError(f"{path}: checkpoint {why}")
+    if not all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state["model"].items()):
+        raise CheckpointError(f"{path}: the model weights are not a dict of tensors named by text")
+
+
 def load_checkpoint(path: str | os.PathLike[str], map_location: str | torch.device = "cpu") -> dict[str, Any]:
     """Read a checkpoint written by :func:`save_checkpoint`; anything else raises CheckpointError naming the file."""
     path = Path(path)
@@ -78,14 +115,13 @@ def load_checkpoint(path: str | os.PathLike[str], map_location: str | torch.devi
         raise CheckpointError(
             f"{path}: not a readable checkpoint (truncated, corrupt or not a torch file: {first[:200]})"
         ) from None
-    if not isinstance(state, dict) or state.get("format") != FORMAT:
+    if not isinstance(state, dict) or not isinstance(state.get("format"), str) or state["format"] != FORMAT:
         raise CheckpointError(f"{path}: foreign checkpoint (not written by repro: no '{FORMAT}' marker)")
-    if state.get("version") != VERSION:
-        raise CheckpointError(f"{path}: checkpoint version {state.get('version')!r}, this repro reads {VERSION}")
+    if not isinstance(state.get("version"), int) or state["version"] != VERSION:
+        raise CheckpointError(f"{path}: checkpoint version {str(state.get('version'))[:40]!r}, this repro reads {VERSION}")
     if "model" not in state or "model_config" not in state:
         raise CheckpointError(f"{path}: checkpoint lacks the model weights or the model configuration")
-    if not isinstance(state["model"], dict):
-        raise CheckpointError(f"{path}: the model weights are not a dict of tensors")
+    _check_metadata(state, path)
     for name, value in state["model"].items():
         if isinstance(value, torch.Tensor) and value.is_floating_point() and not bool(torch.isfinite(value).all()):
             kind = "NaN" if bool(torch.isnan(value).any()) else "infinite"
