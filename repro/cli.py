@@ -17,6 +17,7 @@ from typing import NoReturn
 
 import repro.commands
 from repro.errors import WRITE_FAULTS, ReproError
+from repro.files.text_decoding import printable
 from repro.machine_memory import available_note, out_of_memory
 
 
@@ -25,7 +26,7 @@ class OneLineParser(argparse.ArgumentParser):
     and exits 2, like every other refusal of bad input; ``--help`` still shows the usage."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+        self.exit(2, printable(f"{self.prog}: error: {message} (see '{self.prog} --help')") + "\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -49,7 +50,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.flush()   # a closed pipe is met here, not in the interpreter's last flush
         return code
     except ReproError as err:
-        print(f"repro: error: {err}", file=sys.stderr)
+        print(printable(f"repro: error: {err}"), file=sys.stderr)
         return err.exit_code
     except BrokenPipeError:  # the reader went away (`repro claims list | head -1`): stop quietly
         _quiet_stdout()

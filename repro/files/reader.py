@@ -72,7 +72,7 @@ def inspect(path: Pathish, what: str = "file", *, stream: bool = False,
     except FileNotFoundError:
         if os.path.islink(path):
             raise error(f"{path}: {what} is a symbolic link to {os.readlink(path)}, which does not exist") from None
-        raise error(f"{path}: {what} does not exist") from None
+        raise error(f"{path}: {what} not found") from None
     except OSError as err:
         raise _cannot(path, what, err, error) from None
 

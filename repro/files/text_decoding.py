@@ -31,9 +31,16 @@ SAMPLE_BYTES = 4096
 Warn = Callable[[str], None]
 
 
+def printable(text: str) -> str:
+    """``text`` with what no terminal can print (an input's bytes kept as surrogates, control
+    characters but tab and newline) escaped as ``\\xNN``/``\\udcNN``: a message quoting a file prints whole."""
+    text = text.encode("utf-8", errors="surrogateescape").decode("utf-8", errors="backslashreplace")
+    return "".join(c if c.isprintable() or c in "\t\n" else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
 def warn(message: str) -> None:
     """A warning about an input that was read anyway, on stderr (one line, naming the file)."""
-    print(f"repro: WARNING: {message}", file=sys.stderr)
+    print(printable(f"repro: WARNING: {message}"), file=sys.stderr)
 
 
 def wide_encoding(head: bytes) -> str | None:

@@ -103,7 +103,7 @@ def _check_metadata(state: dict[str, Any], path: Path) -> None:
 def load_checkpoint(path: str | os.PathLike[str], map_location: str | torch.device = "cpu") -> dict[str, Any]:
     """Read a checkpoint written by :func:`save_checkpoint`; anything else raises CheckpointError naming the file."""
     path = Path(path)
-    size = inspect(path, "checkpoint", error=CheckpointError).st_size
+    size = inspect(path, "checkpoint file", error=CheckpointError).st_size
     if (why := too_large(2 * size, f"{path}: the checkpoint")) is not None:   # the file read, then its tensors
         raise CheckpointError(why)
     try:

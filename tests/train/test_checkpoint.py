@@ -65,7 +65,7 @@ def test_foreign_checkpoints_are_refused(tmp_path):
     text.write_text("hello")
     with pytest.raises(CheckpointError, match=r"notes\.pt"):
         load_checkpoint(text)
-    with pytest.raises(CheckpointError, match=r"missing\.pt: checkpoint does not exist"):
+    with pytest.raises(CheckpointError, match=r"missing\.pt: checkpoint file not found"):
         load_checkpoint(tmp_path / "missing.pt")
 
 
