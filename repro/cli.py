@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 import repro.commands
-from repro.errors import WRITE_FAULTS, ReproError
+from repro.errors import PATH_FAULTS, WRITE_FAULTS, ReproError
 from repro.files.text_decoding import printable
 from repro.machine_memory import available_note, out_of_memory
 
@@ -44,8 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
     try:
+        args = parser.parse_args(argv)   # a flag's type may meet a path the system refuses (a name too long)
         code = int(args.func(args) or 0)
         sys.stdout.flush()   # a closed pipe is met here, not in the interpreter's last flush
         return code
@@ -56,11 +56,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         _quiet_stdout()
         return 0
     except OSError as err:
-        if err.errno not in WRITE_FAULTS:
+        if err.errno in WRITE_FAULTS:   # a write met a full disk or a read-only folder
+            what = "cannot write"
+        elif err.errno in PATH_FAULTS and err.filename is not None:   # a path the system refuses to look at
+            what = "cannot use this path"
+        else:
             raise
-        # a write outside repro.files.writer (a log appended to) met a full disk or a read-only folder
         where = err.filename or "a file"
-        print(f"repro: error: {where}: cannot write ({err.strerror or os.strerror(err.errno)})", file=sys.stderr)
+        print(printable(f"repro: error: {where}: {what} ({err.strerror or os.strerror(err.errno)})"), file=sys.stderr)
         return 2
     except (MemoryError, RuntimeError) as err:
         if not out_of_memory(err):
