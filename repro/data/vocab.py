@@ -175,7 +175,10 @@ class SharedVocab:
     def load(cls, path: str | os.PathLike[str]) -> "SharedVocab":
         path = Path(path)
         text = read_text(path, "vocabulary file", limit=RECORD_BYTES.hard, error=DataError)
-        strict_json.loads(text, str(path), error=DataError)  # a key given twice is refused, not overwritten
+        try:
+            strict_json.loads(text, str(path), error=DataError)  # a key given twice is refused, not overwritten
+        except DataError as err:
+            raise DataError(f"{path}: not a tokenizer JSON file ({str(err).removeprefix(str(path))})") from None
         try:
             tok = Tokenizer.from_str(text)
         except (KeyboardInterrupt, SystemExit):
