@@ -89,6 +89,11 @@ class Manifest:
         atomic_write_text(self.path, json.dumps({"format": FORMAT, "claimed": self.claimed, "foreign": self.foreign},
                                                 indent=1) + "\n", within=self.root)
 
+    def plans_run_in(self, relative: str) -> bool:
+        """Whether the folder ``relative`` (to root) is one of the runs this run's layout holds (its
+        checkpoints are claimed: ``seed-*/``, a Table 3 job's folder), not any folder of its own."""
+        return any(_matches(f"{relative}/checkpoints/step_00000001.pt", False, p) for p in self.claimed)
+
     def owned(self) -> list[str]:
         """The existing paths repro wrote: claimed, and not foreign."""
         return [p for p in self.matching(self.claimed) if p not in set(self.foreign)]

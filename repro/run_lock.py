@@ -13,7 +13,9 @@ symbolic link (a ``.repro-lock`` linked to a user's file is refused, the file un
 when it is a regular file of one link. A run directory inside another run's folder (``--out-dir``
 set to another run's ``checkpoints/``) is refused before anything is written: the two runs would
 mix their files. A folder is a run's when it holds a lock, a manifest of what repro wrote
-(:mod:`repro.manifest`) or a metrics log beside a ``checkpoints/`` folder (:func:`run_marker`).
+(:mod:`repro.manifest`) or a metrics log beside a ``checkpoints/`` folder (:func:`run_marker`); the
+runs a pipeline's own layout holds (``OUT_DIR/seed-S``, a Table 3 job's folder: their checkpoints
+claimed in its manifest) are its, not another run's.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from pathlib import Path
 from repro.errors import ReproError, UsageError
 from repro.files import strict_json
 from repro.files.writer import make_dirs, open_lock, remove
-from repro.manifest import NAME as MANIFEST
+from repro.manifest import NAME as MANIFEST, Manifest
 
 NAME = ".repro-lock"
 #: Files whose presence makes a folder a run's: this lock, and the manifest of what repro wrote there.
@@ -67,9 +69,13 @@ def refuse_nested(folder: str | os.PathLike[str], what: str = "run directory") -
     folder = Path(os.path.abspath(folder))
     for parent in folder.parents:
         marker = run_marker(parent)
-        if marker is not None:
-            raise UsageError(f"{folder}: the {what} lies inside {parent}, another run's folder (it holds {marker}); "
-                             "a run there would mix its files with that run's: choose a folder outside it")
+        if marker is None:
+            continue
+        if os.path.lexists(parent / MANIFEST) and Manifest.load(parent).plans_run_in(
+                folder.relative_to(parent).as_posix()):
+            return   # one of the runs the enclosing run's own layout holds (a seed, a Table 3 job)
+        raise UsageError(f"{folder}: the {what} lies inside {parent}, another run's folder (it holds {marker}); "
+                         "a run there would mix its files with that run's: choose a folder outside it")
 
 
 @contextmanager

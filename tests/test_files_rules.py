@@ -229,6 +229,18 @@ def test_a_run_inside_another_runs_folder_is_refused(tmp_path, capsys):
     assert {p: p.stat().st_mtime_ns for p in first.rglob("*")} == before
 
 
+def test_the_runs_a_pipeline_lays_out_are_its_own_not_nested_runs(tmp_path):
+    from repro.manifest import Manifest
+    from repro.pipeline import run_dir
+    from repro.run_lock import refuse_nested
+
+    Manifest.load(tmp_path).claim(*run_dir.under("seed-*", run_dir.LOCAL))   # reproduce --seeds 2
+    refuse_nested(tmp_path / "seed-2")
+    for inside in ("checkpoints", "seed-2/checkpoints", "elsewhere"):
+        with pytest.raises(UsageError, match="another run's folder"):
+            refuse_nested(tmp_path / inside)
+
+
 @pytest.mark.parametrize("name", ["summary.md", "summary.MD.md"])
 def test_selftest_refuses_a_json_path_its_readable_summary_would_overwrite(tmp_path, capsys, name):
     rc, out, err = run(capsys, "selftest", "--device", "cpu", "--quick", "--json", str(tmp_path / name),
