@@ -18,11 +18,11 @@ from repro.files.reader import opened
 _CHUNK = 1 << 20
 
 
-def file_sha256(path: str | os.PathLike[str], what: str = "file") -> str:
+def file_sha256(path: str | os.PathLike[str]) -> str:
     """The SHA-256 of the file's bytes (hex), read in chunks (:mod:`repro.files.reader`: a regular
     file, or DataError naming it)."""
     digest = hashlib.sha256()
-    with opened(path, what, error=DataError) as (fh, _):
+    with opened(path, "file", error=DataError) as (fh, _):
         while chunk := fh.read(_CHUNK):
             digest.update(chunk)
     return digest.hexdigest()

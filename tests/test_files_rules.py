@@ -248,3 +248,80 @@ def test_selftest_refuses_a_json_path_its_readable_summary_would_overwrite(tmp_p
     line = refusal(err)
     assert rc == 2 and out == "" and name in line and "overwritten" in line
     assert not (tmp_path / "st").exists() and not (tmp_path / name).exists()
+
+
+# -- every kind of input the CLI reads, through the CLI -------------------------------------------------
+
+CLAIM = ('part = "x"\n[[claim]]\nid = "x.bleu"\nsource = "test"\nstatement = "a metric"\nkind = "metric"\n'
+         'scale = "local"\nchecker = "metric.result"\nexpected = 30.0\nbound = "at_least"\nunit = "BLEU"\n')
+DEEP = "[" * 5000 + "]" * 5000
+
+
+def _report_of(tmp_path: Path, record_path: str) -> tuple[list[str], Path]:
+    (tmp_path / "claims").mkdir()
+    (tmp_path / "claims" / "x.toml").write_text(CLAIM)
+    bad = tmp_path / "results" / record_path
+    bad.parent.mkdir(parents=True)
+    return ["report", "--results", str(tmp_path / "results"), "--claims-dir", str(tmp_path / "claims"), "--out",
+            str(tmp_path / "out"), "--no-attention"], bad
+
+
+def _status_of(tmp_path: Path, name: str) -> tuple[list[str], Path]:
+    bad = tmp_path / "state" / "submissions" / name
+    bad.parent.mkdir(parents=True)
+    return ["status", "--state-dir", str(tmp_path / "state")], bad
+
+
+@pytest.mark.parametrize("command", [_report_of, _status_of])
+@pytest.mark.parametrize("hostile", ["nested 5000 deep", "a link to /dev/zero", "UTF-16", "a folder"])
+def test_records_and_ledgers_that_are_no_records_are_one_line(tmp_path, capsys, command, hostile):
+    argv, bad = command(tmp_path, "x.bleu/r.json" if command is _report_of else "20260101T000000-abcdef.json")
+    if hostile == "nested 5000 deep":
+        bad.write_text('{"claim_id": ' + DEEP + "}")
+    elif hostile == "a link to /dev/zero":
+        bad.symlink_to("/dev/zero")
+    elif hostile == "UTF-16":
+        bad.write_bytes(json.dumps({"claim_id": "x.bleu"}).encode("utf-16"))
+    else:
+        bad.mkdir()
+        (bad / "inside.json").write_text("{}")
+    rc, _, err = run(capsys, *argv)
+    assert rc == 2 and str(bad) in refusal(err)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_job_state_file_linked_to_dev_zero_is_one_line(tmp_path, capsys):
+    from repro.cluster.ledger import Ledger, SubmissionRecord
+
+    jobs = tmp_path / "jobs"
+    jobs.mkdir()
+    Ledger(tmp_path / "state").write(SubmissionRecord(
+        id="s1", experiment="smoke", profile="local", executor="local", created="2026-01-01T00:00:00+00:00",
+        folder=str(jobs), results_dir=None, job_name="j", jobs=[{"name": "smoke", "job_id": "999999999"}]))
+    (jobs / "999999999_0_state.json").symlink_to("/dev/zero")
+    rc, _, err = run(capsys, "status", "--state-dir", str(tmp_path / "state"))
+    assert rc == 2 and str(jobs / "999999999_0_state.json") in refusal(err)
+
+
+@pytest.mark.parametrize("argv", [["--set", f"model_overrides={DEEP}"], ["--set", f"seed={'9' * 5000}"]])
+def test_set_values_nested_deep_or_too_long_are_one_line(capsys, argv):
+    rc, out, err = run(capsys, "train", "--recipe", "smoke", *argv, "--print-config")
+    assert rc == 2 and out == "" and "--set" in refusal(err)
+
+
+def test_standard_input_of_binary_data_is_refused_from_its_first_bytes(monkeypatch):
+    import io
+    import sys
+
+    class Endless(io.RawIOBase):   # /dev/zero: it never ends, so only its first bytes may be read
+        def readable(self) -> bool:
+            return True
+
+        def readinto(self, buffer) -> int:
+            self.read_bytes = getattr(self, "read_bytes", 0) + len(buffer)
+            assert self.read_bytes < 2**24, "read far past the first bytes"
+            buffer[:] = b"\0" * len(buffer)
+            return len(buffer)
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BufferedReader(Endless())))
+    with pytest.raises(DataError, match="<stdin>: a NUL byte"):
+        reader.read_standard_input("the input to translate", error=DataError)

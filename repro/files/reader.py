@@ -179,7 +179,11 @@ def read_standard_input(what: str = "standard input", *, error: type[ReproError]
     buffer = getattr(sys.stdin, "buffer", None)
     if buffer is None:   # a text stream put in its place (tests): already text
         return drop_marks(sys.stdin.read(TEXT_BYTES.hard + 1), "<stdin>")
-    data = buffer.read(TEXT_BYTES.hard + 1)
+    head = buffer.read(SAMPLE_BYTES)   # binary data (``< /dev/zero``) is refused here, not after 4 GiB
+    refuse_wide(head, "<stdin>", error)
+    if b"\x00" in head:
+        raise error("<stdin>: a NUL byte: binary data, not text")
+    data = head + buffer.read(TEXT_BYTES.hard + 1 - len(head))
     if len(data) > TEXT_BYTES.hard:
         raise error(f"<stdin>: {what} holds more than the {_size(TEXT_BYTES.hard)} repro reads from one")
     return decode(data, "<stdin>", error=error)

@@ -240,12 +240,6 @@ def atomic_write_text(path: Pathish, text: str, *, within: Pathish | None = None
         fh.write(text)
 
 
-def atomic_write_bytes(path: Pathish, data: bytes, *, within: Pathish | None = None) -> None:
-    """Write ``data`` to ``path`` so that readers see the old file or the whole new one."""
-    with atomic_open(path, "wb", within=within) as fh:
-        fh.write(data)
-
-
 def publish_all(files: Mapping[Pathish, bytes], *, within: Pathish) -> list[Path]:
     """Write every file of ``files`` (path -> bytes, all under ``within``) to its temporary name first,
     and move them into place only when all are written: an error leaves every target as it was."""
