@@ -72,3 +72,15 @@ def output_file(path: str | os.PathLike[str], what: str = "output file") -> Path
         raise UsageError(f"{err} (the {what})") from None
     _writable_folder(path, path.parent, what)
     return path
+
+
+def not_an_input(output: str | os.PathLike[str] | None, inputs: list[str | os.PathLike[str] | None],
+                 what: str = "output") -> None:
+    """Refuse ``output`` when it is one of the command's ``inputs`` (the same file, by any name): the
+    atomic write would replace what the command read, a checkpoint or a reference lost."""
+    if output is None or str(output) == "-" or not os.path.exists(output):
+        return
+    for source in inputs:
+        if source is not None and str(source) != "-" and os.path.exists(source) and os.path.samefile(output, source):
+            raise UsageError(f"{output}: the {what} is {source}, one of this command's inputs; writing it would "
+                             "replace what was read: give another path")

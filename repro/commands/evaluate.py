@@ -7,6 +7,7 @@ import argparse
 import json
 from pathlib import Path
 
+from repro import paths
 from repro.argtypes import existing_dir, existing_file, output_file
 from repro.cli_flags import add_lineage_argument, runtime_for_loaded, runtime_from_args
 from repro.commands.translate import add_search_arguments, check_search_flags, search_settings
@@ -41,6 +42,10 @@ def main(args: argparse.Namespace) -> int:
     name = args.dataset or train_cfg.get("dataset") or "wmt14-en-de"
     data_dir = args.data_dir or train_cfg.get("data_dir")
     dataset = get_dataset(name, resolve_data_dir(data_dir))
+    paths.not_an_input(args.hypotheses, [args.checkpoint, args.vocab, *(p for split in (args.split, args.ppl_split)
+                                                                       if split in dataset.splits
+                                                                       for p in dataset.splits[split])],
+                       "hypotheses file (--hypotheses)")
     report = {"checkpoint": str(args.checkpoint), "dataset": name, **runtime.provenance()}
     if readable_lineage(state) is None:   # used only with --allow-no-lineage: the report says so
         report["lineage"] = f"unchecked: the checkpoint has no readable lineage ({ALLOW_FLAG})"

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from repro import limits
+from repro import limits, paths
 from repro.argtypes import existing_file, non_negative_float, non_negative_int, output_file_or_stdout, positive_int
 from repro.files.writer import atomic_write_text
 from repro.cli_flags import add_device_argument, add_lineage_argument, runtime_for_loaded, runtime_from_args
@@ -105,6 +105,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def main(args: argparse.Namespace) -> int:
     check_search_flags(args)
+    paths.not_an_input(args.output, [args.input, args.checkpoint, args.vocab], "output (--output)")
     runtime = runtime_from_args(args, "translate", resolve_precision=False)
     model, state = load_model(args.checkpoint, runtime=runtime, allow_no_lineage=args.allow_no_lineage)
     runtime = runtime_for_loaded(runtime, model, args, "translate")

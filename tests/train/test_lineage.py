@@ -291,3 +291,21 @@ def test_nonfinite_optimizer_state_is_refused_like_nonfinite_weights(runs, tmp_p
     line = refusal(err)
     assert rc == 2 and str(path) in line and "optimizer" in line and "exp_avg_sq" in line and "NaN" in line
     assert not (target / "checkpoints" / "step_00000003.pt").exists()
+
+
+@pytest.mark.parametrize("verb", ["translate", "average", "evaluate"])
+def test_an_output_that_is_one_of_the_inputs_is_refused(runs, tmp_path, capsys, verb):
+    target = copy_run(runs, tmp_path)
+    ckpt = target / "checkpoints" / "step_00000002.pt"
+    source = tmp_path / "in.en"
+    source.write_text("A man reads a book .\n")
+    reference = runs["data"] / "multi30k" / "test_2016_flickr.de"
+    before = {p: p.read_bytes() for p in (ckpt, source, reference)}
+    argv = {"translate": ["translate", "--checkpoint", str(ckpt), "--input", str(source), "--output", str(source),
+                          "--greedy", "--max-len-offset", "2"],
+            "average": ["average", "--checkpoints", str(ckpt), "--output", str(ckpt)],
+            "evaluate": ["evaluate", "--checkpoint", str(ckpt), "--data-dir", str(runs["data"]), "--hypotheses",
+                         str(reference), "--greedy", "--max-len-offset", "2"]}[verb]
+    rc, _, err = run(capsys, *argv)
+    assert rc == 2 and "one of this command's inputs" in refusal(err)
+    assert {p: p.read_bytes() for p in before} == before
