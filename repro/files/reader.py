@@ -117,24 +117,30 @@ def opened(path: Pathish, what: str = "file", *, stream: bool = False,
         yield fh, opened_st
 
 
-def _read_bounded(fh: IO[bytes], st: os.stat_result, path: Pathish, what: str, limit: int,
-                  error: type[ReproError]) -> bytes:
-    if stat.S_ISREG(st.st_mode) and st.st_size > limit:
-        raise error(f"{path}: {what} is {_size(st.st_size)}, more than the {_size(limit)} repro reads from one")
+def _read_bounded(fh: IO[bytes], size: int, path: Pathish, what: str, limit: int, error: type[ReproError]) -> bytes:
+    """At most ``limit`` bytes of ``fh`` (a file of ``size`` bytes; 0: unknown, a pipe or a kernel file),
+    read in chunks: no buffer of ``limit`` bytes is asked for up front (under ``ulimit -v`` it would fail)."""
+    if size > limit:
+        raise error(f"{path}: {what} is {_size(size)}, more than the {_size(limit)} repro reads from one")
+    chunks, total = [], 0
+    want = size + 1 if size else 1 << 20
     try:
-        data = fh.read(limit + 1)
+        while chunk := fh.read(min(want, limit + 1 - total)):
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > limit:
+                raise error(f"{path}: {what} holds more than the {_size(limit)} repro reads from one")
+            want = 1 << 20
     except OSError as err:
         raise _cannot(path, what, err, error) from None
-    if len(data) > limit:
-        raise error(f"{path}: {what} holds more than the {_size(limit)} repro reads from one")
-    return data
+    return b"".join(chunks)
 
 
 def read_bytes(path: Pathish, what: str = "file", *, limit: int = RECORD_BYTES.hard, stream: bool = False,
                error: type[ReproError] = UsageError) -> bytes:
     """The bytes of ``path``, at most ``limit`` of them."""
     with opened(path, what, stream=stream, error=error) as (fh, st):
-        return _read_bounded(fh, st, path, what, limit, error)
+        return _read_bounded(fh, st.st_size if stat.S_ISREG(st.st_mode) else 0, path, what, limit, error)
 
 
 def read_text(path: Pathish, what: str = "file", *, limit: int = TEXT_BYTES.hard, stream: bool = False,
@@ -183,9 +189,7 @@ def read_standard_input(what: str = "standard input", *, error: type[ReproError]
     refuse_wide(head, "<stdin>", error)
     if b"\x00" in head:
         raise error("<stdin>: a NUL byte: binary data, not text")
-    data = head + buffer.read(TEXT_BYTES.hard + 1 - len(head))
-    if len(data) > TEXT_BYTES.hard:
-        raise error(f"<stdin>: {what} holds more than the {_size(TEXT_BYTES.hard)} repro reads from one")
+    data = head + _read_bounded(buffer, 0, "<stdin>", what, TEXT_BYTES.hard - len(head), error)
     return decode(data, "<stdin>", error=error)
 
 
