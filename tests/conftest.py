@@ -138,3 +138,15 @@ def registry_calls(monkeypatch) -> list:
     for name, original in list(MEASUREMENTS.items()):
         monkeypatch.setitem(MEASUREMENTS, name, spy(name, original))
     return calls
+
+
+@pytest.fixture(scope="session")
+def h100_job_data(data_dir: Path, tmp_path_factory):
+    """The WMT sample prepared as ``repro submit table2-base-ende --cluster h100-x1`` prepares it (its
+    37000-word BPE, its length filter): (the job's config on the CPU, the prepared data), made once."""
+    from repro.benchmarks.job_path import job_config_for
+    from repro.train.data import prepare_training_data
+
+    cfg = job_config_for("cpu", False, tmp_path_factory.mktemp("h100-job"), data_dir=str(data_dir), compile="on",
+                         precision="bf16")
+    return cfg, prepare_training_data(cfg)

@@ -118,3 +118,43 @@ def test_a_missing_data_dir_is_named(tmp_path: Path, capsys) -> None:
     assert main(["selftest", "--device", "cpu", "--quick", "--data-dir", str(tmp_path / "none"),
                  "--out-dir", str(tmp_path / "run")]) == 2
     assert f"{tmp_path / 'none'}: the data directory does not exist" in capsys.readouterr().err
+
+
+def test_the_summary_is_written_after_every_stage_and_the_budget_skips_what_no_longer_fits(
+        tmp_path: Path, data_dir: Path, monkeypatch) -> None:
+    """A run stopped from outside leaves what it measured: while the second stage runs, the summary on
+    disk already holds the first. ``--budget`` skips a stage whose estimate no longer fits, by name."""
+    out = tmp_path / "s.json"
+    seen_meanwhile: list[dict] = []
+
+    def first(ctx):
+        return {"figure": 1.0}, []
+
+    def second(ctx):
+        seen_meanwhile.append(_summary(out))
+        return {}, []
+
+    replaced = {"table2-reduced": (first, 0.0), "claims": (second, 0.0), "gpu-bench": (first, 10**6)}
+    monkeypatch.setattr(stages, "STAGES", tuple(
+        type(s)(s.name, s.what, replaced[s.name][0], quick_s=replaced[s.name][1]) if s.name in replaced else s
+        for s in stages.STAGES))
+    monkeypatch.setattr("repro.selftest.STAGES", stages.STAGES)
+    assert main(["selftest", "--device", "cpu", "--quick", "--stages", "gpu-bench,table2-reduced,claims",
+                 "--budget", "60", "--json", str(out), "--out-dir", str(tmp_path / "run"),
+                 "--data-dir", str(data_dir)]) == 0
+    [during] = seen_meanwhile
+    assert [s["name"] for s in during["stages"]] == ["gpu-bench", "table2-reduced"] and during["pending"] == ["claims"]
+    assert not during["complete"] and out.with_suffix(".md").is_file()
+    final = {s["name"]: s for s in _summary(out)["stages"]}
+    assert final["gpu-bench"]["status"] == "skipped" and final["gpu-bench"]["reason"].startswith("budget")
+    assert final["table2-reduced"]["status"] == final["claims"]["status"] == "ok" and _summary(out)["complete"]
+
+
+def test_pytest_s_summary_line_is_read_wherever_it_stands() -> None:
+    output = ("..........                                                               [100%]\n"
+              "=============================== warnings summary ===============================\n"
+              "10 passed, 1 skipped, 1 warning in 43.88s\n"
+              "/opt/x/activation.py:1336: UserWarning: Support for mismatched key_padding_mask\n")
+    assert stages.pytest_summary(output) == "10 passed, 1 skipped, 1 warning in 43.88s"
+    assert stages.pytest_summary("==== 2 failed, 3 passed in 1.20s ====\nplugin: bye\n") == "2 failed, 3 passed in 1.20s"
+    assert stages.pytest_summary("no summary here\n") == ""

@@ -53,7 +53,11 @@ Conventions (every check relies on them; ``repro audit`` enforces the checkable 
   sub-layer functions without residual or norm, and the norms in the order the layer applies
   them, wherever it applies them: the checks that need to know where the norms sit (post-norm,
   LayerNorm(x + Sublayer(x)), or pre-norm, x + Sublayer(LayerNorm(x))) measure it on the layer
-  (:mod:`repro.checks.placement`); nothing needs declaring.
+  (:mod:`repro.checks.placement`); nothing needs declaring. One norm per sub-layer: a norm on a
+  sub-layer's output before its residual sum (sandwich norms, x + Norm'(Sublayer(Norm(x)))) is
+  part of the sub-layer function. A layer that runs several streams in one tensor (a main
+  stream and n-gram predict streams) takes and gives the main stream (batch, n, d_model); its
+  norms may see every stream, and the checks follow the layer's own rows among theirs.
 * **Token ids**: the checks feed ids in [4, vocab_size); the ids 0-3 (:data:`RESERVED_IDS`)
   are left to special tokens (padding, begin, end, unknown), so ``ModelParts.pad_id`` must be
   one of them. ``forward(src, tgt_in)`` is the teacher-forced training call: ``tgt_in`` is the

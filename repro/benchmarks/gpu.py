@@ -38,12 +38,16 @@ from repro.argtypes import non_negative_int, positive_float, positive_int
 from repro.benchmarks.machine import (
     environment, parse_benchmark_args, peak_memory_gib, publish, ratio_spread, spread, synchronize,
 )
+from repro.benchmarks.kernel_profile import profile_kernels
 from repro.benchmarks.train_speed import ReferenceObjective, ReferenceTransformer, make_batch, training_flops
 from repro.cli_flags import device_name
 from repro.data.batching import Batch
 from repro.model import Transformer, count_parameters, get_preset
+from repro.model.attention import train_with_shape_free_kernels
 from repro.model.precision import PRECISIONS
 from repro.runtime import Runtime
+from repro.train.compile_cache import use_compile_cache
+from repro.train.compiled import CompiledObjective, CompileWatch
 from repro.train.loss import TranslationLoss, loss_impl_for
 from repro.train.optimizer import build_optimizer
 from repro.train.schedule import PAPER_WARMUP_STEPS
@@ -87,17 +91,19 @@ def measure_model(size: str, runtime: Runtime, batch: Batch, args: argparse.Name
     ref = ref.to(runtime.device)
     cases = {"repro eager": _stepper(TranslationLoss(ours, 0.1, impl=loss_impl_for(runtime.device, False)), ours,
                                      batch, runtime, cfg.d_model)}
-    if args.compile:
-        compiled = torch.compile(TranslationLoss(ours, 0.1, impl="dense"), dynamic=True)
+    if args.compile:   # the job's own compiled objective (one graph for every shape, the job's cache)
+        use_compile_cache()
+        compiled = CompiledObjective(TranslationLoss(ours, 0.1, impl="dense"))
         cases["repro compiled"] = _stepper(compiled, ours, batch, runtime, cfg.d_model)
     cases["torch.nn.Transformer"] = _stepper(ReferenceObjective(ref, 0.1), ref, batch, runtime, cfg.d_model)
     seconds: dict[str, list[float]] = {name: [] for name in cases}
+    warming: dict[str, list[float]] = {name: [] for name in cases}
+    watch = CompileWatch()
     for i in range(args.warmup + args.steps):
         for name, fn in cases.items():
             start = time.perf_counter()
             fn()
-            if i >= args.warmup:
-                seconds[name].append(time.perf_counter() - start)
+            (seconds if i >= args.warmup else warming)[name].append(time.perf_counter() - start)
     flops = training_flops(ours, batch.src_tokens, batch.tgt_tokens)
     tokens = batch.src_tokens + batch.tgt_tokens
     out: dict[str, Any] = {"parameters": count_parameters(ours), "model_flops_per_update": flops, "cases": {}}
@@ -110,6 +116,13 @@ def measure_model(size: str, runtime: Runtime, batch: Batch, args: argparse.Name
     out["mfu"] = out["cases"][best]["mfu"]
     out["peer_ratio"] = ratio_spread(seconds["torch.nn.Transformer"], seconds[best])["median"]
     out["peak_memory_gib"] = round(peak_memory_gib(runtime.device), 2)
+    out["compilations"], out["recompile_reasons"] = watch.graphs, watch.reasons()
+    # the first warm-up round of a compiled case holds its compilation
+    out["seconds"] = {"compile": round(warming["repro compiled"][0], 2) if "repro compiled" in warming and warming[
+        "repro compiled"] else 0.0, "warmup": round(sum(map(sum, warming.values())), 2),
+        "measured": round(sum(map(sum, seconds.values())), 2)}
+    if args.kernels:
+        out["kernels"] = profile_kernels(cases[best], runtime.device, steps=2)
     return out
 
 
@@ -127,15 +140,19 @@ def main(argv: list[str] | None = None) -> dict:
                         help="also time the step under torch.compile (default: on a GPU only)")
     parser.add_argument("--peak-n", type=positive_int, default=None, help="matrix size of the peak (default 8192 GPU, 2048 CPU)")
     parser.add_argument("--peak-seconds", type=positive_float, default=5.0)
+    parser.add_argument("--kernels", action=argparse.BooleanOptionalAction, default=None,
+                        help="profile the fastest repro case: its top 20 kernels by device time (default: on a GPU)")
     args = parse_benchmark_args(parser, argv)   # --threads, --note, --out (default reports/benchmarks/gpu-<device>.json)
     runtime = Runtime.resolve(args.device, args.precision, dims=(512, 2048))
     gpu = runtime.on_gpu
     args.compile = gpu if args.compile is None else args.compile
+    args.kernels = gpu if args.kernels is None else args.kernels
     sentences = args.sentences or (780 if gpu else 64)
     batch = make_batch(sentences, args.length, args.vocab)
     n = args.peak_n or (8192 if gpu else 2048)
     if gpu:
         torch.backends.cuda.matmul.allow_tf32 = True
+        train_with_shape_free_kernels()   # the job's kernels (repro.train.loop.build)
     peaks = {"bf16": sustained_rate(runtime.device, torch.bfloat16, n if gpu else 512, args.peak_seconds),
              "fp32": sustained_rate(runtime.device, torch.float32, n, args.peak_seconds)}
     compute = "bf16" if runtime.precision.mixed else "fp32"

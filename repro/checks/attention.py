@@ -8,11 +8,12 @@ import torch
 
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from repro.claims.outcome import CheckContext, Measurement, NotApplicable
+from repro.claims.outcome import CheckContext, Inconclusive, Measurement, NotApplicable
+from repro.checks.noise import SYSTEMATIC, NoiseFloor, batch_mate_changed, noise_text
 from repro.checks.registry import checker
 from repro.checks.vacuity import require_informative
 from repro.claims.claim import Claim
-from repro.claims.compare import Worst, changed, finite, max_abs_diff
+from repro.claims.compare import Worst, finite, max_abs_diff
 from repro.complexity.flops import flop_counter
 from repro.complexity.products import FUSED_ATTENTION
 
@@ -186,27 +187,48 @@ def causal_mask(claim: Claim, ctx: CheckContext) -> Measurement:
     Perturbation test: change the target token at j and watch the logits of every position.
     (1) No leak: the logits at every i < j must not move. (2) Every earlier position reaches:
     the logits at every i > j must move. The pair i = j proves nothing (the token reaches its own
-    output through the residual connection, whatever the mask) and is left out. Measured: the
+    output through the residual connection, whatever the mask) and is left out. "Move" is judged
+    against the model's own noise floor (:mod:`repro.checks.noise`: the same call again, the
+    other sentence of the batch changed), never an absolute constant: a correct model on the CPU
+    repeats itself exactly, so any move of the past is a leak, however small. Measured: the
     number of leaking (i < j) pairs (a leak in any sentence of the batch) plus blind (i > j) pairs
-    (in each sentence)."""
+    (in each sentence); inconclusive where the noise is as large as the moves the test must see."""
     gen = torch.Generator().manual_seed(ctx.seed)
-    leaks, blind, pairs, paths = 0, 0, 0, []
+    leaks, blind, pairs, paths, floors = 0, 0, 0, [], []
     for path, parts in ctx.target.model_paths(vocab_size=40, d_model=32, n_heads=4, d_ff=64, n_layers=2).items():
         src = torch.randint(4, 40, (2, 7), generator=gen)
         tgt = torch.randint(4, 40, (2, 9), generator=gen)
         with torch.no_grad():
             base = parts.forward(src, tgt)
             require_informative(base, f"the logits ({path})")
+            what = f"the logits of path {path}"
+            noise = NoiseFloor({
+                "the same call again": max_abs_diff(parts.forward(src, tgt), base, what),
+                "the other sentence changed": max(
+                    max_abs_diff(parts.forward(src, batch_mate_changed(tgt, 1 - row, 4, 40, gen))[row], base[row], what)
+                    for row in (0, 1)),
+            })
+            past, systematic, reached = 0, 0, []
             for j in range(tgt.size(1)):
                 perturbed = tgt.clone()
                 perturbed[:, j] = 4 + (perturbed[:, j] - 4 + 7) % 36
-                moved = changed(parts.forward(src, perturbed), base, 1e-6, 2, f"the logits of path {path}")
-                leaks += int(moved.any(0)[:j].sum())            # positions i < j that moved in any sentence
+                out = parts.forward(src, perturbed)
+                moved = noise.moved(out, base, 2, what)
+                past += int(moved.any(0)[:j].sum())             # positions i < j that moved in any sentence
+                systematic += int(noise.systematic(out, base, 2).any(0)[:j].sum())
                 blind += int((~moved[:, j + 1:]).sum())          # (sentence, i > j) where i did not move
                 pairs += moved[:, j + 1:].numel()
+                reached.append((out - base)[:, j + 1:].abs().amax(-1).flatten())
+        earlier = tgt.size(1) * (tgt.size(1) - 1) // 2
+        leaks += systematic if noise.floor > 0 and systematic > SYSTEMATIC * earlier else past
+        typical = torch.cat(reached).double().median().item()
+        if noise.floor > 0 and typical <= noise.threshold:
+            raise Inconclusive(f"path {path}: the model's noise is as large as the moves the test must see (median "
+                               f"move of a later position {typical:.1e}; {noise.text()}): a leak cannot be told from it")
         paths.append(path)
+        floors.append(noise)
     detail = (f"{leaks} leaking (i < j) pairs; {blind} of {pairs} (i > j) pairs where changing target j leaves "
-              f"output i unchanged (attention paths: {', '.join(paths)})")
+              f"output i unchanged (attention paths: {', '.join(paths)}); {noise_text(dict(zip(paths, floors)))}")
     return Measurement(leaks + blind, detail=detail)
 
 

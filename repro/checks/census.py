@@ -21,19 +21,21 @@ from __future__ import annotations
 
 import weakref
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from repro.claims.outcome import NotApplicable
+from repro.claims.outcome import Inconclusive, NotApplicable
 from repro.complexity.products import Product, record_products
 from repro.model import Transformer, TransformerConfig, count_parameters, get_preset
 from repro.train.config import TrainConfig
 
 _COUNTS: "weakref.WeakKeyDictionary[Any, dict[tuple[str, int], tuple[int, bool]]]" = weakref.WeakKeyDictionary()
 
-#: Lengths of the traced forward pass: source and target differ, and neither is a head size.
-BATCH, SOURCE_LENGTH, TARGET_LENGTH, TRACE_VOCAB = 2, 7, 5, 1000
+#: Lengths of the traced forward pass: source and target differ, and neither is a head size; each is
+#: made LONGER in a pass of its own, to tell the products that follow it.
+BATCH, SOURCE_LENGTH, TARGET_LENGTH, TRACE_VOCAB, LONGER = 2, 7, 5, 1000, 2
 
 
 def buildable(row: str) -> TransformerConfig:
@@ -92,15 +94,17 @@ def _one(values: list[int]) -> int | list[int] | None:
     return None if not distinct else distinct[0] if len(distinct) == 1 else distinct
 
 
-def _attention(products: list[Product], n_q: int, n_k: int) -> list[tuple[int, int, int]]:
-    """(h, d_k, d_v) of each attention with n_q queries over n_k keys."""
+def _attention(products: list[Product], n_q: int | None, n_k: int) -> list[tuple[int, int, int]]:
+    """(h, d_k, d_v) of each attention with n_q queries (``None``: any number, as a decoder with
+    several streams runs) over n_k keys."""
     found = []
-    scores = [p.shape for p in products if p.kind == "batched" and p.shape[1] == n_q and p.shape[3] == n_k and p.shape[2] != n_k]
-    values = [p.shape for p in products if p.kind == "batched" and p.shape[1] == n_q and p.shape[2] == n_k]
+    queries = lambda n: n_q is None or n == n_q
+    scores = [p.shape for p in products if p.kind == "batched" and queries(p.shape[1]) and p.shape[3] == n_k and p.shape[2] != n_k]
+    values = [p.shape for p in products if p.kind == "batched" and queries(p.shape[1]) and p.shape[2] == n_k]
     for s, v in zip(scores, values):
         found.append((s[0] // BATCH, s[2], v[3]))
     for p in products:
-        if p.kind == "attention" and p.shape[2:4] == (n_q, n_k):
+        if p.kind == "attention" and queries(p.shape[2]) and p.shape[3] == n_k:
             batch, heads, _, _, d_k, d_v = p.shape
             found.append((heads * batch // BATCH, d_k, d_v))
     return found
@@ -121,39 +125,169 @@ def job_dimensions(cfg: TrainConfig) -> tuple[dict[str, Any], str]:
         return traced_dimensions(model, cfg.model_config(TRACE_VOCAB).d_model, device="meta")
 
 
-def traced_dimensions(forward: Any, width: int, device: str = "cpu") -> tuple[dict[str, Any], str]:
-    """The dimensions of the model whose teacher-forced call is ``forward(src, tgt_in)``, read
-    off the matrix products of one call; ``width`` is only a fallback for d_model."""
+def _trace(forward: Any, source_length: int, target_length: int, device: str, redraw: str = "") -> list[Product]:
+    """The products of one call at these lengths; ``redraw`` ('source' or 'target'): that side's
+    tokens drawn anew (the same lengths, so the same products, reached by other values)."""
     gen = torch.Generator().manual_seed(0)
-    src = torch.randint(4, TRACE_VOCAB, (BATCH, SOURCE_LENGTH), generator=gen).to(device)
-    tgt = torch.randint(4, TRACE_VOCAB, (BATCH, TARGET_LENGTH), generator=gen).to(device)
+    src = torch.randint(4, TRACE_VOCAB, (BATCH, source_length), generator=gen)
+    tgt = torch.randint(4, TRACE_VOCAB, (BATCH, target_length), generator=gen)
+    if redraw:
+        other = torch.randint(4, TRACE_VOCAB, (BATCH, source_length if redraw == "source" else target_length),
+                              generator=gen)
+        src, tgt = (other, tgt) if redraw == "source" else (src, other)
     fast_path = torch.backends.mha.get_fastpath_enabled()
     torch.backends.mha.set_fastpath_enabled(False)  # torch's fused inference kernels hide the products
     try:
-        products = record_products(lambda: forward(src, tgt))
+        return record_products(lambda: forward(src.to(device), tgt.to(device)), values=device != "meta")
     finally:
         torch.backends.mha.set_fastpath_enabled(fast_path)
-    linear = [p.shape for p in products if p.kind == "linear"]
-    to_vocab = [k for rows, k, out in linear if out == TRACE_VOCAB]
+
+
+def _same_sequence(runs: dict[str, list[Product]]) -> None:
+    """Inconclusive unless every run ran the same kinds of products in the same order."""
+    sequences = {what: tuple(p.kind for p in run) for what, run in runs.items()}
+    if len(set(sequences.values())) != 1:
+        base = next(iter(sequences.values()))
+        by_tokens = any(seq != base for what, seq in sequences.items() if what.startswith("with other"))
+        raise Inconclusive(
+            "not read: the forward pass runs " + ", ".join(f"{len(run)} matrix products {what}" for what, run in runs.items())
+            + ": not one sequence of products, so the products cannot be told apart between the stacks (the census "
+            "assumes one)" + ("; which products run depends on the tokens themselves, at the same lengths (tokens "
+                              "routed to experts?)" if by_tokens else ""))
+
+
+def _followers(forward: Any, device: str) -> tuple[list[Product], list[str]]:
+    """The products of one pass, and which input each follows: ``target`` where it changes with the
+    target alone (the decoder's), ``source`` where it changes with the source alone (the
+    encoder's), ``both`` (the encoder-decoder attention, and the decoder's layers after it) or
+    ``neither``. A product follows an input when its shape changes with that input's length, or
+    (where the pass has values and repeats itself exactly) when its operand changes with that
+    input's tokens at the same lengths: a stack that pads its input to a fixed length (a local
+    attention's window) is still told by what reaches it."""
+    s, t = SOURCE_LENGTH, TARGET_LENGTH
+    runs = {f"at source/target lengths {s}/{t}": _trace(forward, s, t, device),
+            f"at {s}/{t + LONGER}": _trace(forward, s, t + LONGER, device),
+            f"at {s + LONGER}/{t}": _trace(forward, s + LONGER, t, device)}
+    base, longer_target, longer_source = runs.values()
+    if device != "meta":
+        runs.update({"again": _trace(forward, s, t, device), "with other target tokens": _trace(forward, s, t, device, "target"),
+                     "with other source tokens": _trace(forward, s, t, device, "source")})
+    _same_sequence(runs)
+    repeated = device != "meta" and all(a.operand == b.operand for a, b in zip(base, runs["again"]))
+    follows = []
+    for i, p in enumerate(base):
+        by_target, by_source = p.shape != longer_target[i].shape, p.shape != longer_source[i].shape
+        if repeated:
+            by_target |= p.operand != runs["with other target tokens"][i].operand
+            by_source |= p.operand != runs["with other source tokens"][i].operand
+        follows.append({(True, False): "target", (False, True): "source", (True, True): "both"}.get(
+            (by_target, by_source), "neither"))
+    return base, follows
+
+
+@dataclass(frozen=True)
+class FeedForward:
+    """One feed-forward layer as it ran: ``parts``, (rows, X, input projections) of each product
+    X -> d_model it ran, one for a plain layer, several where its tokens ran in groups (experts,
+    global tokens apart from local ones); ``follows``, which input reaches it (:func:`_followers`)."""
+
+    parts: tuple[tuple[int, int, int], ...]
+    follows: str
+
+
+def _feed_forward_layers(products: list[Product], follows: list[str], width: int, vocab: int) -> list[FeedForward]:
+    """The feed-forward layers of a pass: a product X -> d_model (X neither d_model nor the
+    vocabulary) preceded, since the last such product, by one or more products d_model -> X over
+    the same rows (two for a gated layer, as GLU variants run it); products of that kind that run
+    one after another with nothing else between them (no attention, no d_model -> d_model
+    projection) are one layer whose tokens ran in groups."""
+    layers: list[list[tuple[int, int, int]]] = []
+    reached: list[set[str]] = []
+    inputs: Counter = Counter()
+    joined = False  # nothing but feed-forward products since the last layer's output
+    for p, f in zip(products, follows):
+        rows, k, out = p.shape if p.kind == "linear" else (0, 0, 0)
+        if p.kind == "linear" and k == width and out not in (width, vocab):
+            inputs[(rows, out)] += 1
+        elif p.kind == "linear" and out == width and k not in (width, vocab) and inputs[(rows, k)]:
+            if not joined:
+                layers.append([])
+                reached.append(set())
+            layers[-1].append((rows, k, inputs[(rows, k)]))
+            reached[-1].add(f)
+            inputs.clear()
+            joined = True
+        else:
+            joined = False
+    return [FeedForward(tuple(parts), "target" if "target" in f else "both" if "both" in f else
+                        "source" if "source" in f else "neither") for parts, f in zip(layers, reached)]
+
+
+def traced_dimensions(forward: Any, width: int, device: str = "cpu") -> tuple[dict[str, Any], str]:
+    """The dimensions of the model whose teacher-forced call is ``forward(src, tgt_in)``, read
+    off the matrix products of its forward pass; ``width`` is only a fallback for d_model.
+
+    What it assumes, and checks: the pass runs one sequence of products, and each stack's products
+    follow that stack's input (:func:`_followers`: the encoder's the source, the decoder's the
+    target, however many streams or rows per token it carries); a feed-forward layer is one
+    product X -> d_model after one or more d_model -> X over the same rows (a gated layer has two;
+    several such products in a row with nothing between them are one layer whose tokens ran in
+    groups: experts, global and local tokens); a self-attention has n_q = n_k = its stack's length (the encoder's read, else the decoder's). Where one does not
+    hold the dimension is not read, and :class:`Inconclusive` says what was seen instead of a number."""
+    products, follows = _followers(forward, device)
+    stacks = {"encoder": ("source",), "decoder": ("target", "both")}
+    to_vocab = [p.shape[1] for p in products if p.kind == "linear" and p.shape[2] == TRACE_VOCAB]
     d_model = _one(to_vocab) or width
     width = d_model if isinstance(d_model, int) else width
-    ins = Counter((rows, out) for rows, k, out in linear if k == width and out not in (width, TRACE_VOCAB))
-    outs = {(rows, k) for rows, k, out in linear if out == width and k != width}
-    ffn = {key: n for key, n in ins.items() if key in outs}  # d_model -> X followed by X -> d_model
-    d_ff = _one([x for _, x in ffn])
-    n_encoder = sum(n for (rows, _), n in ffn.items() if rows == BATCH * SOURCE_LENGTH)
-    n_decoder = sum(n for (rows, _), n in ffn.items() if rows == BATCH * TARGET_LENGTH)
-    attention = _attention(products, SOURCE_LENGTH, SOURCE_LENGTH)
+    layers = _feed_forward_layers(products, follows, width, TRACE_VOCAB)
+    gated = sum(1 for layer in layers if any(inputs > 1 for *_, inputs in layer.parts))
+    grouped = sum(1 for layer in layers if len(layer.parts) > 1)
+    unread, notes = {}, []
+    counts = {}
+    for key, stack, length in (("N_encoder", "encoder", SOURCE_LENGTH), ("N_decoder", "decoder", TARGET_LENGTH)):
+        mine = [layer for layer in layers if layer.follows in stacks[stack]]
+        counts[key] = len(mine)
+        rows = sorted({layer.parts[0][0] for layer in mine if len(layer.parts) == 1})
+        reach = "the source reaches and the target does not" if stack == "encoder" else "the target reaches"
+        if not counts[key]:
+            unread[key] = (f"no feed-forward layer (d_model -> X -> d_model) among the products {reach}; the {stack} "
+                           "could not be read")
+        for r in rows:
+            if r != BATCH * length:
+                notes.append(f"the {stack}'s feed-forward layers run on {r} rows for {BATCH} x {length} tokens"
+                             + (f" ({r // (BATCH * length)} streams in one tensor)" if r % (BATCH * length) == 0
+                                else " (its input padded to a fixed length)"))
+    stray = sum(1 for layer in layers if layer.follows == "neither")
+    if stray:
+        notes.append(f"{stray} feed-forward layer(s) that neither input reaches, counted in neither stack")
+    if grouped:
+        notes.append(f"{grouped} feed-forward layers ran their tokens in groups, several products X -> d_model in a row "
+                     "with nothing between them (experts, or global tokens apart from local ones), each counted once")
+    attention = _attention([p for p, f in zip(products, follows) if f in stacks["encoder"]], SOURCE_LENGTH, SOURCE_LENGTH)
+    if not attention:
+        attention = _attention([p for p, f in zip(products, follows) if f in stacks["decoder"]], TARGET_LENGTH,
+                               TARGET_LENGTH)
+        if attention:
+            notes.append(f"h, d_k, d_v read off the decoder's self-attention (no attention over {SOURCE_LENGTH} "
+                         f"queries and {SOURCE_LENGTH} keys in the encoder)")
+        else:
+            unread["h, d_k, d_v"] = ("no self-attention over as many queries and keys as its stack's length (the "
+                                     f"encoder's {SOURCE_LENGTH}, the decoder's {TARGET_LENGTH}); the heads could not be read")
     measured = {
-        "N_encoder": n_encoder,
-        "N_decoder": n_decoder,
+        **counts,
         "d_model": d_model,
-        "d_ff": d_ff,
+        "d_ff": _one([x for layer in layers for _, x, _ in layer.parts]),
         "h": _one([a[0] for a in attention]),
         "d_k": _one([a[1] for a in attention]),
         "d_v": _one([a[2] for a in attention]),
     }
-    cross = _attention(products, TARGET_LENGTH, SOURCE_LENGTH)
-    seen = (f"{len(products)} products in one forward pass: {n_encoder} + {n_decoder} feed-forward layers, "
-            f"{len(attention)} encoder self-attentions, {len(cross)} cross-attentions")
+    if gated:
+        notes.append(f"{gated} feed-forward layers gated (more than one d_model -> X product each), each counted once")
+    cross = _attention([p for p, f in zip(products, follows) if f in stacks["decoder"]], None, SOURCE_LENGTH)
+    seen = (f"{len(products)} products in one forward pass: {counts['N_encoder']} + {counts['N_decoder']} feed-forward "
+            f"layers, {len(attention)} self-attentions read, {len(cross)} cross-attentions" + "".join(f"; {n}" for n in notes))
+    if unread:
+        read = ", ".join(f"{k}={v}" for k, v in measured.items() if k not in unread and v is not None)
+        raise Inconclusive("not read: " + "; ".join(f"{k}: {why}" for k, why in unread.items())
+                           + f" (read: {read}; {seen})")
     return measured, seen

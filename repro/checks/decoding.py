@@ -25,6 +25,7 @@ from repro.checks.vacuity import require_informative
 from repro.claims.claim import Claim
 from repro.claims.compare import finite
 from repro.claims.outcome import CheckContext, Inconclusive, Measurement, NotApplicable
+from repro.claims.seeding import claim_seed, seeded
 
 SOURCE_LENGTH = 10
 #: The ids the adapter protocol leaves to special tokens (padding, begin, end, unknown).
@@ -241,14 +242,14 @@ def dropout_off(claim: Claim, ctx: CheckContext) -> Measurement:
     only, one output for every source: a random model sometimes decodes so) cannot show dropout;
     the check then builds another model, from the next seed, up to :data:`DROPOUT_OFF_MODELS`,
     and is inconclusive if none decodes anything, never a pass (:mod:`repro.checks.vacuity`).
-    Each model is built and searched under its own seed, the global random state left as it was."""
+    Each model is built and searched under its own seed (the run's seed, the claim's id and the
+    attempt: :mod:`repro.claims.seeding`), the global random state left as it was."""
     beam, alpha, offset = _settings(claim)
     gen = torch.Generator().manual_seed(ctx.seed)
     src = torch.randint(4, 40, (6, 7), generator=gen)
     nothing = None
     for attempt in range(DROPOUT_OFF_MODELS):
-        with torch.random.fork_rng():
-            torch.manual_seed(ctx.seed * DROPOUT_OFF_MODELS + attempt)
+        with seeded(claim_seed(ctx.seed, claim.id, attempt)):
             parts = ctx.target.training_model(vocab_size=40, d_model=32, n_heads=4, d_ff=64, n_layers=2, dropout=0.3)
             if parts.module is None:
                 raise NotApplicable(f"{ctx.target.name} gives no module to switch between train and eval mode")

@@ -5,20 +5,25 @@ decoder stacks."
 
 Dropout with rate p zeroes each element with probability p and scales the rest by 1/(1-p). At
 each place the paper names, the checkers take what the model actually adds or passes on and the
-same quantity without dropout, and measure the fraction of elements zeroed and whether the others
-are scaled by 1/(1-p). They assume no layout of their own:
+same quantity without that dropout, and measure the fraction of elements zeroed and whether the
+others are scaled by 1/(1-p). What they assume about the layout, and what they answer when it
+does not hold:
 
 * the residual stream is found from where the layer's norms are measured to sit
-  (:mod:`repro.checks.placement`): post-norm (the paper's) or pre-norm (T5's); what a sub-layer
-  adds is the next norm's input (or the layer's output) minus the stream it was added to;
-* the clean quantity is the same call with the model in eval mode (dropout off), so no
-  positional table is assumed: a model without one (T5) is measured as it is, and the paper's
-  sinusoids are never put in for a table the implementation does not expose.
-
-A sub-layer that is itself random in train mode (dropout inside it: on the attention weights or
-the feed-forward layer's hidden units, as T5 applies) cannot match its clean output element by
-element; its kept elements are then checked by their least-squares scale against the clean
-output, which inverted dropout leaves unbiased.
+  (:mod:`repro.checks.placement`): post-norm (the paper's) or pre-norm (T5's), on the layer's own
+  rows where its norms see several streams in one tensor; what a sub-layer adds is the next
+  norm's input (or the layer's output) minus the stream it was added to. A layer whose norms are
+  neither (or that gives another number of norms than sub-layers) is named in the reason with
+  what was seen, and the other layers are still measured (inconclusive where those all hold);
+* what a sub-layer adds is compared with the sub-layer's own output on the same input, in train
+  mode: element by element where the sub-layer is deterministic; where it is itself random in
+  train mode (dropout on the attention weights or the feed-forward layer's hidden units, as T5
+  applies) by the least-squares scale of the kept elements against its own train-mode mean
+  (:func:`observe_random`), which holds whatever follows the inner dropout (a linear map, or a
+  norm as in sandwich-norm layers, where the eval-mode output is off by several per cent);
+* what each stack receives is compared with the same call with the model in eval mode (dropout
+  off), so no positional table is assumed: a model without one (T5) is measured as it is, and
+  the paper's sinusoids are never put in for a table the implementation does not expose.
 """
 
 from __future__ import annotations
@@ -30,12 +35,12 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from repro.checks.placement import OTHER, norm_modules, norm_placement, residual_stream, trace_layer
+from repro.checks.placement import OTHER, Placement, norm_modules, norm_placement, residual_stream, trace_layer
 from repro.checks.positional import stack_table
 from repro.checks.registry import checker
 from repro.claims.claim import Claim
 from repro.claims.compare import finite
-from repro.claims.outcome import Absent, CheckContext, Measurement, NotApplicable
+from repro.claims.outcome import Absent, CheckContext, Inconclusive, Measurement, NotApplicable
 
 SIZE = dict(vocab_size=40, d_model=32, n_heads=4, d_ff=64, n_layers=2)
 
@@ -43,6 +48,8 @@ SIZE = dict(vocab_size=40, d_model=32, n_heads=4, d_ff=64, n_layers=2)
 SCALE_TOLERANCE = 0.05
 #: Traced calls pooled for a layer whose sub-layers are random in train mode.
 REPEATS = 32
+#: Train-mode calls of a random sub-layer averaged into each of the two independent estimates of its mean.
+HALF = 2
 
 
 @dataclass
@@ -60,22 +67,44 @@ class Site:
         return self.scale_error <= (1e-4 if self.exact else SCALE_TOLERANCE)
 
 
-def observe(name: str, observed: Tensor, clean: Tensor, p: float, exact: bool = True) -> Site:
+def observe(name: str, observed: Tensor, clean: Tensor, p: float) -> Site:
+    """The site where ``observed`` should be ``clean`` with dropout: the fraction zeroed, and the
+    worst kept element's distance from clean / (1 - p)."""
     finite(observed, f"the {name}")
     finite(clean, f"the {name} without dropout")
     live = clean.abs() > 1e-6
     zeroed = (observed.abs() <= 1e-7) & live
     kept = live & ~zeroed
-    if not kept.any():
-        scale = float("inf") if live.any() else 0.0
-    elif exact:
-        scale = (observed[kept] - clean[kept] / (1 - p)).abs().max().item()
+    scale = (observed[kept] - clean[kept] / (1 - p)).abs().max().item() if kept.any() else (
+        float("inf") if live.any() else 0.0)
+    return Site(name, zeroed.sum().item() / max(live.sum().item(), 1), _not_nan(scale))
+
+
+def observe_random(name: str, observed: Tensor, sample_a: Tensor, sample_b: Tensor, p: float) -> Site:
+    """The site of a sub-layer that is random in train mode (dropout inside it), from pooled calls:
+    ``observed`` what it added to the residual stream, ``sample_a`` and ``sample_b`` two more
+    train-mode outputs of the sub-layer on the same inputs, each with its own inner dropout.
+
+    Kept elements are checked by their least-squares scale against the sub-layer's own train-mode
+    mean m, E[observed] = m / (1 - p): sum(observed * a) / sum(a * b) estimates 1 / (1 - p) without
+    bias, since the three draws are independent (E[a b] = m^2). The eval-mode output is no such
+    reference: it is the train-mode mean only when a linear map follows the inner dropout, and a
+    norm after it (sandwich norms) shifts the scale by several per cent."""
+    for what, t in (("", observed), (" (a second train-mode call)", sample_a), (" (a third)", sample_b)):
+        finite(t, f"the {name}{what}")
+    live = (sample_a.abs() > 1e-6) & (sample_b.abs() > 1e-6)
+    zeroed = (observed.abs() <= 1e-7) & live
+    kept = live & ~zeroed
+    if kept.any():
+        o, a, b = (t[kept].double() for t in (observed, sample_a, sample_b))
+        scale = abs((o * a).sum().item() / (a * b).sum().item() * (1 - p) - 1)
     else:
-        o, c = observed[kept].double(), clean[kept].double()
-        scale = abs((o * c).sum().item() / (c * c).sum().item() * (1 - p) - 1)
-    if scale != scale:  # NaN: never a pass
-        scale = float("inf")
-    return Site(name, zeroed.sum().item() / max(live.sum().item(), 1), scale, exact)
+        scale = float("inf") if live.any() else 0.0
+    return Site(name, zeroed.sum().item() / max(live.sum().item(), 1), _not_nan(scale), exact=False)
+
+
+def _not_nan(value: float) -> float:
+    return float("inf") if value != value else value  # NaN: never a pass
 
 
 @contextmanager
@@ -108,7 +137,8 @@ def _measure(sites: list[Site], p: float, claim: Claim, notes: str = "") -> Meas
         scale.append(f"kept elements off clean/(1-p) by at most {max(exact):.1e}")
     if fitted:
         scale.append(f"sub-layers random in train mode (dropout inside them): least-squares scale of the kept "
-                     f"elements off 1/(1-p) by at most {100 * max(fitted):.1f}% (allowed {100 * SCALE_TOLERANCE:.0f}%)")
+                     f"elements against the sub-layer's own train-mode mean off 1/(1-p) by at most "
+                     f"{100 * max(fitted):.1f}% (allowed {100 * SCALE_TOLERANCE:.0f}%)")
     tolerance = claim.tolerance.get("abs", 0.06)
     passed = worst <= tolerance and all(s.scaled for s in sites)
     return Measurement(round(worst, 4), passed, f"P_drop {p}: {detail}; {'; '.join(scale)}{notes}")
@@ -118,58 +148,55 @@ def _random_in_train_mode(fn: Callable[..., Tensor], *args: Tensor) -> bool:
     return not torch.equal(fn(*args), fn(*args))
 
 
+class NotRead(NotApplicable):
+    """One layer whose residual stream could not be followed (its layout is not one the check
+    reads): said in the reason, its sites left out, the other layers' kept."""
+
+
 def _layer_sites(name: str, layer_call: Callable[[], Tensor], x: Tensor, norms, sublayers: list[tuple[str, Callable]],
-                 module: nn.Module | None, p: float) -> tuple[list[Site], str]:
+                 p: float) -> tuple[list[Site], Placement]:
     """The dropout sites of one layer (one per sub-layer), from traced calls in train mode: one
-    call when its sub-layers are deterministic, :data:`REPEATS` pooled calls when one is random
-    (its scale is then a statistical estimate, and more elements make it precise)."""
+    call when its sub-layers are deterministic (each compared element by element with the
+    sub-layer's own output on the input it was given), :data:`REPEATS` pooled calls when one is
+    random (:func:`observe_random`)."""
+    finite(layer_call(), f"the output of {name}")  # NaN follows no residual stream: a failure, not "not read"
     norms = norm_modules(norms)
-    finite(layer_call(), f"the output of {name}")  # NaN follows no residual stream: a failure, not "not applicable"
     if len(norms) != len(sublayers):
-        raise NotApplicable(f"{name} gives {len(norms)} norms for {len(sublayers)} sub-layers")
+        raise NotRead(f"{name} gives {len(norms)} norms for {len(sublayers)} sub-layers")
     traces = [trace_layer(layer_call, x, norms)]
     placement = norm_placement(traces[0], norms)
-    if placement == OTHER:
-        raise NotApplicable(
-            f"{name}: its norms are neither after each residual sum (post-norm) nor before each sub-layer "
-            "(pre-norm), as measured, so the residual stream cannot be followed (see sec3.sublayer.post-norm)"
-        )
+    if placement.kind == OTHER:
+        raise NotRead(f"{name}: its norms are neither after each residual sum (post-norm) nor before each sub-layer "
+                      f"(pre-norm), as measured ({placement.seen}), so the residual stream cannot be followed (see "
+                      "sec3.sublayer.post-norm)")
     first = residual_stream(traces[0], norms, placement)
     random = [_random_in_train_mode(sublayer, sub_input) for (_, sublayer), (_, _, sub_input) in zip(sublayers, first)]
-    if any(random) and module is None:
-        raise NotApplicable(f"{name} has sub-layers that are random in train mode and ModelParts.module is None: no "
-                            "clean output to compare with (the model cannot be put in eval mode)")
     streams = [first] + [residual_stream(trace_layer(layer_call, x, norms), norms, placement)
                          for _ in range(REPEATS - 1 if any(random) else 0)]
     sites = []
     for k, (label, sublayer) in enumerate(sublayers):
         added = torch.cat([stream[k][0] for stream in streams])
-        with evaluating(module):
-            clean = torch.cat([sublayer(stream[k][2]) for stream in streams])
-        sites.append(observe(f"{name} {label}", added, clean, p, exact=not random[k]))
+        sample = torch.cat([sublayer(stream[k][2]) for stream in streams])
+        if random[k]:
+            sample = torch.stack([sample] + [torch.cat([sublayer(stream[k][2]) for stream in streams])
+                                             for _ in range(2 * HALF - 1)])
+            sites.append(observe_random(f"{name} {label}", added, sample[:HALF].mean(0), sample[HALF:].mean(0), p))
+        else:
+            sites.append(observe(f"{name} {label}", added, sample, p))
     return sites, placement
 
 
-def _seeded(check: Callable[[Claim, CheckContext], Measurement]) -> Callable[[Claim, CheckContext], Measurement]:
-    """Run ``check`` with the global random state (model initialisation, dropout masks) seeded from
-    the claim's seed, and restored after: the same audit gives the same fractions."""
-
-    def run(claim: Claim, ctx: CheckContext) -> Measurement:
-        with torch.random.fork_rng():
-            torch.manual_seed(ctx.seed)
-            return check(claim, ctx)
-
-    run.__doc__, run.__name__ = check.__doc__, check.__name__
-    return run
-
-
 @checker("dropout.residual")
-@_seeded
 def residual(claim: Claim, ctx: CheckContext) -> Measurement:
     """Every sub-layer output of every layer, in train mode: what the sub-layer added to the
-    residual stream (found where the layer's norms are measured to sit, post- or pre-norm),
-    against the sub-layer's output with dropout off. Measured: the worst |fraction zeroed -
-    P_drop| over all sub-layers; the kept elements must be scaled by 1/(1-p)."""
+    residual stream (found where the layer's norms are measured to sit, post- or pre-norm, on the
+    layer's own rows where its norms see several streams), against the sub-layer's own train-mode
+    output on the same input. Measured: the worst |fraction zeroed - P_drop| over all sub-layers;
+    the kept elements must be scaled by 1/(1-p).
+
+    A layer whose stream cannot be followed is named in the reason with what was seen, and the
+    other layers' sites are kept: a departure at any of them fails the claim; where all of them
+    hold but some layer could not be read, the claim is inconclusive, never a pass."""
     p = claim.params.get("p", 0.3)
     parts = ctx.target.training_model(**SIZE, dropout=p)
     if parts.encoder_layers is None or parts.decoder_layers is None:
@@ -177,23 +204,40 @@ def residual(claim: Claim, ctx: CheckContext) -> Measurement:
     gen = torch.Generator().manual_seed(ctx.seed)
     x = torch.randn(4, 16, SIZE["d_model"], generator=gen)
     z = torch.randn(4, 10, SIZE["d_model"], generator=gen)
+    layers = [(f"encoder {i}", lambda layer=layer: layer.layer(x), layer.norms,
+               [("self-attention", layer.self_attention), ("feed-forward", layer.feed_forward)])
+              for i, layer in enumerate(parts.encoder_layers)]
+    layers += [(f"decoder {i}", lambda layer=layer: layer.layer(x, z), layer.norms,
+                [("self-attention", layer.self_attention),
+                 ("encoder-decoder attention", lambda h, layer=layer: layer.cross_attention(h, z)),
+                 ("feed-forward", layer.feed_forward)])
+               for i, layer in enumerate(parts.decoder_layers)]
     sites: list[Site] = []
     placements: set[str] = set()
+    streams: list[str] = []
+    unread: list[str] = []
     with torch.no_grad():
-        for i, layer in enumerate(parts.encoder_layers):
-            found, placement = _layer_sites(
-                f"encoder {i}", lambda: layer.layer(x), x, layer.norms,
-                [("self-attention", layer.self_attention), ("feed-forward", layer.feed_forward)], parts.module, p)
+        for name, call, norms, sublayers in layers:
+            try:
+                found, placement = _layer_sites(name, call, x, norms, sublayers, p)
+            except NotApplicable as why:
+                unread.append(str(why))
+                continue
             sites += found
-            placements.add(placement)
-        for i, layer in enumerate(parts.decoder_layers):
-            found, placement = _layer_sites(
-                f"decoder {i}", lambda: layer.layer(x, z), x, layer.norms,
-                [("self-attention", layer.self_attention), ("encoder-decoder attention", lambda h: layer.cross_attention(h, z)),
-                 ("feed-forward", layer.feed_forward)], parts.module, p)
-            sites += found
-            placements.add(placement)
-    return _measure(sites, p, claim, f"; layers measured {' and '.join(sorted(placements))}")
+            placements.add(placement.kind)
+            if placement.streams:
+                streams.append(f"{name}: {placement.streams}")
+    if not sites:
+        raise NotApplicable("no dropout site could be observed: " + "; ".join(unread))
+    notes = f"; layers measured {' and '.join(sorted(placements))}"
+    notes += "".join(f"; {s}" for s in streams)
+    measured = _measure(sites, p, claim, notes)
+    if unread:
+        measured.detail += f"; not read ({len(unread)} of {len(layers)} layers): " + "; ".join(unread)
+        if measured.passed:
+            raise Inconclusive(f"the {len(sites)} sites measured hold ({measured.detail}), but not every layer "
+                               "could be read, so the claim is not established")
+    return measured
 
 
 def _sum_note(ctx: CheckContext, parts, tokens: Tensor, clean: dict[str, Tensor]) -> str:
@@ -221,7 +265,6 @@ def _sum_note(ctx: CheckContext, parts, tokens: Tensor, clean: dict[str, Tensor]
 
 
 @checker("dropout.embeddings")
-@_seeded
 def embeddings(claim: Claim, ctx: CheckContext) -> Measurement:
     """The input of each stack's first layer, in train mode, against the same with dropout off
     (the model in eval mode; without ``ModelParts.module``, the scaled embedding plus the table

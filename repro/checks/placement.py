@@ -12,7 +12,14 @@ recording what each norm receives, and read the placement off it:
 * post-norm: the first norm receives something else (the input plus the first sub-layer's
   output), and the layer's output is the last norm's output.
 
-Anything else is reported as such, and the checks that need the stream say they cannot find it.
+What it assumes about the layout, and checks: the norms are per-position (each row of d_model
+features normalised on its own), and the layer's own positions are rows of what each norm
+receives. The norms may see *more* rows than the layer takes and gives: a decoder that runs
+several streams in one tensor (a main stream and n-gram predict streams stacked along the
+sequence or the batch) normalises all of them at once. The layer's own rows are then found among
+the norm's rows by value (:func:`own_rows`), wherever they lie, and the residual stream is
+followed on those rows. Anything else (the layer's rows found in neither place, or in both) is
+reported as "other" with what was seen, and the checks that need the stream say they cannot find it.
 """
 
 from __future__ import annotations
@@ -69,42 +76,92 @@ def trace_layer(call: Callable[[], Tensor], x: Tensor, norms: Sequence[nn.Module
     return LayerTrace(x, output.detach(), [seen[i] for i in range(len(norms))])
 
 
-def _same(a: Tensor, b: Tensor) -> bool:
-    return a.shape == b.shape and (a - b).abs().max().item() <= SAME * max(b.abs().max().item(), 1.0)
+def own_rows(big: Tensor, small: Tensor) -> Tensor | None:
+    """Where ``small``'s rows (its last dimension the features) lie among ``big``'s, as indices
+    into ``big.reshape(-1, d)``, or ``None`` when some row of ``small`` is not a row of ``big``
+    (to :data:`SAME`, relative to its scale) or two of its rows would be the same row of ``big``.
+    The same layout gives ``arange``; a tensor that stacks several streams gives the main stream's rows."""
+    if big.dim() < 1 or small.dim() < 1 or big.shape[-1] != small.shape[-1] or big.numel() < small.numel():
+        return None
+    b = big.detach().reshape(-1, big.shape[-1]).double()
+    s = small.detach().reshape(-1, small.shape[-1]).double()
+    if s.numel() == 0:
+        return None
+    tolerance = SAME * max(s.abs().max().item(), 1.0)
+    if b.shape == s.shape and (b - s).abs().max().item() <= tolerance:
+        return torch.arange(s.size(0), device=big.device)
+    distance, rows = torch.cdist(s, b, p=float("inf")).min(dim=1)
+    if distance.max().item() > tolerance or rows.unique().numel() != rows.numel():
+        return None
+    return rows
 
 
-def norm_placement(trace: LayerTrace, norms: Sequence[nn.Module]) -> str:
-    """``post-norm``, ``pre-norm`` or ``other``, read off one traced call (see the module docstring).
-    Valid in train mode too: it compares tensors of the one call, never two calls."""
-    first_sees_input = _same(trace.norm_inputs[0], trace.x)
+def _shape(t: Tensor) -> str:
+    return "x".join(map(str, t.shape))
+
+
+@dataclass
+class Placement:
+    """Where a traced layer's norms sit: ``kind`` (post-norm, pre-norm or other); ``rows``, the
+    layer's own rows among the rows each norm receives (:func:`own_rows`; ``None`` for other);
+    ``seen``, what the trace showed, for a reason; ``streams``, a note where the norms see more
+    rows than the layer's own ('' where they see those alone)."""
+
+    kind: str
+    rows: Tensor | None
+    seen: str
+    streams: str = ""
+
+
+def norm_placement(trace: LayerTrace, norms: Sequence[nn.Module]) -> Placement:
+    """The placement read off one traced call (see the module docstring). Valid in train mode too:
+    it compares tensors of the one call, never two calls."""
+    pre = own_rows(trace.norm_inputs[0], trace.x)
     with torch.no_grad():
-        ends_with_norm = _same(trace.output, norms[-1](trace.norm_inputs[-1]))
-    if first_sees_input and not ends_with_norm:
-        return PRE_NORM
-    if ends_with_norm and not first_sees_input:
-        return POST_NORM
-    return OTHER
+        last = norms[-1](trace.norm_inputs[-1])
+    post = own_rows(last, trace.output)
+    shapes = {_shape(t) for t in trace.norm_inputs}
+    seen = (f"layer input {_shape(trace.x)}, output {_shape(trace.output)}, norm inputs {', '.join(sorted(shapes))}; "
+            f"the layer's input {'is' if pre is not None else 'is not'} among the first norm's rows, its output "
+            f"{'is' if post is not None else 'is not'} among the last norm's output rows")
+    rows = pre if pre is not None else post
+    if (pre is None) == (post is None) or len(shapes) != 1:
+        if len(shapes) != 1:
+            seen += "; the norms receive tensors of different shapes"
+        return Placement(OTHER, None, seen)
+    extra = trace.norm_inputs[0].numel() // trace.norm_inputs[0].shape[-1] - rows.numel()
+    streams = (f"the norms see {extra} rows besides the layer's {rows.numel()} (several streams in one tensor), "
+               "followed on the layer's own rows") if extra else ""
+    return Placement(PRE_NORM if pre is not None else POST_NORM, rows, seen, streams)
 
 
-def residual_stream(trace: LayerTrace, norms: Sequence[nn.Module], placement: str) -> list[tuple[Tensor, Tensor, Tensor]]:
+def _own(t: Tensor, rows: Tensor, like: Tensor) -> Tensor:
+    """The layer's own rows of ``t`` (a norm's input or output), in the layer's shape ``like``."""
+    return t.reshape(-1, t.shape[-1])[rows].reshape(like.shape)
+
+
+def residual_stream(trace: LayerTrace, norms: Sequence[nn.Module], placement: Placement) -> list[tuple[Tensor, Tensor, Tensor]]:
     """For each sub-layer k, in order: (what it added to the residual stream, the stream it was
-    added to, the sub-layer's input), from a traced call whose placement is known.
+    added to, the sub-layer's input), on the layer's own rows, from a traced call whose placement
+    is known.
 
     post-norm: stream_0 = x, the sub-layer reads stream_k, and norm k receives stream_k + added_k;
     stream_k+1 = norm_k(that). pre-norm: norm k receives stream_k (stream_0 = x), the sub-layer
     reads norm_k(stream_k), and the next norm (or the output) receives stream_k + added_k."""
-    inputs = trace.norm_inputs
+    if placement.kind == OTHER or placement.rows is None:
+        raise ValueError(f"no residual stream for placement {placement.kind!r}")
+    rows, x = placement.rows, trace.x
+    inputs = [_own(t, rows, x) for t in trace.norm_inputs]
     out = []
     with torch.no_grad():
-        if placement == POST_NORM:
-            stream = trace.x
+        normed = [_own(norms[k](t), rows, x) for k, t in enumerate(trace.norm_inputs)]
+        if placement.kind == POST_NORM:
+            stream = x
             for k, received in enumerate(inputs):
                 out.append((received - stream, stream, stream))
-                stream = norms[k](received)
-        elif placement == PRE_NORM:
+                stream = normed[k]
+        else:
             following = [*inputs[1:], trace.output]
             for k, stream in enumerate(inputs):
-                out.append((following[k] - stream, stream, norms[k](stream)))
-        else:
-            raise ValueError(f"no residual stream for placement {placement!r}")
+                out.append((following[k] - stream, stream, normed[k]))
     return out

@@ -8,7 +8,7 @@ from repro.claims.outcome import Absent, CheckContext, Measurement, NotApplicabl
 from repro.checks.registry import checker
 from repro.claims.claim import Claim
 from repro.claims.compare import Worst, finite, max_abs_diff
-from repro.checks.sinusoids import PAPER_LAYOUT, NotSinusoidPairs, SinusoidPairs, find_pairs
+from repro.checks.sinusoids import PAPER_LAYOUT, NotSinusoidPairs, find_pairs
 
 
 def reference_encoding(length: int, d_model: int) -> torch.Tensor:
@@ -22,12 +22,16 @@ def reference_encoding(length: int, d_model: int) -> torch.Tensor:
     return pe
 
 
-def _table(ctx: CheckContext, claim: Claim) -> torch.Tensor:
+def _tables(ctx: CheckContext, claim: Claim) -> tuple[dict[str, torch.Tensor], str]:
+    """Every table the implementation declares (:func:`declared_tables`) at the claim's length and
+    width, each required of that shape and finite, in float64; and the note on those declared absent."""
     length, d_model = claim.params.get("length", 200), claim.params.get("d_model", 512)
-    table = ctx.target.positional_encoding(length, d_model)
-    if tuple(table.shape) != (length, d_model):
-        raise ValueError(f"positional_encoding returned shape {tuple(table.shape)}, expected {(length, d_model)}")
-    return finite(table.detach().double(), "the positional table")
+    tables, note = declared_tables(ctx, length, d_model)
+    for name, table in tables.items():
+        if tuple(table.shape) != (length, d_model):
+            raise ValueError(f"{name} has shape {tuple(table.shape)}, expected {(length, d_model)}")
+        tables[name] = finite(table.detach().double(), name)
+    return tables, note
 
 
 @checker("positional.equations")
@@ -41,7 +45,8 @@ def equations(claim: Claim, ctx: CheckContext) -> Measurement:
     length = claim.params.get("length", 200)
     seen: dict[str, float] = {}
     for d_model in claim.params.get("d_models", [16, 64, 512]):
-        for name, table in declared_tables(ctx, length, d_model).items():
+        tables, note = declared_tables(ctx, length, d_model)
+        for name, table in tables.items():
             table = table.detach().double()
             if tuple(table.shape) != (length, d_model):
                 return Measurement(float("inf"), False, f"{name}: shape {tuple(table.shape)} for d_model={d_model}")
@@ -49,7 +54,7 @@ def equations(claim: Claim, ctx: CheckContext) -> Measurement:
             worst.add(error)
             seen[name] = max(seen.get(name, 0.0), error)
     return Measurement(worst.value, detail=f"max abs error {worst.value:.2e} (" + ", ".join(
-        f"{name} {error:.1e}" for name, error in seen.items()) + ")")
+        f"{name} {error:.1e}" for name, error in seen.items()) + ")" + note)
 
 
 #: The tables :func:`declared_tables` names: the adapter's, and each stack's own.
@@ -60,59 +65,58 @@ def _heads(d_model: int) -> int:
     return next(h for h in (4, 2, 1) if d_model % h == 0)
 
 
-def own_stack_tables(ctx: CheckContext, length: int, d_model: int) -> dict[str, torch.Tensor]:
+def own_stack_tables(ctx: CheckContext, length: int, d_model: int) -> tuple[dict[str, torch.Tensor], list[str]]:
     """The tables a built model declares as its own per stack (``ModelParts.encoder_positions`` /
-    ``decoder_positions``); none where the adapter builds no model or the model exposes none
-    (absent parts are left to the general table's claim)."""
+    ``decoder_positions``), and the reasons of those it declares absent; none where the adapter
+    builds no model or the model exposes none."""
     try:
         parts = ctx.target.model(vocab_size=40, d_model=d_model, n_heads=_heads(d_model), d_ff=64, n_layers=1)
     except NotApplicable:
-        return {}
-    out = {}
+        return {}, []
+    out, absent = {}, []
     for stack, own in (("encoder", parts.encoder_positions), ("decoder", parts.decoder_positions)):
         if own is None:
             continue
         try:
             out[f"the model's own {stack} table"] = own(length)
-        except Absent:
-            continue
-    return out
+        except Absent as why:
+            absent.append(str(why))
+    return out, absent
 
 
-def declared_tables(ctx: CheckContext, length: int, d_model: int) -> dict[str, torch.Tensor]:
+def declared_tables(ctx: CheckContext, length: int, d_model: int) -> tuple[dict[str, torch.Tensor], str]:
     """Every positional table the implementation declares, by name: the adapter's general
-    ``positional_encoding`` (an ``Absent`` one fails the claim) and each per-stack table of the
-    built model. ``NotApplicable`` when it declares none."""
+    ``positional_encoding`` and each per-stack table of the built model; and a note on the tables
+    declared absent. Where the general table is absent but the model declares tables of its own
+    (a model whose positions are per stack), those are what it adds, and they are measured;
+    ``Absent`` only where it declares none at all, ``NotApplicable`` where it exposes none."""
     tables: dict[str, torch.Tensor] = {}
+    absent: list[str] = []
     try:
         tables[GENERAL_TABLE] = ctx.target.positional_encoding(length, d_model)
     except NotApplicable:
         pass
-    tables.update(own_stack_tables(ctx, length, d_model))
+    except Absent as why:
+        absent.append(str(why))
+    own, own_absent = own_stack_tables(ctx, length, d_model)
+    tables.update(own)
+    absent += own_absent
+    absent = list(dict.fromkeys(absent))
+    if not tables and absent:
+        raise Absent("; ".join(absent))
     if not tables:
         raise NotApplicable(f"{ctx.target.name} exposes no positional table (adapter method 'positional_encoding', "
                             "ModelParts.encoder_positions / decoder_positions)")
-    return tables
+    note = f"; declared absent: {'; '.join(absent)} (the tables declared are measured)" if absent else ""
+    return tables, note
 
 
-def _pairs(ctx: CheckContext, claim: Claim) -> SinusoidPairs:
-    return find_pairs(_table(ctx, claim))
-
-
-@checker("positional.wavelengths")
-def wavelengths(claim: Claim, ctx: CheckContext) -> Measurement:
-    """The wavelengths of the table's sinusoids must form a geometric progression from 2*pi
-    towards 10000 * 2*pi.
-
-    The (sine, cosine) pairs are found first (:mod:`repro.checks.sinusoids`), so the order of
-    the dimensions does not matter: the wavelengths are a property of the set of sinusoids
-    (the layout is ``sec3.pe.layout``'s). Measured: [first wavelength / 2pi, last wavelength /
-    2pi]; passes when the first is 1, the ratios between neighbours are constant, and the last
-    equals 10000^((d-2)/d) (the progression's last term below 10000 * 2pi)."""
+def _wavelengths(table: torch.Tensor) -> tuple[list[float] | None, bool, str]:
+    """([first, last] wavelength / 2pi, whether they are the paper's, what was seen) of one table."""
     try:
-        pairs = _pairs(ctx, claim)
+        pairs = find_pairs(table)
     except NotSinusoidPairs as why:
-        return Measurement(None, False, str(why))
+        return None, False, str(why)
     d_model = 2 * len(pairs.sine)
     lam = pairs.wavelengths
     ratios = torch.log(lam[1:] / lam[:-1])
@@ -120,44 +124,76 @@ def wavelengths(claim: Claim, ctx: CheckContext) -> Measurement:
     first, last = lam[0].item(), lam[-1].item()
     last_expected = 10000 ** ((d_model - 2) / d_model)
     ok = abs(first - 1) < 1e-3 and spread < 1e-3 and abs(last / last_expected - 1) < 1e-2
-    return Measurement(
-        [round(first, 4), round(last, 1)], ok,
-        f"lambda/2pi from {first:.4f} to {last:.1f} (progression's last term {last_expected:.1f}); "
-        f"spread of log-ratios {spread:.1e}; layout {pairs.layout()}",
-    )
+    return ([round(first, 4), round(last, 1)], ok,
+            f"lambda/2pi from {first:.4f} to {last:.1f} (progression's last term {last_expected:.1f}); "
+            f"spread of log-ratios {spread:.1e}; layout {pairs.layout()}")
+
+
+def _per_table(found: dict[str, str]) -> str:
+    """The line of each table, named where there are several."""
+    return "; ".join(f"{name}: {text}" for name, text in found.items()) if len(found) > 1 else next(iter(found.values()))
+
+
+@checker("positional.wavelengths")
+def wavelengths(claim: Claim, ctx: CheckContext) -> Measurement:
+    """The wavelengths of the table's sinusoids must form a geometric progression from 2*pi
+    towards 10000 * 2*pi, in every table the implementation declares (the adapter's and each
+    stack's own, :func:`declared_tables`).
+
+    The (sine, cosine) pairs are found first (:mod:`repro.checks.sinusoids`), so the order of
+    the dimensions does not matter: the wavelengths are a property of the set of sinusoids
+    (the layout is ``sec3.pe.layout``'s). Measured: [first wavelength / 2pi, last wavelength /
+    2pi] (of the first table that departs, else of the first); passes when, in every table, the
+    first is 1, the ratios between neighbours are constant, and the last equals 10000^((d-2)/d)
+    (the progression's last term below 10000 * 2pi)."""
+    measured, found, departing = None, {}, None
+    tables, note = _tables(ctx, claim)
+    for name, table in tables.items():
+        value, ok, found[name] = _wavelengths(table)
+        measured = value if measured is None and departing is None else measured
+        if not ok and departing is None:
+            departing, measured = name, value
+    return Measurement(measured, departing is None, _per_table(found) + note)
 
 
 @checker("positional.relative_linear")
 def relative_linear(claim: Claim, ctx: CheckContext) -> Measurement:
-    """Section 3.5: for any fixed offset k, PE(pos+k) is a linear function of PE(pos).
+    """Section 3.5: for any fixed offset k, PE(pos+k) is a linear function of PE(pos), in every
+    table the implementation declares (:func:`declared_tables`).
 
     Each (sine, cosine) pair, wherever its two dimensions lie, rotates on its own, so a 2x2
     map M_k is fitted per pair by least squares on two disjoint ranges of positions; passes
     when each fit is exact (residual ~0) and the two maps agree, i.e. M_k does not depend on
-    pos. Measured: the worst of residual and disagreement (infinite when the table is not a
-    set of sin/cos pairs)."""
-    table = _table(ctx, claim)
-    try:
-        pairs = find_pairs(table)
-    except NotSinusoidPairs as why:
-        return Measurement(float("inf"), False, str(why))
-    length = table.shape[0]
-    half = length // 2
-    worst = Worst()
-    for k in claim.params.get("offsets", [1, 5, 17]):
-        fits = []
-        for lo, hi in ((0, half - k), (half, length - k)):
-            src, dst = table[lo:hi], table[lo + k : hi + k]
-            blocks = []
-            for columns in zip(pairs.sine, pairs.cosine):
-                cols = list(columns)
-                sol = torch.linalg.lstsq(src[:, cols], dst[:, cols]).solution
-                worst.add(max_abs_diff(src[:, cols] @ sol, dst[:, cols], f"PE(pos + {k})"))
-                blocks.append(sol)
-            fits.append(torch.stack(blocks))
-        worst.add(max_abs_diff(fits[0], fits[1], f"the maps of offset {k}"))
-    return Measurement(worst.value, detail=f"worst residual or disagreement between ranges {worst.value:.2e}; "
-                                           f"layout {pairs.layout()}")
+    pos. Measured: the worst of residual and disagreement over the tables (infinite when a table
+    is not a set of sin/cos pairs)."""
+    worst, found = Worst(), {}
+    tables, note = _tables(ctx, claim)
+    for name, table in tables.items():
+        try:
+            pairs = find_pairs(table)
+        except NotSinusoidPairs as why:
+            found[name] = str(why)
+            continue
+        table_worst = Worst()
+        length = table.shape[0]
+        half = length // 2
+        for k in claim.params.get("offsets", [1, 5, 17]):
+            fits = []
+            for lo, hi in ((0, half - k), (half, length - k)):
+                src, dst = table[lo:hi], table[lo + k : hi + k]
+                blocks = []
+                for columns in zip(pairs.sine, pairs.cosine):
+                    cols = list(columns)
+                    sol = torch.linalg.lstsq(src[:, cols], dst[:, cols]).solution
+                    table_worst.add(max_abs_diff(src[:, cols] @ sol, dst[:, cols], f"PE(pos + {k}) of {name}"))
+                    blocks.append(sol)
+                fits.append(torch.stack(blocks))
+            table_worst.add(max_abs_diff(fits[0], fits[1], f"the maps of offset {k} of {name}"))
+        worst.add(table_worst.value, name)
+        found[name] = f"worst residual or disagreement between ranges {table_worst.value:.2e}; layout {pairs.layout()}"
+    if worst.count < len(found):  # a table that is no set of sin/cos pairs
+        return Measurement(float("inf"), False, _per_table(found) + note)
+    return Measurement(worst.value, detail=_per_table(found) + note)
 
 
 @checker("positional.layout")
@@ -168,13 +204,11 @@ def layout(claim: Claim, ctx: CheckContext) -> Measurement:
     adapter's and each stack's own, :func:`declared_tables`). Measured: the layout's name (the
     first table that departs from the paper's, else the paper's), with the amplitude and the
     position of the first row as found."""
-    length, d_model = claim.params.get("length", 200), claim.params.get("d_model", 512)
     found = []
-    for name, table in declared_tables(ctx, length, d_model).items():
-        if tuple(table.shape) != (length, d_model):
-            raise ValueError(f"{name} has shape {tuple(table.shape)}, expected {(length, d_model)}")
+    tables, note = _tables(ctx, claim)
+    for name, table in tables.items():
         try:
-            pairs = find_pairs(finite(table.detach().double(), name))
+            pairs = find_pairs(table)
         except NotSinusoidPairs as why:
             found.append((name, "no sin/cos pairs", str(why)))
             continue
@@ -189,7 +223,7 @@ def layout(claim: Claim, ctx: CheckContext) -> Measurement:
     departing = [f for f in found if f[1] != PAPER_LAYOUT]
     measured = (departing or found)[0][1]
     detail = "; ".join(f"{name}: {text}" for name, _, text in found) if len(found) > 1 else found[0][2]
-    return Measurement(measured, False if measured == "no sin/cos pairs" else None, detail)
+    return Measurement(measured, False if measured == "no sin/cos pairs" else None, detail + note)
 
 
 def require_stack_inputs(ctx: CheckContext, parts) -> None:

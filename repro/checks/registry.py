@@ -18,10 +18,11 @@ CHECKERS: dict[str, CheckerFn] = {}
 #: Checkers that measure the implementation under audit (the others measure the paper's own
 #: arithmetic or mathematics, or read stored runs, whatever the implementation).
 AUDITING: set[str] = set()
-#: Checkers whose value is not a measurement of behaviour: ``setting`` (they read configuration)
-#: or ``paper arithmetic`` (they compute on the paper's own numbers). A claim naming one may not
-#: call itself ``behaviour`` or ``result`` (:func:`basis_allowed`), so that coverage never counts
-#: a statement as measured on the strength of a setting read.
+#: Checkers whose value is not a measurement of behaviour: ``setting`` (they read configuration),
+#: ``paper arithmetic`` (they compute on the paper's own numbers) or ``run`` (they read the records
+#: of one run, ``repro check --run``). A claim naming one must say so in its basis
+#: (:func:`basis_allowed`), so that coverage never counts a statement as measured on the strength of
+#: a setting read, and a run's records are never read as the code's behaviour.
 EVIDENCE: dict[str, str] = {}
 
 
@@ -30,14 +31,15 @@ def checker(name: str, *, audits: bool = True, reads_results: bool = False,
     """Register ``fn`` as the checker that claims name ``name``; ``audits=False`` for checkers
     that do not look at the implementation (they are left out of ``repro audit``);
     ``reads_results=True`` for checkers that derive their value from stored results (their
-    records are not stored again as measurements); ``evidence`` (``setting`` or ``paper
-    arithmetic``) for checkers that measure no behaviour."""
+    records are not stored again as measurements); ``evidence`` (``setting``, ``paper
+    arithmetic`` or ``run``) for checkers that measure no behaviour of the code."""
 
     def register(fn: CheckerFn) -> CheckerFn:
         if name in CHECKERS:
             raise RuntimeError(f"checker '{name}' registered twice")
-        if evidence not in (None, "setting", "paper arithmetic"):
-            raise RuntimeError(f"checker '{name}': evidence must be 'setting' or 'paper arithmetic', got {evidence!r}")
+        if evidence not in (None, "setting", "paper arithmetic", "run"):
+            raise RuntimeError(f"checker '{name}': evidence must be 'setting', 'paper arithmetic' or 'run', "
+                               f"got {evidence!r}")
         fn.reads_results = reads_results  # type: ignore[attr-defined]
         CHECKERS[name] = fn
         if audits:
@@ -55,6 +57,8 @@ def basis_allowed(claim: Claim) -> str | None:
     if evidence is not None and claim.basis != evidence:
         return (f"its checker '{claim.checker}' gives {evidence} evidence, not '{claim.basis}': set basis = "
                 f"\"{evidence}\"")
+    if evidence is None and claim.basis == "run":
+        return f"its checker '{claim.checker}' reads no run's records: basis 'run' is for the checkers of a run"
     return None
 
 

@@ -80,4 +80,14 @@ def implied_vocabulary(claim: Claim, ctx: CheckContext) -> Measurement:
         if err < best_err:
             best_vocab, best_err = vocab, err
     left_out = f"; rows left out: {', '.join(skipped)}" if skipped else ""
-    return Measurement(best_vocab, detail=f"best fit {best_vocab} words (sum of squared errors {best_err:.2f}){left_out}")
+    # The least-squares vocabulary without the grid (each count is affine in it): where the grid's
+    # best is one of its ends, this is where the counts point, and the grid's value is no fit.
+    free = sum(b * (rows[r] * 1e6 - a) for r, (a, b) in lines.items()) / sum(b * b for _, b in lines.values())
+    if best_vocab in (lo, hi) and round(free) != best_vocab:
+        edge = "lower" if best_vocab == lo else "upper"
+        return Measurement(best_vocab, detail=(
+            f"no fit inside the search grid ({lo} to {hi} words): its best, {best_vocab} (sum of squared errors "
+            f"{best_err:.2f}), is the grid's {edge} edge; the counts are best fitted at {free:.0f} words, "
+            f"{'below' if edge == 'lower' else 'above'} it (least squares without the grid){left_out}"))
+    return Measurement(best_vocab, detail=f"best fit {best_vocab} words (sum of squared errors {best_err:.2f}; "
+                                          f"{free:.0f} without the grid){left_out}")

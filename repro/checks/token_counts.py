@@ -13,7 +13,6 @@ from repro.checks.recipe_runs import SAMPLE
 from repro.checks.registry import checker
 from repro.claims.claim import Claim
 from repro.claims.outcome import CheckContext, Measurement, NotRun
-from repro.data.batching import TokenBatcher
 from repro.data.corpora import get_dataset, resolve_data_dir
 from repro.errors import DataError
 from repro.files.reader import iter_lines
@@ -23,6 +22,8 @@ from repro.train.loop import batcher_for
 
 #: Lines of the WMT sample written as the run's corpus, and the filter's length (some pairs exceed it).
 LINES, MAX_LEN = 240, 64
+#: Passes taken at least (the first epoch's, if it has more).
+PASSES = 8
 
 
 def _sample_lines() -> tuple[list[str], list[str]]:
@@ -38,7 +39,8 @@ def _sample_lines() -> tuple[list[str], list[str]]:
 def encoded_tokens(claim: Claim, ctx: CheckContext) -> Measurement:
     """The job's data path (:func:`~repro.train.data.prepare_training_data`) on 240 lines of real
     WMT text, then the job's batcher (:func:`~repro.train.loop.batcher_for`, with a cap of
-    ``params.cap`` padded tokens per pass) over the encoded corpus, one epoch. Counted here, line
+    ``params.cap`` padded tokens per pass) over the encoded corpus, its first epoch or its first
+    :data:`PASSES` passes, whichever is more. Counted here, line
     by line with the vocabulary the run learned: each line's wordpieces, a target's EOS, the pairs
     the length filter must leave out. The encoded corpus must hold exactly the kept lines'
     wordpieces, each pass must report the tokens of its pairs (targets with EOS) and hold no more
@@ -74,8 +76,9 @@ def encoded_tokens(claim: Claim, ctx: CheckContext) -> Measurement:
         src_count = [len(pieces[i][0]) for i in kept]
         tgt_count = [len(pieces[i][1]) + 1 for i in kept]   # + EOS
         batcher = batcher_for(run_cfg, encoded, 1, 0)
+        count = max(len(batcher), PASSES)   # length buckets may close few passes in their first epoch
         passes = []
-        for batch in islice(iter(batcher), len(batcher)):
+        for batch in islice(iter(batcher), count):
             idx = list(batch.indices)
             passes.append(idx)
             want = (sum(src_count[i] for i in idx), sum(tgt_count[i] for i in idx))
@@ -87,9 +90,8 @@ def encoded_tokens(claim: Claim, ctx: CheckContext) -> Measurement:
             if padded > cap:
                 problems.append(f"a pass of {len(idx)} pairs holds {padded} padded tokens (EOS counted), over the cap {cap}")
                 break
-        as_lists = TokenBatcher([(list(s), list(t)) for s, t in encoded], cap, shuffle=True, seed=run_cfg.seed,
-                                budget=batcher.budget)
-        if [list(map(int, b)) for b in as_lists.epoch_batches(0)] != passes:
+        as_lists = batcher_for(run_cfg, [(list(s), list(t)) for s, t in encoded], 1, 0)
+        if [list(b.indices) for b in islice(iter(as_lists), count)] != passes:
             problems.append("the passes over the encoded corpus differ from those over the same pairs as lists")
     return Measurement(len(problems), detail=(
         f"{len(sources)} lines of {SAMPLE}, {len(kept)} within {MAX_LEN} wordpieces; {len(passes)} passes of at most "

@@ -11,10 +11,12 @@ from repro.claims.compare import is_finite, within
 KINDS = ("equation", "hyperparameter", "count", "complexity", "cost", "metric", "relation", "invariant", "structure")
 SCALES = ("local", "cluster")
 #: The kind of evidence a claim's measurement is: a ``setting`` read from the code's configuration,
-#: a ``behaviour`` measured on the code that runs, the ``result`` of a run (a metric), or ``paper
+#: a ``behaviour`` measured on the code that runs, the ``result`` of a run (a metric), ``paper
 #: arithmetic``: a computation on the paper's own numbers that touches no code of the project (a
-#: check of the paper's consistency, printed apart from what is measured).
-BASES = ("setting", "behaviour", "result", "paper arithmetic")
+#: check of the paper's consistency, printed apart from what is measured), or ``run``: observed on the
+#: records of a run that happened (its log, checkpoints, vocabulary, corpus and evaluations; ``repro
+#: check --run DIR``).
+BASES = ("setting", "behaviour", "result", "paper arithmetic", "run")
 
 
 @dataclass(frozen=True)

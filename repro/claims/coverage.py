@@ -17,6 +17,10 @@ The ``evidence`` column says what a reader can trust:
 The column is checked against the claims' ``basis``: a statement whose claims are all settings
 cannot say ``code path`` (nor can one checked by paper arithmetic alone), and one measured by a
 claim of basis ``behaviour`` or ``result`` cannot say ``setting``.
+
+Apart from that column, a statement is *observed on a run* when one of its claims has the basis
+``run``: it is checked on the records of a run that happened (``repro check --run DIR``), whatever
+the code shows (:func:`observed_on_a_run`; their own column in the counts of docs/claims.md).
 """
 
 from __future__ import annotations
@@ -46,10 +50,14 @@ class Statement:
     note: str = ""
     evidence: str = ""
 
+    def observed_on_a_run(self, claims: dict[str, Claim]) -> bool:
+        """Whether a claim of this statement is checked on a run's own records (basis ``run``)."""
+        return any(claims[c].basis == "run" for c in self.claims)
+
     def coverage(self, claims: dict[str, Claim]) -> str:
         """``behaviour`` (a claim measures code or a run), ``paper arithmetic`` (claims compute on the
         paper's numbers), ``setting`` (claims only read settings) or ``none``, from the claims' bases."""
-        bases = {claims[c].basis for c in self.claims}
+        bases = {claims[c].basis for c in self.claims} - {"run"}   # a run's records: their own column
         if bases & {"behaviour", "result"}:
             return "behaviour"
         if "paper arithmetic" in bases:

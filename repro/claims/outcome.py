@@ -42,11 +42,14 @@ class Outcome(TextEnum):
     ERROR = "error"
     #: the comparison ran on outputs that cannot show a difference (empty, constant, EOS only)
     INCONCLUSIVE = "inconclusive"
+    #: a run's records show it did something else than the paper's statement, as its own recipe asked
+    #: (a reduced run: "ran 600 of 100000 updates"): not a failure of the records, not the paper's either
+    DEPARTS = "departs"
 
     @property
     def measured(self) -> bool:
         """The checker measured something (the record carries a value)."""
-        return self in (Outcome.PASS, Outcome.FAIL, Outcome.INCONSISTENT)
+        return self in (Outcome.PASS, Outcome.FAIL, Outcome.INCONSISTENT, Outcome.DEPARTS)
 
     @property
     def broken(self) -> bool:
@@ -73,16 +76,29 @@ class NotRun(Exception):
     """The measurement needs a run (training, a cluster job) that has not produced a result."""
 
 
+class Contradiction(Exception):
+    """Two records of a run disagree, or a record disagrees with what the run's own recipe made it do
+    (a logged rate off Eq. 3, a token count its batchers never gave, a vocabulary edited since): the
+    claim fails, the message naming the file, the field and both values; ``value`` is what the record says."""
+
+    def __init__(self, message: str, value: Any = None) -> None:
+        super().__init__(message)
+        self.value = value
+
+
 @dataclass
 class Measurement:
     """What a checker measured. ``passed`` is set when the checker itself decides (e.g. an
-    equation holding to tolerance); otherwise the claim's expected value and tolerance decide."""
+    equation holding to tolerance); otherwise the claim's expected value and tolerance decide.
+    ``departs``: the value is not the paper's because the run was asked for another (a run's
+    records, :data:`Outcome.DEPARTS`); a value the tolerance accepts still passes."""
 
     value: Any
     passed: bool | None = None
     detail: str = ""
     unit: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    departs: bool = False
 
 
 @dataclass
@@ -94,4 +110,5 @@ class CheckContext:
     results: dict[str, "Result"] = field(default_factory=dict)
 
 
-__all__ = ["Absent", "CheckContext", "Inconclusive", "Measurement", "NotApplicable", "NotRun", "Outcome"]
+__all__ = ["Absent", "CheckContext", "Contradiction", "Inconclusive", "Measurement", "NotApplicable", "NotRun",
+           "Outcome"]

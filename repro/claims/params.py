@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from repro.claims.measure_names import MODEL_MEASURES, RUN_MEASURES, SPLITS
+from repro.claims.measure_names import MEASURES, MODEL_MEASURES, RUN_MEASURES, SPLITS
 
 COUNT: dict[str, Any] = {"type": "integer", "minimum": 1}
 OFFSET: dict[str, Any] = {"type": "integer", "minimum": 0}
@@ -35,6 +35,15 @@ _TABLE1_GRID = {"type": "object", "additionalProperties": COUNTS, "minProperties
 _KERNEL_ROWS = {"type": "array", "minItems": 1,
                 "items": {"type": "object", "additionalProperties": False, "required": ["n"],
                           "properties": {"k": COUNT, "n": COUNTS}}}
+
+#: The paper's jobs a statement observed on a run is about (repro.observed.judge): a run standing for
+#: another reads "needs another run".
+_ABOUT = {"about": {"type": "object", "additionalProperties": False, "minProperties": 1, "properties": {
+    "experiment": {"type": "array", "minItems": 1, "items": TEXT},
+    "job": {"type": "array", "minItems": 1, "items": TEXT},
+    "model": {"type": "array", "minItems": 1, "items": {"enum": ["base", "big", "parser"]}},
+    "pair": {"type": "array", "minItems": 1, "items": {"enum": ["en-de", "en-fr"]}},
+    "table": {"type": "array", "minItems": 1, "items": {"enum": [2, 3, 4]}}}}}
 
 #: checker name -> the params it reads (all optional unless listed in :data:`REQUIRED`).
 PARAMS: dict[str, dict[str, Any]] = {
@@ -88,6 +97,23 @@ PARAMS: dict[str, dict[str, Any]] = {
     "positional.layout": {"d_model": COUNT, "length": COUNT},
     "positional.relative_linear": {"d_model": COUNT, "length": COUNT, "offsets": COUNTS},
     "positional.wavelengths": {"d_model": COUNT, "length": COUNT},
+    # a run's own records (repro check --run; repro/checks/observed_*.py)
+    "observed.adam": _ABOUT,
+    "observed.average": _ABOUT,
+    "observed.checkpoints": _ABOUT,
+    "observed.corpus": _ABOUT,
+    "observed.dimensions": _ABOUT,
+    "observed.eq3": _ABOUT,
+    "observed.hardware": _ABOUT,
+    "observed.metric": {"preset": TEXT, "measure": {"enum": list(MEASURES)}, "split": {"enum": list(SPLITS)}},
+    "observed.protocol": _ABOUT,
+    "observed.search": {**_ABOUT, "setting": {"enum": ["beam_size", "alpha", "max_len_offset"]}},
+    "observed.setting": {**_ABOUT, "key": {"enum": ["dropout", "label_smoothing"]}},
+    "observed.test_set": {**_ABOUT, "dataset": TEXT, "split": {"enum": list(SPLITS)}},
+    "observed.tokens": _ABOUT,
+    "observed.updates": _ABOUT,
+    "observed.vocabulary": {**_ABOUT, "kind": {"enum": ["byte-pair encoding", "word-piece", "word-level"]}},
+    "observed.warmup": _ABOUT,
     "recipe.value": {"key": TEXT},
     "relation.expression": {"expression": TEXT, "constants": NUMBERS},
     # issue 38: the run's arithmetic, checkpoints, runtime and records (repro/checks/update_arithmetic.py ...)
@@ -155,6 +181,9 @@ PARAMS: dict[str, dict[str, Any]] = {
 
 #: Params a checker cannot do without.
 REQUIRED: dict[str, list[str]] = {
+    "observed.search": ["setting"],
+    "observed.setting": ["key"],
+    "observed.test_set": ["dataset", "split"],
     "recipe.value": ["key"],
     "relation.expression": ["expression"],
     "run.evaluation_average": ["experiment"],

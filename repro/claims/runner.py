@@ -25,7 +25,9 @@ from typing import TYPE_CHECKING, Any
 from repro.claims import interrupts
 from repro.claims.claim import Claim
 from repro.claims.compare import NonFinite, is_finite
-from repro.claims.outcome import Absent, CheckContext, Inconclusive, Measurement, NotApplicable, NotRun, Outcome
+from repro.claims.outcome import (Absent, CheckContext, Contradiction, Inconclusive, Measurement, NotApplicable, NotRun,
+                                  Outcome)
+from repro.claims.seeding import claim_seed, seeded
 from repro.model.arithmetic import IEEE_FP32, ieee_fp32
 
 if TYPE_CHECKING:
@@ -102,8 +104,11 @@ def run_claim(claim: Claim, check: CheckerFn, target: Any, results: Mapping[str,
               seed: int = 0) -> CheckRecord:
     """Run ``check`` (the claim's checker) for ``claim`` against ``target``, in IEEE fp32 whatever the
     device and whatever the caller set (:func:`repro.model.arithmetic.ieee_fp32`): a verdict that
-    changed with the hardware would not be a verdict."""
-    with ieee_fp32():
+    changed with the hardware would not be a verdict. torch's global random state (the weights of
+    every model the check builds, its dropout masks) is seeded from ``seed`` and the claim's id
+    (:mod:`repro.claims.seeding`) and restored after: a verdict that changed with what ran before
+    would not be one either."""
+    with ieee_fp32(), seeded(claim_seed(seed, claim.id)):
         return _run_claim(claim, check, target, results, seed)
 
 
@@ -124,6 +129,8 @@ def _run_claim(claim: Claim, check: CheckerFn, target: Any, results: Mapping[str
                            extra={ABSENT: str(why)})
     except Inconclusive as why:
         return CheckRecord(claim, Outcome.INCONCLUSIVE, detail=str(why), seconds=time.perf_counter() - start)
+    except Contradiction as why:  # a run's records contradict each other or its recipe: a failure
+        return CheckRecord(claim, Outcome.FAIL, why.value, str(why), seconds=time.perf_counter() - start)
     except NonFinite as why:  # a NaN or an infinity met on the way: a departure, never a pass
         return CheckRecord(claim, Outcome.FAIL, None,
                            f"{why}" + (f" (after adapter method '{traced.last_method}')" if traced.last_method else ""),
@@ -146,6 +153,8 @@ def _run_claim(claim: Claim, check: CheckerFn, target: Any, results: Mapping[str
     passed = measurement.passed if measurement.passed is not None else claim.within(measurement.value)
     explained = claim.explained_by_inconsistency(measurement.value)
     status = Outcome.PASS if passed else (Outcome.INCONSISTENT if explained else Outcome.FAIL)
+    if measurement.departs and not passed:
+        status = Outcome.DEPARTS
     if not passed and claim.inconsistency and not explained:
         measurement.detail = (f"{measurement.detail}; beyond the paper's own inconsistency "
                               f"({_bound_text(claim)}): a failure").lstrip("; ")

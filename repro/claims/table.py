@@ -50,3 +50,27 @@ def render(records: Sequence[CheckRecord]) -> str:
                   *_table(arithmetic), "",
                   ", ".join(f"{n} {status}" for status, n in sorted(count(arithmetic).items()))]
     return "\n".join(lines)
+
+
+def render_run(records: Sequence[CheckRecord]) -> str:
+    """A run check (``repro check --run``): id, paper, this run, verdict; then why, for each claim that
+    did not pass; then how many of each verdict. A "not run" of a run's claim reads "needs another run"."""
+    def said(r: CheckRecord) -> str:
+        return "needs another run" if r.status.value == "not run" else r.status.value
+
+    header = ("id", "paper", "this run", "verdict")
+    rows = [(r.claim.id, format_value(r.claim.expected), format_value(r.measured), said(r)) for r in records]
+    widths = [min(max(len(str(row[i])) for row in [header, *rows]), 40) for i in range(len(header))]
+
+    def line(row: Sequence[str]) -> str:
+        return "  ".join(str(cell)[: widths[i]].ljust(widths[i]) for i, cell in enumerate(row)).rstrip()
+
+    lines = [line(header), line(["-" * w for w in widths]), *map(line, rows), ""]
+    for r in records:
+        if r.status.value != "pass" and r.detail:
+            detail = r.detail.removeprefix("needs another run: ")
+            lines.append(f"{r.claim.id} ({said(r)}): {detail}")
+    counts: dict[str, int] = {}
+    for r in records:
+        counts[said(r)] = counts.get(said(r), 0) + 1
+    return "\n".join([*lines, "", ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))])

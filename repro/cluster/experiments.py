@@ -31,6 +31,7 @@ from repro.model import TABLE3_ROWS
 from repro.parsing.prepare import require_targets
 from repro.recipes import Recipe, Scale, apply_assignments, get_recipe, get_scale
 from repro.results.provenance import config_hash
+from repro.train.config import PLACEMENT_FIELDS
 from repro.train.update_plan import plan_update
 
 
@@ -93,9 +94,6 @@ SMOKE_SYNTHETIC = {"sentences": SyntheticCorpus.sentences, "length": SyntheticCo
 
 #: Seeds per row of Table 3 at a scale, unless asked otherwise (``--seeds``).
 SCALED_SEEDS = 3
-#: Fields that say where and how a job computes, not what it trains: they do not change a scale's signature.
-PLACEMENT_FIELDS = ("out_dir", "data_dir", "device", "precision", "threads", "compile", "log_every", "tensorboard",
-              "max_tokens_per_device")
 
 
 @dataclass

@@ -35,7 +35,6 @@ from pathlib import Path
 from typing import Any
 
 from repro.claims.measure_names import MODEL_MEASURES
-from repro.cluster.experiments import PLACEMENT_FIELDS
 from repro.data.corpora import get_dataset, resolve_data_dir
 from repro.data.vocab import SharedVocab
 from repro.decode.settings import DecodeSettings
@@ -43,12 +42,13 @@ from repro.decode.translate import load_model
 from repro.errors import ConfigError
 from repro.eval.sharding import main_first
 from repro.measures import Request, Trained, claim_requests, measure, record
+from repro.measures.run_dev import evaluate_dev, measures_dev
 from repro.model import count_parameters
 from repro.results import ResultStore
 from repro.runtime import Runtime
 from repro.train.average import average_last as average
 from repro.train.checkpoint import list_checkpoints
-from repro.train.config import TrainConfig
+from repro.train.config import PLACEMENT_FIELDS, TrainConfig
 from repro.train.loop import runtime_of
 
 log = logging.getLogger("repro.cluster.job_evaluation")
@@ -82,7 +82,8 @@ def scaled_run_scale(spec: dict[str, Any], summary: dict[str, Any], world: int) 
 
 def _model(out_dir: Path, average_last: int, runtime: Runtime):
     """The model the claims are measured on: the average of exactly the last ``average_last``
-    checkpoints (Section 6.1), on the runtime's device; fewer checkpoints is an error."""
+    checkpoints (Section 6.1), on the runtime's device; fewer checkpoints is an error. Returns the
+    model, its file and the checkpoints averaged into it (as that file names them)."""
     checkpoints = list_checkpoints(out_dir)
     if not checkpoints:
         raise ConfigError(f"{out_dir}: the job wrote no checkpoint to evaluate")
@@ -94,8 +95,8 @@ def _model(out_dir: Path, average_last: int, runtime: Runtime):
     if average_last > 1:   # rank 0 averages, the other ranks load what it wrote
         path = out_dir / f"average_last{average_last}.pt"
         main_first(lambda: average(out_dir, average_last, path), runtime)
-    model, _ = load_model(path, runtime=runtime)
-    return model.eval(), path, average_last
+    model, state = load_model(path, runtime=runtime)
+    return model.eval(), path, tuple(state.get("averaged_from") or (path.name,))
 
 
 def job_requests(spec: dict[str, Any]) -> list[Request]:
@@ -132,7 +133,9 @@ def evaluate_claims(spec: dict[str, Any], summary: dict[str, Any], world: int, r
                           "resubmit it")
     search = DecodeSettings.from_dict(spec["decode"], source=f"job {spec.get('name')}: field 'decode'")
     needs_model = any(r.measure in MODEL_MEASURES for r in requests)
-    model, checkpoint, k = _model(out_dir, int(train["average_last"]), runtime) if needs_model else (None, None, 0)
+    model, checkpoint, averaged_from = (_model(out_dir, int(train["average_last"]), runtime) if needs_model
+                                        else (None, None, ()))
+    k = len(averaged_from)
     dataset = get_dataset(train["dataset"], resolve_data_dir(train.get("data_dir")))
     log.info("evaluating on %s", runtime.describe())
     common = dict(checkpoint=str(checkpoint) if checkpoint else None, checkpoints_averaged=k, run_dir=str(out_dir),
@@ -148,11 +151,14 @@ def evaluate_claims(spec: dict[str, Any], summary: dict[str, Any], world: int, r
                         "train_seconds": summary.get("elapsed_s")}
     trained = Trained(model, SharedVocab.load(out_dir / "vocab.json") if needs_model else None, dataset, runtime,
                       search, out_dir, checkpoints_averaged=k, summary=summary, devices=world,
-                      files={"trees": out_dir / "test.parsed"}, intervals=bool(scaled))
+                      files={"trees": out_dir / "test.parsed", "hypotheses": out_dir / f"hypotheses.{dataset.tgt_lang}"},
+                      intervals=bool(scaled), checkpoint=checkpoint, averaged_from=averaged_from)
     written = []
     for request in requests:
         measured = measure(trained, request)
         if measured is not None and runtime.is_main:
-            written.append(record(store, request, measured, config=train, scale=scale, provenance=common,
-                                  extra=scaled_extra, name=name))
+            written.append(record(store, request, measured, config=train, decode=spec["decode"], scale=scale,
+                                  provenance=common, extra=scaled_extra, name=name, run_dir=out_dir))
+    if needs_model and not measures_dev(requests):   # the run's own dev evaluation: token accuracy for every job
+        evaluate_dev(trained, config=train, decode=spec["decode"], scale=scale, provenance=common)
     return written

@@ -1,7 +1,12 @@
 """``repro check [--json FILE] [--device DEVICE]``: run every local claim against repro's own implementation.
 
 ``--device`` runs the models the claims build on that device (:mod:`repro.audit.on_device`): the
-inputs are the CPU's seeded ones, the arithmetic is the device's kernels."""
+inputs are the CPU's seeded ones, the arithmetic is the device's kernels.
+
+``repro check --run DIR``: every statement of the paper the records of the run in DIR can show, checked
+on them (:mod:`repro.checks.run_check`): pass, departs (the run was asked for something else: its value
+and the paper's), fail (its records contradict each other or its recipe), or needs another run (why).
+Exit 1 when a claim fails or its check breaks, 2 when a record is malformed, 0 otherwise."""
 
 from __future__ import annotations
 
@@ -17,7 +22,10 @@ from repro.audit.repro_adapter import ReproAdapter
 from repro.checks import run_checks, select_claims
 from repro.claims.loader import known_values
 from repro.claims.runner import CheckRecord
-from repro.claims.table import render
+from repro.checks.run_check import check_run
+from repro.claims.table import render, render_run
+from repro.errors import UsageError
+from repro.observed.judge import verdict
 from repro.cli_flags import add_device_argument, runtime_from_args
 from repro.results import DEFAULT_RESULTS, ResultStore, store_records
 
@@ -37,6 +45,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="leave out invalid records of --results (listing each on stderr) instead of refusing "
                              "the store (the default: exit 2 naming the first)")
     parser.add_argument("--only", metavar="PREFIX", action="append", default=[], help="only claims whose id starts so")
+    parser.add_argument("--run", metavar="DIR", type=existing_dir, default=None,
+                        help="check the paper's statements on the records of the run in DIR (a repro train --out-dir, "
+                             "a repro submit job's run, the main job's runs/local) instead of on the code")
     parser.add_argument("--seed", type=seed, default=0, help="seed of the random inputs (0 .. 2**31 - 1)")
     add_device_argument(parser, default="cpu", what="the models the claims build run there, fed the CPU's seeded "
                                                     "inputs; the default keeps the CPU's verdicts")
@@ -58,7 +69,23 @@ def _stored(results_dir: Path, args: argparse.Namespace) -> dict:
     return latest
 
 
+def check_a_run(args: argparse.Namespace) -> int:
+    """``--run DIR``: the run's records against the paper (module docstring)."""
+    if args.store or args.results:
+        raise UsageError("--run checks a run's own records: --store and --results do not go with it")
+    check = check_run(args.run, args.claims_dir, args.only,
+                      on_record=lambda r: print(f"  {verdict(r):17s} {r.claim.id} ({r.seconds:.1f} s)", file=sys.stderr))
+    print(check.describe())
+    print(render_run(check.records))
+    if args.json:
+        rows = [{**r.to_dict(), "verdict": verdict(r), "run": str(check.files.path)} for r in check.records]
+        atomic_write_text(Path(args.json), json.dumps(rows, indent=2, default=str) + "\n")
+    return 1 if any(r.status.broken for r in check.records) else 0
+
+
 def main(args: argparse.Namespace) -> int:
+    if args.run is not None:
+        return check_a_run(args)
     claims = select_claims("local", args.only, args.claims_dir)
     results_dir = Path(args.results) if args.results else DEFAULT_RESULTS
     results = _stored(results_dir, args) if (args.results or results_dir.exists()) else {}

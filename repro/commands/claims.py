@@ -71,21 +71,27 @@ def coverage_of_claims(args: argparse.Namespace) -> int:
         return {"id": s.id, "section": s.section, "statement": s.statement, "claims": list(s.claims),
                 "evidence": s.evidence, "note": s.note}
 
+    known = {c.id: c for c in claims}
+    observed = {e: [s for s in group if s.observed_on_a_run(known)] for e, group in groups.items()}
     if args.json:
-        # "behaviour", "setting" and "none" as before (measured, read, unchecked); "evidence" splits them.
+        # "behaviour", "setting" and "none" as before (measured, read, unchecked); "evidence" splits them;
+        # "observed on a run": the statements also checked on a run's own records (repro check --run)
         measured = [s for e in ("code path", "proxy", "run") for s in groups[e]]
         print(json.dumps({"behaviour": [entry(s) for s in measured], "setting": [entry(s) for s in groups["setting"]],
                           "none": [entry(s) for s in groups["none"]],
                           "paper arithmetic": [entry(s) for s in groups["paper arithmetic"]],
-                          "evidence": {e: [entry(s) for s in group] for e, group in groups.items()}}, indent=2))
+                          "evidence": {e: [entry(s) for s in group] for e, group in groups.items()},
+                          "observed on a run": {e: [s.id for s in group] for e, group in observed.items()}}, indent=2))
         return 0
     labels = {"code path": "measured on the code that produces the paper's numbers",
               "proxy": "measured through a proxy (the note says which)", "run": "the result of a run",
               "setting": "read from settings only", "paper arithmetic": "the paper's own arithmetic, no code measured",
               "none": "not checked"}
-    print(f"{len(statements)} checkable statements of the paper (claims/statements.csv):")
+    print(f"{len(statements)} checkable statements of the paper (claims/statements.csv), and how many of each kind "
+          "are also observed on a run's own records (repro check --run DIR):")
     for name, group in groups.items():
-        print(f"  {len(group):4d} {labels[name]}")
+        print(f"  {len(group):4d} {labels[name]:55s} {len(observed[name]):4d} observed on a run")
+    print(f"  {sum(map(len, observed.values())):4d} in all observed on a run")
     for name in ("proxy", "setting", "paper arithmetic", "none"):
         for st in groups[name]:
             print(f"{name:17s} {st.id} ({st.section}) {st.statement}" + (f" -- {st.note}" if st.note else ""))

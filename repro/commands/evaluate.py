@@ -51,7 +51,8 @@ def main(args: argparse.Namespace) -> int:
         report["lineage"] = f"unchecked: the checkpoint has no readable lineage ({ALLOW_FLAG})"
     if args.ppl_split != "none":
         ppl = evaluate_perplexity(model, vocab, dataset, args.ppl_split, runtime=runtime)
-        report["perplexity"] = {"split": args.ppl_split, "ppl": ppl.ppl, "tokens": ppl.tokens}
+        report["perplexity"] = {"split": args.ppl_split, "ppl": ppl.ppl, "tokens": ppl.tokens,
+                                "token_accuracy": ppl.accuracy}
     bleu = evaluate_bleu(model, vocab, dataset, args.split, settings, greedy=args.greedy,
                          output=Path(args.hypotheses) if args.hypotheses else None,
                          runtime=runtime)

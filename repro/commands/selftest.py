@@ -1,4 +1,4 @@
-"""``repro selftest --device cuda [--json PATH] [--quick]``: the acceptance run of a machine
+"""``repro selftest --device cuda [--json PATH] [--quick] [--budget SECONDS]``: the acceptance run of a machine
 (:mod:`repro.selftest`); exit 1 when a stage fails, 2 on bad flags."""
 
 from __future__ import annotations
@@ -8,12 +8,12 @@ import datetime as _dt
 import sys
 from pathlib import Path
 
-from repro.argtypes import output_dir, output_file
+from repro.argtypes import output_dir, output_file, positive_float
 from repro.cli_flags import add_device_argument
 from repro.data.corpora import resolve_data_dir
 from repro.errors import ConfigError, UsageError
 from repro.runtime import Runtime
-from repro.selftest import STAGE_NAMES, readable_path, render, run_selftest, write
+from repro.selftest import STAGE_NAMES, readable_path, render, run_selftest
 
 
 def _stages(text: str) -> list[str]:
@@ -49,6 +49,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--data-dir", default=None, help="the shared data sets (default: REPRO_DATA_DIR)")
     parser.add_argument("--stages", type=_stages, default=list(STAGE_NAMES), metavar="NAME,NAME",
                         help=f"only these stages (default all: {','.join(STAGE_NAMES)})")
+    parser.add_argument("--budget", metavar="SECONDS", type=positive_float, default=None,
+                        help="bound the run: a stage whose estimate no longer fits in what is left is skipped "
+                             "(reason: budget); the summary is rewritten after every stage in any case")
     parser.set_defaults(func=main)
 
 
@@ -59,11 +62,12 @@ def main(args: argparse.Namespace) -> int:
         raise ConfigError(f"{data_dir}: the data directory does not exist (--data-dir or REPRO_DATA_DIR)")
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
     out_dir = Path(args.out_dir) if args.out_dir else Path("runs") / "selftest" / stamp
+    json_path = Path(args.json) if args.json else out_dir / "selftest.json"
     summary = run_selftest(runtime, quick=args.quick, out_dir=out_dir.resolve(), data_dir=data_dir,
                            stages=args.stages, say=lambda msg: print(f"repro selftest: {msg}", file=sys.stderr,
-                                                                        flush=True))
-    json_path = Path(args.json) if args.json else out_dir / "selftest.json"
-    readable = write(summary, json_path)
+                                                                        flush=True),
+                           json_path=json_path, budget=args.budget)
+    readable = readable_path(json_path)
     print(render(summary), end="")
     print(f"repro selftest: summary in {json_path} and {readable}", file=sys.stderr)
     return 0 if summary["ok"] else 1

@@ -14,7 +14,8 @@ from repro.run_lock import run_dir_lock
 from repro.recipes import Recipe, apply_assignments, get_recipe, parse_assignments, recipe_names
 from repro.decode.settings import DecodeSettings
 from repro.train.config import TrainConfig, read_json_config
-from repro.train.loop import train
+from repro.measures.run_dev import evaluate_newest
+from repro.train.loop import runtime_of, train
 
 
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:
@@ -89,6 +90,8 @@ def main(args: argparse.Namespace) -> int:
     check_writable(cfg.out_dir, "run directory (out_dir)")
     with run_dir_lock(cfg.out_dir, "run directory (out_dir)"):   # one writer per run directory
         summary = train(cfg, recipe=recipe.to_dict(), allow_no_lineage=args.allow_no_lineage)
+        # the run's own dev evaluation (perplexity, token accuracy), kept in its records (repro check --run)
+        evaluate_newest(cfg.out_dir, recipe.to_dict(), runtime_of(cfg))
     print(json.dumps({
         "steps": summary.steps, "final_loss": summary.final_loss, "out_dir": str(summary.out_dir),
         "resumed_from": summary.resumed_from, "tokens_per_s": round(summary.tokens_per_s, 1),

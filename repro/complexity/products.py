@@ -32,40 +32,54 @@ FUSED_ATTENTION = {
 @dataclass(frozen=True)
 class Product:
     """One recorded call: ``kind`` is ``linear`` (rows, k) @ (k, out), ``batched`` (B, rows, k) @
-    (B, k, out), or ``attention`` (a fused kernel: ``batch``, ``heads``, ``n_q``, ``n_k``, ``d_k``, ``d_v``)."""
+    (B, k, out), or ``attention`` (a fused kernel: ``batch``, ``heads``, ``n_q``, ``n_k``, ``d_k``, ``d_v``).
+    ``operand``: a checksum of the values of its first operand, where asked for (``None`` on the
+    meta device, which has no values), to tell which products an input reaches."""
 
     kind: str
     shape: tuple[int, ...]
+    operand: tuple[float, float] | None = None
 
 
 class ProductRecorder(TorchDispatchMode):
-    """Records :class:`Product` s of every matrix product and fused attention run inside it."""
+    """Records :class:`Product` s of every matrix product and fused attention run inside it
+    (``values``: with a checksum of each one's first operand)."""
 
-    def __init__(self) -> None:
+    def __init__(self, values: bool = False) -> None:
         super().__init__()
         self.products: list[Product] = []
+        self.values = values
+
+    def _checksum(self, a: Any) -> tuple[float, float] | None:
+        if not self.values or a.device.type == "meta":
+            return None
+        a = a.detach().double()
+        return float(a.sum()), float((a * a).sum())
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         out = func(*args, **(kwargs or {}))
         packet = func._overloadpacket
         if packet in LINEAR:
             a, b = (args[1], args[2]) if packet is aten.addmm else (args[0], args[1])
-            self.products.append(Product("linear", (a.shape[0], a.shape[1], b.shape[1])))
+            self.products.append(Product("linear", (a.shape[0], a.shape[1], b.shape[1]), self._checksum(a)))
         elif packet in BATCHED:
             a, b = (args[1], args[2]) if packet is aten.baddbmm else (args[0], args[1])
-            self.products.append(Product("batched", (a.shape[0], a.shape[1], a.shape[2], b.shape[2])))
+            self.products.append(Product("batched", (a.shape[0], a.shape[1], a.shape[2], b.shape[2]), self._checksum(a)))
         elif packet in FUSED_ATTENTION:
             q, k, v = args[:3]
-            self.products.append(Product("attention", (q.shape[0], q.shape[1], q.shape[2], k.shape[2], q.shape[3], v.shape[3])))
+            self.products.append(Product("attention", (q.shape[0], q.shape[1], q.shape[2], k.shape[2], q.shape[3], v.shape[3]),
+                                         self._checksum(q)))
         elif packet is aten._native_multi_head_attention:
             q, k, _, embed_dim, heads = args[:5]
             head = embed_dim // heads
-            self.products.append(Product("attention", (q.shape[0], heads, q.shape[1], k.shape[1], head, head)))
+            self.products.append(Product("attention", (q.shape[0], heads, q.shape[1], k.shape[1], head, head),
+                                         self._checksum(q)))
         return out
 
 
-def record_products(run: Callable[[], Any]) -> list[Product]:
-    """The products of ``run()``, in the order they ran (gradients off)."""
-    with ProductRecorder() as recorder, torch.no_grad():
+def record_products(run: Callable[[], Any], values: bool = False) -> list[Product]:
+    """The products of ``run()``, in the order they ran (gradients off); ``values``: each with a
+    checksum of its first operand (:class:`Product`)."""
+    with ProductRecorder(values) as recorder, torch.no_grad():
         run()
     return recorder.products

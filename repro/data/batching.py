@@ -222,6 +222,9 @@ class TokenBatcher:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Resume at ``state``'s (epoch, offset); the data and batching settings must be the same."""
         mine = self.state_dict()
+        if state.get("batching", "sorted") != mine.get("batching", "sorted"):
+            raise ConfigError(f"batcher state field 'batching' is {state.get('batching', 'sorted')!r} but this batcher "
+                              f"has {mine.get('batching', 'sorted')!r}: exact resume needs the same batching")
         for key in ("seed", "shuffle", "max_tokens", "max_sentences", "budget", "num_shards", "shard", "num_examples",
                     "fingerprint"):
             if key in state and state[key] != mine[key]:

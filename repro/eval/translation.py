@@ -79,11 +79,11 @@ def evaluate_perplexity(model: Transformer, vocab: SharedVocab, dataset: Dataset
         return perplexity(model, examples, precision=precision, runtime=runtime, per_sentence=per_sentence)
     mine = examples[runtime.rank::runtime.world_size]
     part = (perplexity(model, mine, precision=precision, runtime=runtime, per_sentence=per_sentence) if mine
-            else Perplexity(1.0, 0.0, 0, [] if per_sentence else None))
-    nll, tokens = sum_over_ranks([part.nll, part.tokens], runtime)
+            else Perplexity(1.0, 0.0, 0, 0, [] if per_sentence else None))
+    nll, tokens, correct = sum_over_ranks([part.nll, part.tokens, part.correct], runtime)
     sentences = None
     if per_sentence:
         gathered: list[list | None] = [None] * runtime.world_size
         dist.all_gather_object(gathered, part.sentences or [])
         sentences = [pair for rank_part in gathered for pair in (rank_part or [])]
-    return Perplexity(math.exp(nll / max(tokens, 1)), nll, int(tokens), sentences)
+    return Perplexity(math.exp(nll / max(tokens, 1)), nll, int(tokens), int(correct), sentences)

@@ -307,6 +307,13 @@ def open_append(path: Pathish, *, within: Pathish | None = None, newline: str | 
     return os.fdopen(fd, "a", encoding="utf-8", newline=newline)
 
 
+def open_log(path: Pathish, *, within: Pathish | None = None) -> IO[str]:
+    """``path`` opened to write text from its start (a log another process writes into), never
+    through a link."""
+    fd = _open_single(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, within)
+    return os.fdopen(fd, "w", encoding="utf-8")
+
+
 def open_lock(path: Pathish, *, within: Pathish | None = None) -> int:
     """A read-write descriptor of the lock file ``path`` (created if missing), never through a link."""
     return _open_single(path, os.O_RDWR | os.O_CREAT, within)

@@ -11,6 +11,7 @@ cluster jobs all measure this way, so that one name is measured by one piece of 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from repro.claims.claim import Claim
-from repro.claims.measure_names import MEASURES, RUN_MEASURES
+from repro.claims.measure_names import MEASURES, MODEL_MEASURES, RUN_MEASURES
 from repro.data.corpora import Dataset
 from repro.data.vocab import SharedVocab
 from repro.decode.settings import DecodeSettings
@@ -78,7 +79,8 @@ class Trained:
     measurement writes what it produced (``hypotheses``: BLEU's translations, ``outputs``: the
     parser's raw outputs, ``trees``: its repaired trees); ``limit`` measures the first sentences of
     the split only; ``intervals`` asks for the bootstraps a measurement makes only on request
-    (perplexity's, over sentences)."""
+    (perplexity's, over sentences); ``checkpoint`` is the file the model was loaded from and
+    ``averaged_from`` the checkpoints averaged into it (Section 6.1), as that file names them."""
 
     model: Any
     vocab: SharedVocab | None
@@ -92,6 +94,14 @@ class Trained:
     files: Mapping[str, Path] = field(default_factory=dict)
     limit: int | None = None
     intervals: bool = False
+    checkpoint: Path | None = None
+    averaged_from: tuple[str, ...] = ()
+
+    def evaluated(self) -> dict[str, Any]:
+        """What every measurement of this model records of how it was taken: the search it decodes with,
+        the checkpoint it was loaded from and the checkpoints averaged into it."""
+        return {"decode": self.search.to_dict(), "evaluated_checkpoint": self.checkpoint.name if self.checkpoint else None,
+                "averaged_from": list(self.averaged_from), "checkpoints_averaged": self.checkpoints_averaged}
 
 
 @dataclass(frozen=True)
@@ -144,9 +154,14 @@ def measurement(name: str) -> Callable[[Measure], Measure]:
 
 def measure(trained: Trained, request: Request) -> Measured | None:
     """Measure ``request`` on ``trained`` with the registered code of its measurement (looked up at each
-    call). Called on every rank of a job: the work is split over the ranks where it can be."""
+    call); a measurement of the model records how it was taken (:meth:`Trained.evaluated`, on the main
+    rank, which writes the record). Called on every rank of a job: the work is split over the ranks
+    where it can be."""
     try:
         fn = MEASUREMENTS[request.measure]
     except KeyError:
         raise ConfigError(f"{request.result_id}: no code registered for measurement '{request.measure}'") from None
-    return fn(trained, request)
+    found = fn(trained, request)
+    if found is None or request.measure not in MODEL_MEASURES or not trained.runtime.is_main:
+        return found   # only the main rank records how it was taken
+    return dataclasses.replace(found, provenance={**trained.evaluated(), **found.provenance})

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from repro.data.test_sets import identity
 from repro.data.text_lines import read_lines
 from repro.files.writer import atomic_write_text
 from repro.decode.translate import translate_ids
@@ -71,6 +72,8 @@ def evalb_f1(trained: Trained, request: Request) -> Measured | None:
         f"{at_limit} ran to the length limit); beam {s.beam_size}, alpha {s.alpha}, max length input + "
         f"{s.max_len_offset}; {trained.checkpoints_averaged} checkpoint(s) averaged",
         f"{trained.dataset.name} {request.split} ({parse.sentences} trees)", 2, ci95=interval.ci95,
+        provenance={"test_set": {"dataset": trained.dataset.name, "split": request.split, "sentences": parse.sentences,
+                                 "source": identity(src), "reference": identity(gold)}},
         extra={"f1": round(parse.f1, 2), "precision": round(ev.precision, 2), "recall": round(ev.recall, 2),
                "repaired": parse.repaired, "at_length_limit": at_limit,
                "complete_match": round(ev.complete_match, 2), "leaf_count": parse.leaf_count,

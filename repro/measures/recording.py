@@ -1,4 +1,5 @@
-"""Storing what a measurement found as a result record, the one way every job does it.
+"""Storing what a measurement found as a result record, the one way every job does it, in the results
+store and in the run's own directory (``RUN_DIR/evaluations/``, read by ``repro check --run``).
 
 The record (:class:`repro.results.Result`) carries the measured value, its unit, interval and
 protocol signature, the job's provenance (its config, scale and run, with the measurement's own
@@ -9,25 +10,35 @@ something the report could count as a reproduction; only rank 0 of a job writes.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from repro.files.writer import atomic_write_text
+
 from repro.claims.outcome import Outcome
 from repro.measures.measure_registry import Measured, Request
 from repro.results import Result, ResultStore, collect_provenance
+from repro.train.config import recipe_identity
+
+#: The folder of a run directory that holds the records of the evaluations taken of the run.
+EVALUATIONS = "evaluations"
 
 log = logging.getLogger("repro.measures.recording")
 
 
-def record(store: ResultStore, request: Request, measured: Measured, *, config: Any, scale: str,
-           provenance: Mapping[str, Any] | None = None, extra: Mapping[str, Any] | None = None,
-           name: str | None = None) -> Path:
-    """Write ``measured`` as the record of ``request.result_id`` under ``store`` (as ``<name>.json`` when
-    the job owns its record, :meth:`ResultStore.write`); returns its path. ``provenance``: the job's
-    fields of ``provenance.extra``; ``extra``: the job's fields of the record's ``extra``."""
+def result_of(request: Request, measured: Measured, *, config: Mapping[str, Any], scale: str,
+              decode: Mapping[str, Any] | None = None, provenance: Mapping[str, Any] | None = None,
+              extra: Mapping[str, Any] | None = None) -> Result:
+    """``measured`` as the record of ``request.result_id``: ``config`` is the job's training config and
+    ``decode`` its decoding settings (their recipe identity, :func:`repro.train.config.recipe_identity`,
+    is hashed into ``provenance.config_hash`` and kept as ``provenance.extra.recipe_identity``, so that a
+    reader can say how it differs from a paper job's); ``provenance``: the job's fields of ``provenance.extra``;
+    ``extra``: the job's fields of the record's ``extra``."""
     status, detail = None, measured.detail
     if not measured.finite:
         status = Outcome.FAIL.value
@@ -37,11 +48,35 @@ def record(store: ResultStore, request: Request, measured: Measured, *, config: 
     interval = None
     if measured.ci95 is not None and all(math.isfinite(x) for x in measured.ci95):
         interval = tuple(round(x, measured.digits) for x in measured.ci95)
-    prov = collect_provenance(config=config, dataset=measured.dataset, scale=scale,
+    identity = recipe_identity(dict(config), dict(decode or {}))
+    prov = collect_provenance(config=identity, dataset=measured.dataset, scale=scale,
                               bleu_signature=measured.bleu_signature,
                               **{**dict(provenance or {}), **measured.provenance, "measure": request.measure,
-                                 **({"split": request.split} if request.split else {})})
-    path = store.write(Result(request.result_id, measured.value, prov, unit=measured.unit, status=status,
-                              detail=detail, extra={**measured.extra, **dict(extra or {})}, ci95=interval), name)
+                                 **({"split": request.split} if request.split else {}), "recipe_identity": identity})
+    return Result(request.result_id, measured.value, prov, unit=measured.unit, status=status, detail=detail,
+                  extra={**measured.extra, **dict(extra or {})}, ci95=interval)
+
+
+def keep_in_run(run_dir: str | os.PathLike[str], result: Result) -> Path:
+    """The run's own copy of an evaluation of it: ``RUN_DIR/evaluations/<result id>.json`` (the same
+    record as the store's), replaced in place when the run is evaluated again; ``repro check --run``
+    reads it."""
+    path = Path(run_dir) / EVALUATIONS / f"{result.claim_id}.json"
+    atomic_write_text(path, json.dumps(result.to_dict(), indent=2, sort_keys=True, default=str) + "\n")
+    return path
+
+
+def record(store: ResultStore, request: Request, measured: Measured, *, config: Mapping[str, Any], scale: str,
+           decode: Mapping[str, Any] | None = None, provenance: Mapping[str, Any] | None = None,
+           extra: Mapping[str, Any] | None = None, name: str | None = None,
+           run_dir: str | os.PathLike[str] | None = None) -> Path:
+    """Write ``measured`` as the record of ``request.result_id`` under ``store`` (as ``<name>.json`` when
+    the job owns its record, :meth:`ResultStore.write`), and into the run's own records when ``run_dir``
+    is given (:func:`keep_in_run`); returns the store's path. The other arguments: :func:`result_of`."""
+    result = result_of(request, measured, config=config, scale=scale, decode=decode, provenance=provenance,
+                       extra=extra)
+    if run_dir is not None:
+        keep_in_run(run_dir, result)
+    path = store.write(result, name)
     log.info("%s = %s (%s)", request.result_id, measured.value, scale)
     return path

@@ -5,14 +5,22 @@
 - ``bleu.sacrebleu``: sacreBLEU on detokenized text with sacreBLEU's own bootstrap; the paper's
   protocol kept in the record's ``extra``;
 - ``perplexity.wordpiece``: exp of the mean NLL per target wordpiece (Table 3's PPL), with a
-  bootstrap over sentences when the job asks for intervals.
+  bootstrap over sentences when the job asks for intervals; the token accuracy of the same pass
+  beside it (``extra.token_accuracy``: Section 5.4's "improves accuracy").
 
 Both BLEUs translate the split with the job's search settings (beam 4, alpha 0.6, input + 50 for
 the paper's recipes), on the job's runtime, split over its ranks (:mod:`repro.eval.sharding`).
+Every record says which files were scored (``provenance.extra.test_set``: the split's source and
+reference, each by name, line count and content hash, :mod:`repro.data.test_sets`; BLEU's written
+translations too), so that a result counts for the paper only when it scored the paper's test set.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
+from repro.data.test_sets import identity
 from repro.eval.bleu import paper_tokens
 from repro.eval.bootstrap import paper_interval, perplexity_interval, sacrebleu_interval
 from repro.eval.translation import BleuEvaluation, evaluate_bleu, evaluate_perplexity
@@ -22,6 +30,20 @@ from repro.measures.measure_registry import Measured, Request, Trained, measurem
 def _search(trained: Trained) -> str:
     s = trained.search
     return f"beam {s.beam_size}, alpha {s.alpha}, max length input + {s.max_len_offset}"
+
+
+def scored_files(trained: Trained, split: str, sentences: int | None = None,
+                 hypotheses: Path | None = None) -> dict[str, Any]:
+    """The identity of what a measurement on ``split`` scored (module docstring); ``sentences``: how many
+    it scored (default: every line of the split). Taken on the main rank, which writes the record."""
+    if not trained.runtime.is_main:
+        return {}
+    src, tgt = trained.dataset.split(split)
+    files = {"dataset": trained.dataset.name, "split": split, "source": identity(src), "reference": identity(tgt)}
+    files["sentences"] = files["reference"]["lines"] if sentences is None else sentences
+    if hypotheses is not None and hypotheses.is_file():
+        files["hypotheses"] = identity(hypotheses)
+    return files
 
 
 def _translate(trained: Trained, request: Request) -> BleuEvaluation:
@@ -44,7 +66,8 @@ def paper_protocol_bleu(trained: Trained, request: Request) -> Measured:
         f"{dataset.name} {request.split} ({bleu.sentences} pairs)", 2,
         ci95=interval.ci95 if interval else None, bleu_signature=bleu.paper.signature,
         provenance={"sacrebleu": round(bleu.sacrebleu.score, 2), "sacrebleu_signature": bleu.sacrebleu.signature,
-                    **({"bootstrap": interval.to_dict()} if interval else {})},
+                    **({"bootstrap": interval.to_dict()} if interval else {}),
+                    "test_set": scored_files(trained, request.split, bleu.sentences, trained.files.get("hypotheses"))},
         raw=bleu, seconds={"decode": bleu.seconds})
 
 
@@ -61,6 +84,7 @@ def sacrebleu(trained: Trained, request: Request) -> Measured:
         f"paper protocol (tokenized, compound-split) BLEU {bleu.paper.score:.2f}; decoding took {bleu.seconds:.0f} s",
         f"{dataset.name} {request.split} ({bleu.sentences} pairs{'' if dataset.tokenized else ', raw'})", 2,
         ci95=interval.ci95 if interval else None, bleu_signature=bleu.sacrebleu.signature,
+        provenance={"test_set": scored_files(trained, request.split, bleu.sentences, trained.files.get("hypotheses"))},
         extra={"paper_protocol_bleu": round(bleu.paper.score, 2), "paper_signature": bleu.paper.signature,
                "sacrebleu": bleu.sacrebleu.to_dict(), "decode_seconds": round(bleu.seconds, 1),
                **({"bootstrap": interval.to_dict()} if interval else {})},
@@ -80,5 +104,7 @@ def perplexity_per_wordpiece(trained: Trained, request: Request) -> Measured:
         f"smoothing, {trained.checkpoints_averaged} checkpoint(s) averaged"
         + ("; 95% interval: bootstrap over sentences" if interval else ""),
         f"{dataset.name} {request.split}", 3, ci95=interval.ci95 if interval else None,
-        provenance={"bootstrap": interval.to_dict()} if interval else {},
-        extra={"tokens": ppl.tokens, "nll_per_token": round(ppl.nll_per_token, 5)}, raw=ppl)
+        provenance={**({"bootstrap": interval.to_dict()} if interval else {}),
+                    "test_set": scored_files(trained, request.split)},
+        extra={"tokens": ppl.tokens, "nll_per_token": round(ppl.nll_per_token, 5),
+               "token_accuracy": round(ppl.accuracy, 5)}, raw=ppl)

@@ -27,17 +27,56 @@ def scaled_dot_product_attention(
     return weights @ value, weights
 
 
+#: The fused kernels' alignment of an attention bias: ATen's memory-efficient kernel pads a bias whose
+#: strides (all but the last) are not multiples of it (``preprocess_mask`` in attention.cpp).
+BIAS_ALIGNMENT = 8
+
+
+def aligned_bias(mask: Tensor, dtype: torch.dtype) -> Tensor:
+    """A boolean ``mask`` (``True``: may attend) as the additive bias the fused kernels take (0 where
+    allowed, -inf where not: what ATen's conversion of a boolean mask gives), in the query's ``dtype``,
+    held in a buffer whose last dimension is padded past the next multiple of :data:`BIAS_ALIGNMENT`, so
+    that every stride but the last is a multiple of it and the bias is never contiguous, whatever the
+    number of keys.
+
+    Why: on CUDA, ATen converts a boolean mask to a fresh bias whose strides follow the number of keys
+    and asks whether they are aligned; under ``torch.compile`` with dynamic shapes that question is a
+    guard, so a pass whose source length falls on the other side of a multiple of 8 compiled the
+    objective again (the H200, 2026-11-27; and once a length that is a multiple of 8 gave an unpadded,
+    contiguous bias, whether it was contiguous became the guard). With this layout every answer is the
+    same for every length and one graph serves every pass (:mod:`repro.train.compiled`). In ``dtype`` already, autocast
+    leaves it as it is (a cast would copy it densely, dropping the padding)."""
+    keys = mask.size(-1)
+    # at least one column of padding, also where ``keys`` is a multiple: then the bias is never the whole
+    # buffer, and a test of its contiguity (which the fused kernels' entry makes) is not a guard either
+    padded = F.pad(mask, (0, BIAS_ALIGNMENT - keys % BIAS_ALIGNMENT), value=False)
+    bias = torch.zeros(padded.shape, dtype=dtype, device=mask.device).masked_fill_(~padded, float("-inf"))
+    return bias[..., :keys]
+
+
+def train_with_shape_free_kernels() -> None:
+    """Leave cuDNN's fused attention out of this (training) process on CUDA: it builds an execution plan
+    for every new shape, and every pass of Section 5.1's batches has a new shape. On an H200
+    (2026-11-27, torch 2.11) the job's updates took 0.31 s against 0.044 s for a fixed shape, with the
+    same 40 ms of device time: the host's time went to the plans. The flash and memory-efficient
+    kernels (the same Eq. 1) have none; a check's own arithmetic pin restores what it found."""
+    if torch.version.cuda is not None and torch.cuda.is_available():   # a real CUDA build (not the tests' fake)
+        torch.backends.cuda.enable_cudnn_sdp(False)
+
+
 def fused_attention(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None,
                     causal: bool = False) -> Tensor:
     """Eq. 1 through PyTorch's fused kernel (flash / memory-efficient / cuDNN where available).
 
     ``causal`` passes the causal mask as a flag instead of a tensor (a flash kernel takes no mask
-    tensor); a boolean ``mask`` (key padding) keeps the memory-efficient and cuDNN kernels eligible."""
+    tensor); a boolean ``mask`` (key padding) goes to the kernel as an aligned additive bias
+    (:func:`aligned_bias`), which keeps the memory-efficient and cuDNN kernels eligible."""
     if causal and mask is not None:
         n, m = query.size(-2), key.size(-2)
         mask = mask & torch.ones(n, m, dtype=torch.bool, device=query.device).tril(m - n)
         causal = False
-    return F.scaled_dot_product_attention(query, key, value, attn_mask=mask, is_causal=causal)
+    bias = aligned_bias(mask, query.dtype) if mask is not None else None
+    return F.scaled_dot_product_attention(query, key, value, attn_mask=bias, is_causal=causal)
 
 
 @dataclass

@@ -51,7 +51,8 @@ from repro.runtime import Runtime
 from repro.model.transformer import Transformer
 from repro.recipes import Recipe, get_recipe
 from repro.report import FIGURE3_SENTENCE, generate
-from repro.measures import Measured, Request, Trained, claim_requests, combine_seeds, measure, record
+from repro.measures import (Measured, Request, Trained, claim_requests, combine_seeds, keep_in_run, measure, record,
+                            result_of)
 from repro.results import ResultStore, store_records
 from repro.train.average import average_last
 from repro.train.checkpoint import list_checkpoints
@@ -143,7 +144,8 @@ class SeedRun:
 
 def _write_results(results_dir: Path, recipe: Recipe, runs: list[SeedRun], requests: list[Request],
                    common: dict[str, Any]) -> dict[str, Measured]:
-    """Store each request's measurement (over the seeds that gave one); returns them by result id."""
+    """Store each request's measurement (over the seeds that gave one), and each seed's own in its run
+    directory (``evaluations/``); returns them by result id."""
     first = runs[0]
     scale = scale_description(recipe, first.summary.steps) + (f"; mean of {len(runs)} seeds" if len(runs) > 1 else "")
     store = ResultStore(results_dir)
@@ -152,20 +154,25 @@ def _write_results(results_dir: Path, recipe: Recipe, runs: list[SeedRun], reque
         by_seed = {r.seed: r.measured[request.result_id] for r in runs if r.measured[request.result_id] is not None}
         if not by_seed:  # e.g. fewer than two logged rows (a tiny smoke run) give no step time
             continue
+        how = dict(config=recipe.train.to_dict(), decode=recipe.decode.to_dict(), scale=scale, provenance=common)
+        for run in runs:
+            if run.measured[request.result_id] is not None:
+                keep_in_run(run.out_dir, result_of(request, run.measured[request.result_id], **how))
         stored[request.result_id] = combine_seeds(by_seed)
-        record(store, request, stored[request.result_id], config=recipe.train.to_dict(), scale=scale,
-               provenance=common, name=RECORD_NAME)
+        record(store, request, stored[request.result_id], name=RECORD_NAME, **how)
     return stored
 
 
 def _dev_perplexity(out_dir: Path, dataset: Dataset, runtime: Runtime) -> Callable[[Transformer, int], dict[str, float]]:
-    """The training loop's checkpoint-time evaluation: perplexity on the dev split (the curve of the report)."""
+    """The training loop's checkpoint-time evaluation: perplexity and token accuracy on the dev split (the
+    curve of the report)."""
     vocab: list[SharedVocab] = []  # built by the training run itself, so loaded at the first checkpoint
 
     def evaluate(model: Transformer, step: int) -> dict[str, float]:
         if not vocab:
             vocab.append(SharedVocab.load(out_dir / "vocab.json"))
-        return {"dev_ppl": round(evaluate_perplexity(model, vocab[0], dataset, DEV_SPLIT, runtime=runtime).ppl, 3)}
+        dev = evaluate_perplexity(model, vocab[0], dataset, DEV_SPLIT, runtime=runtime)
+        return {"dev_ppl": round(dev.ppl, 3), "dev_accuracy": round(dev.accuracy, 5)}
 
     return evaluate
 
@@ -181,10 +188,11 @@ def _train_and_evaluate(recipe: Recipe, out_dir: Path, data_dir: str | None, sta
 
     say(f"3/5 {tag}averaging the last {min(recipe.train.average_last, len(list_checkpoints(out_dir)))} checkpoints")
     averaged, k = stages.timed(f"{tag}average", lambda: _average(recipe, out_dir))
-    model, _ = load_model(averaged, runtime=runtime)
+    model, state = load_model(averaged, runtime=runtime)
     vocab = SharedVocab.load(out_dir / "vocab.json")
     trained = Trained(model, vocab, dataset, runtime, recipe.decode, out_dir, checkpoints_averaged=k,
-                      summary=summary.to_dict(), files={"hypotheses": out_dir / "test_2016_flickr.hyp.de"})
+                      summary=summary.to_dict(), files={"hypotheses": out_dir / "test_2016_flickr.hyp.de"},
+                      checkpoint=averaged, averaged_from=tuple(state.get("averaged_from") or ()))
     d = recipe.decode
     measured: dict[str, Measured | None] = {}
     for n, request in enumerate(requests, 4):

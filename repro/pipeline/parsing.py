@@ -149,7 +149,7 @@ class ParserProbe:
                  "dev_leaf_attention": leaf_attention(model, vocab, dev)}
         points = [p for p in self.points if p["step"] < step] + [point]
         atomic_write_text(self.path, json.dumps(points, indent=1) + "\n")
-        return {"dev_ppl": round(math.exp(dev_ppl.nll_per_token), 3)}
+        return {"dev_ppl": round(math.exp(dev_ppl.nll_per_token), 3), "dev_accuracy": round(dev_ppl.accuracy, 5)}
 
 
 def load_test_split(prepared: Path, out_dir: Path, test_limit: int | None) -> tuple[list[str], Path, str, int]:
@@ -238,7 +238,7 @@ def reproduce_parsing_local(
         f"max length input + {settings.max_len_offset}), then EVALB (COLLINS.prm): {REQUEST.measure}")
     trained = Trained(model, vocab, get_dataset(str(prepared)), runtime, settings, out_dir, summary=summary.to_dict(),
                       files={"outputs": out_dir / f"{TEST_SPLIT}.out", "trees": out_dir / f"{TEST_SPLIT}.parsed.trees"},
-                      limit=test_limit)
+                      limit=test_limit, checkpoint=checkpoint, averaged_from=(checkpoint.name,))
     measured = measure(trained, REQUEST)
     stages.seconds.update({"decode_s": measured.seconds["decode"], "score_s": measured.seconds["score"]})
     parse, at_limit = measured.raw, measured.extra["at_length_limit"]
@@ -273,9 +273,9 @@ def reproduce_parsing_local(
         detail=(f"{measured.detail}; the last checkpoint, no averaging; decoding took "
                 f"{stages.seconds['decode_s']:.0f} s. Greedy search on the same checkpoint: F1 {greedy.f1:.2f} "
                 f"({greedy.repaired} repaired)"))
-    record(ResultStore(results_dir), REQUEST, measured, config=recipe.train.to_dict(), scale=scale,
-           provenance={"recipe": recipe.to_dict(), **precision.provenance(), **common},
-           extra={"greedy": scores["greedy"], "curve": scores["curve"]}, name=RECORD_NAME)
+    record(ResultStore(results_dir), REQUEST, measured, config=recipe.train.to_dict(), decode=recipe.decode.to_dict(),
+           scale=scale, provenance={"recipe": recipe.to_dict(), **precision.provenance(), **common},
+           extra={"greedy": scores["greedy"], "curve": scores["curve"]}, name=RECORD_NAME, run_dir=out_dir)
     report = {"profile": "local-parsing", "result_written": RESULT_ID, "recipe": RECIPE, "experiment": RECIPE,
               "targets": recipe.targets, **scores,
               "scale": scale, "splits": {k: v.sentences for k, v in infos.items()}, "config": recipe.train.to_dict(),

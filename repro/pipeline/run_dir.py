@@ -20,13 +20,15 @@ from repro.manifest import NAME as MANIFEST, Manifest
 from repro.paths import output_dir, output_file
 from repro.run_lock import NAME as LOCK, refuse_nested
 
-#: What a training run (:mod:`repro.train`) writes into its ``out_dir``.
+#: What a training run (:mod:`repro.train`) writes into its ``out_dir``: with its record (``run.json``) and
+#: the records of the evaluations taken of it (``evaluations/``, :mod:`repro.measures.recording`).
 TRAINING = ("checkpoints/", "checkpoints/step_*.pt", "metrics.csv", "metrics.csv.tmp", "vocab.json",
-            "tensorboard/", "tensorboard/events.out.tfevents.*")
+            "tensorboard/", "tensorboard/events.out.tfevents.*", "run.json", "evaluations/", "evaluations/*.json")
 #: What a training run reads back when it resumes.
 RESUMED_FROM = ("checkpoints/step_*.pt", "vocab.json", "metrics.csv")
-#: A cluster job's ``out_dir`` (:class:`repro.cluster.job.TrainingJob`): training and the corpus it encoded.
-JOB = (*TRAINING, "encoded/", "encoded/*")
+#: A cluster job's ``out_dir`` (:class:`repro.cluster.job.TrainingJob`): training, the corpus it encoded, the
+#: translations it scored.
+JOB = (*TRAINING, "encoded/", "encoded/*", "hypotheses.*")
 #: Table 3 at a scale run here (:mod:`repro.pipeline.table3_small`): ``<signature>/<job>/``, each a job's ``out_dir``.
 TABLE3 = ("*/", "*/table3-*/", *(f"*/table3-*/{p}" for p in JOB))
 #: What a job of Table 3 at a scale resumes from.

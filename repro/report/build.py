@@ -17,6 +17,7 @@ from typing import Any
 from repro.checks import DERIVED_OVER_STORED, derived_result
 from repro.claims.claim import BASES, Claim
 from repro.errors import ResultError
+from repro.observed.gate import set_aside
 from repro.report.verdict import STATUSES, verdict
 from repro.results.provenance import REQUIRED_FIELDS, Provenance
 from repro.results.store import Result, ResultStore, disagree
@@ -30,6 +31,10 @@ ROW_COLUMNS = (
     "run scale", "commit", "config hash", "hardware", "dataset", "bleu signature", "date",
     "basis", "target", "ci95",
 )
+
+
+#: The kinds of evidence of the claims table's rows: the claims observed on a run have each run's section.
+ROW_BASES = tuple(b for b in BASES if b != "run")
 
 
 @dataclass(frozen=True)
@@ -88,10 +93,10 @@ class ReportData:
         return counts
 
     def counts_by_basis(self) -> dict[str, dict[str, int]]:
-        """Per status, how many of its claims are settings, behaviour and results (:data:`BASES`)."""
-        counts = {s.value: {b: 0 for b in BASES} for s in STATUSES}
+        """Per status, how many of its claims are settings, behaviour and results (:data:`ROW_BASES`)."""
+        counts = {s.value: {b: 0 for b in ROW_BASES} for s in STATUSES}
         for row in self.rows:
-            counts.setdefault(str(row.status), {b: 0 for b in BASES})[row.claim.basis] += 1
+            counts.setdefault(str(row.status), {b: 0 for b in ROW_BASES})[row.claim.basis] += 1
         return counts
 
     def summary_text(self) -> str:
@@ -159,12 +164,24 @@ def load_results(dirs: Sequence[Path], *, skip_invalid: bool = False,
 
 
 def build_rows(claims: Iterable[Claim], results: dict[str, Result]) -> list[ReportRow]:
+    """One row per claim of the paper (the claims observed on a run have each run's own section). A
+    result that did not come from the paper's job (:mod:`repro.observed.gate`) is shown beside its
+    claim with what differs, and the claim reads as if no run had been made; the values derived from
+    stored results (relations, costs, step times) read only the results that count."""
+    claims = [c for c in claims if c.basis != "run"]
+    aside = set_aside(claims, results)
+    counted = {k: v for k, v in results.items() if k not in aside}
     rows = []
     for claim in claims:
+        if claim.id in aside:
+            res = check_provenance(results[claim.id], claim.id)
+            rows.append(ReportRow(claim, verdict(claim, None).status, f"not counted for the paper: {aside[claim.id]}",
+                                  res))
+            continue
         if claim.checker in DERIVED_OVER_STORED:  # a step time is compared only normalised to 8 P100
-            res = derived_result(claim, results)
+            res = derived_result(claim, counted)
         else:
-            res = results.get(claim.id) or derived_result(claim, results)
+            res = counted.get(claim.id) or derived_result(claim, counted)
         if res is not None:
             check_provenance(res, claim.id)
         v = verdict(claim, res)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from repro.claims.claim import Claim
-from repro.report import normalised_step_time, scaled, tables
+from repro.report import normalised_step_time, run_section, scaled, tables
 from repro.report.build import ReportData
 from repro.report.figures import Figures, draw
 from repro.report.runs import Run
@@ -141,6 +141,9 @@ def make_document(data: ReportData, claims: list[Claim], runs: list[Run],
                                 "Stored results that no claim names: shown with their scale, never given a status."))
     if parsing_curve and parsing_curve.get("points"):
         sections.append(parsing_curve_section(parsing_curve))
+    for check in run_section.checked_runs(runs, claims):
+        sections.append(Section(f"This run against the paper: {check.files.path}", run_section.table(check),
+                                run_section.note(check)))
     figures = draw(data.results, runs, attention_sentence)
     for table in scaled_tables.values():
         drawn = scaled.difference_figure(table, paper_values(claims))

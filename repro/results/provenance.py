@@ -12,12 +12,14 @@ import json
 import os
 import platform
 import subprocess
+from importlib import metadata
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from repro.files.reader import read_bytes
 from repro.instants import instant
 from repro.model.precision import cpu_flags, cpuinfo_lines
 
@@ -65,21 +67,54 @@ class Provenance:
 SOURCE_PATHS = ("repro", "claims", "slurm", "pyproject.toml")
 
 
+#: The folder that holds the ``repro`` package: a checkout's top level when repro runs from one.
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
 def git_commit(repo: Path | None = None) -> str:
-    """The current commit, with ``-dirty`` when tracked source files (:data:`SOURCE_PATHS`) have
-    uncommitted changes; ``unknown`` outside git."""
-    cwd = repo or Path(__file__).resolve().parents[2]
+    """The project's commit, with ``-dirty`` when tracked source files (:data:`SOURCE_PATHS`) have
+    uncommitted changes; asked of git only where git's top level is the project's own checkout
+    (``repo``, default :data:`PROJECT_ROOT`). Run from anywhere else (an installed package, a copy of
+    ``repro/``, a virtual environment inside another repository, whose HEAD is not this code's) it
+    names no commit: :func:`source_identity` instead, which says so. ``REPRO_COMMIT`` (set by whoever
+    deployed a known commit) is taken outside a checkout."""
+    root = (repo or PROJECT_ROOT).resolve()
     try:
+        top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=root, capture_output=True, text=True,
+                             check=True).stdout.strip()
+        if Path(top).resolve() != root:
+            raise LookupError(f"git's top level {top} is not the project's checkout {root}")
         sha = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, check=True
+            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True
         ).stdout.strip()
         dirty = subprocess.run(
             ["git", "status", "--porcelain", "--untracked-files=no", "--", *SOURCE_PATHS],
-            cwd=cwd, capture_output=True, text=True, check=True,
+            cwd=root, capture_output=True, text=True, check=True,
         ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return os.environ.get("REPRO_COMMIT", "unknown")
+    except (OSError, subprocess.CalledProcessError, LookupError):
+        return os.environ.get("REPRO_COMMIT") or source_identity(root)
     return f"{sha}-dirty" if dirty else sha
+
+
+def source_identity(root: Path | None = None) -> str:
+    """What names the code when no commit can: ``no-git:repro-<version>:sha256-<12 hex>``, the installed
+    version and a content hash of the package's source files (``repro/**/*.py`` and the claims it
+    ships, by relative path and content), the same for the same code wherever it is installed."""
+    package = (root or PROJECT_ROOT) / "repro"
+    digest = hashlib.sha256()
+    files = sorted(p for p in package.rglob("*") if p.is_file() and p.suffix in (".py", ".toml", ".csv")
+                   and "__pycache__" not in p.parts)
+    for path in files:
+        digest.update(path.relative_to(package).as_posix().encode() + b"\0" + read_bytes(path, "package source")
+                      + b"\0")
+    return f"no-git:repro-{_version()}:sha256-{digest.hexdigest()[:12]}"
+
+
+def _version() -> str:
+    try:
+        return metadata.version("repro")
+    except metadata.PackageNotFoundError:
+        return "unknown"
 
 
 def cpu_model() -> str:

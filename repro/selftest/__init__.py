@@ -30,7 +30,8 @@ from repro.errors import UsageError
 from repro.files.writer import atomic_write_text, make_dirs
 from repro.results.provenance import git_commit
 from repro.runtime import Runtime
-from repro.selftest.stage import FAIL, Context, Stage, StageResult, Target
+from repro.selftest.diagnostics import diagnostics
+from repro.selftest.stage import FAIL, SKIPPED, Context, Stage, StageResult, Target
 from repro.selftest.stages import STAGE_NAMES, STAGES, checkout_root
 
 #: The whole run's budget on one H100/H200 (issue 37): the summary says whether it was met.
@@ -40,37 +41,67 @@ __all__ = ["GPU_BUDGET_S", "STAGE_NAMES", "render", "run_selftest"]
 
 
 def run_selftest(runtime: Runtime, *, quick: bool, out_dir: Path, data_dir: Path,
-                 stages: Sequence[str] = STAGE_NAMES, say: Callable[[str], None] = print) -> dict[str, Any]:
-    """Run ``stages`` (in the order of :data:`STAGES`) on ``runtime``; returns the summary."""
+                 stages: Sequence[str] = STAGE_NAMES, say: Callable[[str], None] = print,
+                 json_path: Path | None = None, budget: float | None = None) -> dict[str, Any]:
+    """Run ``stages`` (in the order of :data:`STAGES`) on ``runtime``; returns the summary. With
+    ``json_path`` the summary (and its ``.md``) is rewritten after every stage, so that a run stopped
+    from outside leaves what it measured. With ``budget`` (seconds) a stage whose estimate no longer
+    fits in what is left is ``skipped`` with the reason ``budget``."""
     make_dirs(out_dir)
     ctx = Context(runtime, quick, out_dir, data_dir, checkout_root(), say)
     began, started = time.monotonic(), _dt.datetime.now(_dt.timezone.utc)
     results: dict[str, StageResult] = {}
+    selected = [s for s in STAGES if s.name in stages]
+
+    def publish(final: bool = False) -> dict[str, Any]:
+        summary = _summary(ctx, results, selected, began, started, budget, final)
+        if json_path is not None:
+            write(summary, json_path)
+        return summary
+
     beside: list[tuple[Stage, concurrent.futures.Future]] = []
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        for stage in (s for s in STAGES if s.name in stages):
-            if stage.background:
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(selected)) as pool:
+        for stage in selected:
+            left = None if budget is None else budget - (time.monotonic() - began)
+            estimate = stage.estimate(ctx)
+            if left is not None and estimate > left:
+                results[stage.name] = StageResult(stage.name, stage.what, SKIPPED, 0.0, reason=(
+                    f"budget: about {estimate:.0f} s needed, {max(left, 0):.0f} s of --budget {budget:g} left"))
+                say(f"stage {stage.name}: skipped (budget)")
+            elif stage.background:
                 beside.append((stage, pool.submit(stage, ctx)))
+                continue
             else:
                 results[stage.name] = stage(ctx)
+            publish()
         for stage, future in beside:
             results[stage.name] = future.result()
-    ordered = [results[s.name] for s in STAGES if s.name in results]
+            publish()
+    return publish(final=True)
+
+
+def _summary(ctx: Context, results: dict[str, StageResult], selected: Sequence[Stage], began: float,
+             started: _dt.datetime, budget: float | None, final: bool) -> dict[str, Any]:
+    runtime = ctx.runtime
+    ordered = [results[s.name] for s in selected if s.name in results]
     seconds = time.monotonic() - began
     targets = [t for r in ordered for t in r.targets]
-    if runtime.on_gpu and not quick:
+    if runtime.on_gpu and not ctx.quick and final:
         targets.append(Target("the whole acceptance run, seconds", round(seconds, 1), GPU_BUDGET_S, at_least=False))
     return {
-        "selftest": "repro selftest" + (" --quick" if quick else ""),
+        "selftest": "repro selftest" + (" --quick" if ctx.quick else ""),
         "ok": all(r.status != FAIL for r in ordered),
+        "complete": final and len(ordered) == len(selected),
+        "pending": [s.name for s in selected if s.name not in results],
         "device": str(runtime.device),
         "device_name": torch.cuda.get_device_name(runtime.device) if runtime.on_gpu else platform.processor() or "cpu",
         "torch": torch.__version__, "cuda": torch.version.cuda, "commit": git_commit(),
-        "started": started.isoformat(timespec="seconds"), "seconds": round(seconds, 1),
-        "checkout": str(ctx.checkout) if ctx.checkout else None, "out_dir": str(out_dir),
+        "started": started.isoformat(timespec="seconds"), "seconds": round(seconds, 1), "budget_s": budget,
+        "checkout": str(ctx.checkout) if ctx.checkout else None, "out_dir": str(ctx.out_dir),
         "stages": [r.to_dict() for r in ordered],
         "targets": [t.to_dict() for t in targets],
         "targets_met": all(t.met for t in targets),
+        "diagnostics": diagnostics(ordered),
     }
 
 
@@ -82,6 +113,8 @@ def render(summary: dict[str, Any]) -> str:
         note = stage["reason"] or ", ".join(f"{k} {_short(v)}" for k, v in stage["figures"].items()
                                             if not isinstance(v, (dict, list)))
         lines.append(f"{stage['name']:<16} {stage['status']:<8} {stage['seconds']:>8.1f}  {note}")
+    if summary.get("pending"):
+        lines += ["", f"not finished yet: {', '.join(summary['pending'])}"]
     lines += ["", f"in all {summary['seconds']:.0f} s; {'every stage ok or skipped' if summary['ok'] else 'A STAGE FAILED'}"]
     if summary["targets"]:
         lines += ["", "targets:"]

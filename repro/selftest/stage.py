@@ -97,6 +97,13 @@ class Stage:
     run: Callable[[Context], tuple[dict[str, Any], list[Target]]]
     #: runs beside the stages after it (it times nothing and they time nothing): a subprocess's wait
     background: bool = False
+    #: about how long it takes (seconds) on one H100/H200 and, with --quick, on two CPU cores: what
+    #: ``--budget`` holds it to
+    gpu_s: float = 60.0
+    quick_s: float = 30.0
+
+    def estimate(self, ctx: Context) -> float:
+        return 0.0 if self.background else (self.gpu_s if ctx.gpu and not ctx.quick else self.quick_s)
 
     def __call__(self, ctx: Context) -> StageResult:
         start = time.monotonic()

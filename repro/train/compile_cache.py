@@ -20,13 +20,30 @@ from pathlib import Path
 __all__ = ["compile_cache_dir", "use_compile_cache"]
 
 
+#: ``TORCHINDUCTOR_CACHE_DIR`` as the user set it, read when repro is imported: inductor writes its own
+#: default (the temporary directory) into the environment at its first compilation, and a later
+#: reading of the variable would take that for the user's choice (the H200's selftest compiled its
+#: benchmark first and then kept the job's graphs under /tmp).
+USER_SETTING = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+
+
 def compile_cache_dir() -> Path:
     """The directory compiled graphs and kernels are kept in (see the module's docstring)."""
     explicit = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    if explicit and explicit != USER_SETTING and explicit == _inductor_default():
+        explicit = None   # written by inductor's first compilation, not by the user
     if explicit:
         return Path(explicit)
     root = os.environ.get("REPRO_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "repro")
     return Path(root) / "inductor"
+
+
+def _inductor_default() -> str | None:
+    try:
+        from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+    except ImportError:   # another torch: its default is not recognised, and the variable is taken as set
+        return None
+    return os.path.abspath(default_cache_dir())
 
 
 def use_compile_cache() -> Path:

@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import torch
 import torch.fx.experimental._config as shape_config
+from torch._dynamo.utils import counters, guard_failures
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from repro.data.vocab import BOS, EOS, PAD
 
-__all__ = ["COMPILATIONS", "COMPILE_MIN_UPDATES", "CompiledObjective", "at_least_two", "compiles"]
+__all__ = ["COMPILATIONS", "COMPILE_MIN_UPDATES", "CompileWatch", "CompiledObjective", "at_least_two", "compiles"]
 
 #: How many graphs one run compiles of the objective, whatever its batches (tested on real data).
 COMPILATIONS = 1
@@ -88,3 +89,24 @@ class CompiledObjective(nn.Module):
         src, tgt_in, tgt_out = at_least_two(src, tgt_in, tgt_out)
         with shape_config.patch(use_duck_shape=False):
             return self._compiled(src, tgt_in, tgt_out, scale)
+
+
+class CompileWatch:
+    """What dynamo compiled from the moment this is made: the graphs (``graphs``) and, for each graph
+    compiled again, the guard whose failure made it (``reasons``, dynamo's own words: the size, stride
+    or value that differed). A run over its bound names these, not only a count."""
+
+    def __init__(self) -> None:
+        self._graphs = counters["stats"]["unique_graphs"]
+        self._seen = {code: len(reasons) for code, reasons in guard_failures.items()}
+
+    @property
+    def graphs(self) -> int:
+        return counters["stats"]["unique_graphs"] - self._graphs
+
+    def reasons(self) -> list[str]:
+        found = []
+        for code, reasons in guard_failures.items():
+            name = getattr(code, "co_name", str(code))
+            found += [f"{name}: {reason}" for reason in reasons[self._seen.get(code, 0):]]
+        return found

@@ -25,14 +25,26 @@ from repro.runtime import check_device_name
 from repro.train.schedule import PAPER_WARMUP_STEPS
 
 
-_TEXT_FIELDS = ("preset", "dataset", "bpe_split", "out_dir", "device", "precision", "compile")
+_TEXT_FIELDS = ("preset", "dataset", "bpe_split", "out_dir", "device", "precision", "compile", "batching")
 #: ``compile``: torch.compile the training objective (model and loss): ``auto`` compiles on CUDA for runs
 #: of at least repro.train.compiled.COMPILE_MIN_UPDATES updates (compiling costs minutes; a short run never earns it back).
 COMPILE_MODES = ("auto", "on", "off")
+#: ``batching``: how training passes are cut (Section 5.1, "by approximate sequence length"): ``sorted``
+#: sorts each epoch by length and cuts it (repro.data.batching); ``buckets`` fills two-sided length buckets
+#: from the endless shuffled stream, as tensor2tensor does (repro.data.buckets), ``bucket_step`` apart.
+BATCHINGS = ("sorted", "buckets")
 _OPTIONAL_TEXT_FIELDS = ("data_dir", "train_src", "train_tgt", "dev_src", "dev_tgt")
 _INT_FIELDS = ("vocab_size", "tokens_per_batch", "max_tokens_per_device", "max_steps", "warmup_steps", "max_len",
                "checkpoint_every_steps", "keep_checkpoints", "average_last", "seed", "log_every", "threads")
-_FLOAT_FIELDS = ("lr_scale", "adam_beta1", "adam_beta2", "adam_eps", "label_smoothing", "checkpoint_every_minutes")
+_FLOAT_FIELDS = ("lr_scale", "adam_beta1", "adam_beta2", "adam_eps", "label_smoothing", "checkpoint_every_minutes",
+                 "bucket_step")
+#: Fields that say where and how a job computes, not what it trains (a cluster profile, the command
+#: line and the machine choose them).
+PLACEMENT_FIELDS = ("out_dir", "data_dir", "device", "precision", "threads", "compile", "log_every", "tensorboard",
+                    "max_tokens_per_device")
+#: Fields that say neither what is trained nor how it is scored: the seed (the paper states none; seeds
+#: of one recipe are runs of one experiment), how many checkpoints stay on disk, and the decoding batch.
+BOOKKEEPING_FIELDS = ("seed", "keep_checkpoints")
 
 
 @dataclass(frozen=True)
@@ -71,6 +83,8 @@ class TrainConfig:
     tensorboard: bool = False          # also write TensorBoard scalars under OUT_DIR/tensorboard (optional dep)
     precision: str = "auto"            # auto, fp32 or bf16 (mixed; repro.model.precision); master weights stay fp32
     compile: str = "auto"              # torch.compile the objective: auto (on CUDA, runs of >= 5000 updates), on, off
+    batching: str = "sorted"           # sorted (each epoch by length) or buckets (tensor2tensor's length buckets)
+    bucket_step: float = 1.1           # buckets: ratio of two length ranges' bounds (tensor2tensor's default)
 
     def __post_init__(self) -> None:
         self._check_types()
@@ -110,6 +124,11 @@ class TrainConfig:
         if self.compile not in COMPILE_MODES:
             raise ConfigError(f"training config field 'compile' must be one of {', '.join(COMPILE_MODES)}, "
                               f"got {self.compile!r}")
+        if self.batching not in BATCHINGS:
+            raise ConfigError(f"training config field 'batching' must be one of {', '.join(BATCHINGS)}, "
+                              f"got {self.batching!r}")
+        if not 1.0 < self.bucket_step <= 4.0:
+            raise ConfigError(f"training config field 'bucket_step' must lie in (1, 4], got {self.bucket_step!r}")
         if self.precision not in PRECISIONS:
             raise ConfigError(f"training config field 'precision' must be one of {', '.join(PRECISIONS)}, "
                               f"got {self.precision!r}")
@@ -179,6 +198,17 @@ class TrainConfig:
     @classmethod
     def from_file(cls, path: str | Path) -> "TrainConfig":
         return cls.from_dict(read_json_config(path), source=str(path))
+
+
+def recipe_identity(train: dict[str, Any], decode: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What a run trains and how its outputs are searched: the training config without
+    :data:`PLACEMENT_FIELDS` and :data:`BOOKKEEPING_FIELDS`, and the decoding settings without their
+    batch size. Two runs with one identity are runs of one recipe, wherever and with whatever seed they
+    ran; its hash (``repro.results.provenance.config_hash``) is the ``config_hash`` every job's results
+    record, compared with a paper experiment's before a result counts for its claim."""
+    left_out = (*PLACEMENT_FIELDS, *BOOKKEEPING_FIELDS)
+    return {"train": {k: v for k, v in sorted(train.items()) if k not in left_out},
+            "decode": {k: v for k, v in sorted((decode or {}).items()) if k != "max_tokens"}}
 
 
 def read_json_config(path: str | Path) -> dict[str, Any]:

@@ -27,10 +27,12 @@ import torch
 from tqdm import tqdm
 
 from repro.data.batching import TokenBatcher
+from repro.data.buckets import BucketBatcher
 from repro.data.synthetic import SyntheticCorpus
 from repro.errors import CheckpointError, ConfigError
 from repro.machine_memory import too_large
-from repro.model import Transformer, TransformerConfig
+from repro.model import Transformer, TransformerConfig, count_parameters
+from repro.model.attention import train_with_shape_free_kernels
 from repro.model.precision import Precision
 from repro.runtime import Runtime, resolve_device
 from repro.train.cadence import CheckpointCadence
@@ -46,6 +48,7 @@ from repro.train.optimizer import optimizer_for
 from repro.train.prefetch import Prefetcher, Sequential
 from repro.train.resume import restore
 from repro.train.progress_line import EVERY_LOGGED, progress_line
+from repro.train.run_record import write_run_record
 from repro.train.step_clock import StepClock
 from repro.train.update_step import TrainingDiverged, UpdateStats, accumulate, update, world
 from repro.train.update_plan import UpdatePlan, plan_update
@@ -109,6 +112,9 @@ def batcher_for(cfg: TrainConfig, examples: Sequence, world_size: int, rank: int
     plan = plan_update(cfg.tokens_per_batch, world_size, cfg.max_tokens_per_device)
     if make_batcher is not None:
         return make_batcher(examples, cfg.max_tokens_per_device, cfg.seed, world_size, rank)
+    if cfg.batching == "buckets":
+        return BucketBatcher(examples, cfg.max_tokens_per_device, seed=cfg.seed, num_shards=world_size, shard=rank,
+                             budget=plan.tokens_per_micro_batch, step=cfg.bucket_step)
     return TokenBatcher(examples, cfg.max_tokens_per_device, shuffle=True, seed=cfg.seed, num_shards=world_size,
                         shard=rank, budget=plan.tokens_per_micro_batch)
 
@@ -178,6 +184,8 @@ def build(cfg: TrainConfig, examples: Sequence[tuple[Sequence[int], Sequence[int
     runtime = runtime or runtime_of(cfg)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
+    if runtime.on_gpu:
+        train_with_shape_free_kernels()
     plan = plan_update(cfg.tokens_per_batch, runtime.world_size, cfg.max_tokens_per_device)
     torch.manual_seed(cfg.seed)
     random.seed(cfg.seed)
@@ -226,7 +234,8 @@ def _recipe_record(cfg: TrainConfig, recipe: dict[str, Any] | None) -> dict[str,
 def train(cfg: TrainConfig, *, synthetic: SyntheticCorpus | None = None, runtime: Runtime | None = None,
           **kwargs: Any) -> TrainSummary:
     """Train on ``cfg.dataset`` (BPE built or reloaded under ``cfg.out_dir``, the corpus encoded once
-    per job by rank 0; the synthetic corpus when the dataset is ``synthetic``), resuming when possible."""
+    per job by rank 0; the synthetic corpus when the dataset is ``synthetic``), resuming when possible;
+    rank 0 then writes the run's record (:mod:`repro.train.run_record`)."""
     began = (kwargs.get("clock") or time.monotonic)()
     _fits(cfg)
     runtime = runtime or runtime_of(cfg)
@@ -234,6 +243,8 @@ def train(cfg: TrainConfig, *, synthetic: SyntheticCorpus | None = None, runtime
     summary = run(cfg, data.examples, data.vocab_size, runtime=runtime, began=began, **kwargs)
     summary.extra.update(filtered=data.filtered, train_pairs=len(data.examples), vocab_size=data.vocab_size,
                          data=data.origin)
+    if runtime.is_main:
+        write_run_record(cfg, _recipe_record(cfg, kwargs.get("recipe")), summary.to_dict(), data)
     return summary
 
 
@@ -317,6 +328,7 @@ def run(
         elapsed_s=elapsed, first_loss=progress.first_loss,
         extra={**trainer.precision.provenance(), "device": str(trainer.device),
                "steps_run": step - resumed_from, "step_time": timing.summary(),
+               "parameters": count_parameters(trainer.model), "update_plan": trainer.plan.to_dict(),
                **({"lineage": f"resumed from {unchecked['unchecked_from']} without a readable lineage "
                               f"({ALLOW_FLAG})"} if unchecked else {})},
     )
@@ -375,7 +387,7 @@ class _Progress:
                               "nll": round(stats.nll_per_token, 6), "lr": stats.lr, "tokens_per_s": round(tps, 1),
                               "src_tokens": stats.src_tokens, "tgt_tokens": stats.tgt_tokens,
                               "elapsed_s": round(now - self.start, 2),
-                              "epoch": epoch, **(dev or {})})
+                              "epoch": epoch, "padding": round(stats.padding, 4), **(dev or {})})
             self.bar.set_postfix(loss=f"{stats.loss_per_token:.3f}", lr=f"{stats.lr:.2e}", tok_s=f"{tps:.0f}")
             self.logged += 1
             if self.plain is not None and (self.logged % EVERY_LOGGED == 0 or stats.step == self.cfg.max_steps):

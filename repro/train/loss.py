@@ -65,7 +65,8 @@ class _FusedProjectionLoss(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, hidden: Tensor, weight: Tensor, target: Tensor, epsilon: float, pad_id: int,
-                scale: float | Tensor, chunk_rows: int, nll_out: Tensor, compute_dtype: torch.dtype):  # type: ignore[override]
+                scale: float | Tensor, chunk_rows: int, nll_out: Tensor, compute_dtype: torch.dtype,
+                correct_out: Tensor | None = None):  # type: ignore[override]
         need_grad = ctx.needs_input_grad[0] or ctx.needs_input_grad[1]
         n, vocab = hidden.size(0), weight.size(0)
         off = epsilon / (vocab - 2)
@@ -90,6 +91,8 @@ class _FusedProjectionLoss(torch.autograd.Function):
             others = (vocab - 1) * lse - (z.sum(-1) - z[:, pad_id]) - nll
             loss_sum += ((1.0 - epsilon) * nll + off * others).sum()
             nll_sum += nll.sum()
+            if correct_out is not None:   # evaluation only: the positions whose most likely token is the target
+                correct_out += (z.argmax(-1) == y).sum()
             if need_grad:
                 # dH/dz = softmax(z) - q, computed in place in the logits buffer
                 z.sub_(lse[:, None]).exp_()
@@ -111,18 +114,21 @@ class _FusedProjectionLoss(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_output: Tensor):  # type: ignore[override]
         grad_hidden, grad_weight = ctx.saved_tensors
-        return grad_hidden * grad_output, grad_weight * grad_output, None, None, None, None, None, None, None
+        return grad_hidden * grad_output, grad_weight * grad_output, None, None, None, None, None, None, None, None
 
 
 @dataclass
 class LossOutput:
     """``loss``: sum of H(q, p) over target tokens times ``scale`` (what is back-propagated);
     ``nll_sum``: sum of -log p(y) (unscaled, for perplexity), a tensor on the loss's device;
-    ``tokens``: non-PAD targets. ``nll`` reads ``nll_sum`` on the host (a sync on a GPU)."""
+    ``tokens``: non-PAD targets; ``correct``: when asked for, the targets that are the projection's
+    most likely token (token accuracy), a tensor on the loss's device. ``nll`` reads ``nll_sum`` on
+    the host (a sync on a GPU)."""
 
     loss: Tensor
     nll_sum: Tensor
     tokens: int
+    correct: Tensor | None = None
 
     @property
     def nll(self) -> float:
@@ -131,24 +137,26 @@ class LossOutput:
 
 def projection_loss(
     hidden: Tensor, weight: Tensor, target: Tensor, *, epsilon: float, pad_id: int,
-    scale: float | Tensor = 1.0, chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    scale: float | Tensor = 1.0, chunk_rows: int = DEFAULT_CHUNK_ROWS, accuracy: bool = False,
 ) -> LossOutput:
     """Label-smoothed loss of the projection ``hidden @ weight.T`` against ``target``, PAD ignored;
-    ``scale`` (a number, or a 0-dim tensor on the device: no host sync) multiplies the loss."""
+    ``scale`` (a number, or a 0-dim tensor on the device: no host sync) multiplies the loss; with
+    ``accuracy`` (evaluation), also how many targets are the most likely token of their logits."""
     if weight.size(0) <= 2:
         raise ValueError("label smoothing needs a vocabulary of more than 2 tokens")
     hidden, target = hidden.reshape(-1, hidden.size(-1)), target.reshape(-1)
     keep = target != pad_id
     hidden, target = hidden[keep], target[keep]
     nll = torch.zeros((), dtype=torch.float32, device=hidden.device)
+    correct = torch.zeros((), dtype=torch.int64, device=hidden.device) if accuracy else None
     device_type = hidden.device.type
     compute_dtype = (torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type)
                      else torch.float32)
     with torch.autocast(device_type, enabled=False):   # the function casts for itself (see forward)
         loss = _FusedProjectionLoss.apply(hidden, weight, target, float(epsilon), int(pad_id),
                                           scale if isinstance(scale, Tensor) else float(scale), int(chunk_rows),
-                                          nll, compute_dtype)
-    return LossOutput(loss, nll, int(target.numel()))
+                                          nll, compute_dtype, correct)
+    return LossOutput(loss, nll, int(target.numel()), correct)
 
 
 def dense_projection_loss(hidden: Tensor, weight: Tensor, target: Tensor, *, epsilon: float, pad_id: int,

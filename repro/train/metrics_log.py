@@ -19,8 +19,10 @@ from repro.files.reader import read_text
 from repro.files.writer import atomic_write_text, make_dirs, open_append
 from repro.limits import TEXT_BYTES
 
-#: ``dev_ppl`` is filled at checkpoints when the loop is given a dev evaluation, empty elsewhere.
-COLUMNS = ("step", "loss", "nll", "lr", "tokens_per_s", "src_tokens", "tgt_tokens", "elapsed_s", "epoch", "dev_ppl")
+#: ``dev_ppl`` and ``dev_accuracy`` (token accuracy) are filled at checkpoints when the loop is given a dev
+#: evaluation, empty elsewhere; ``padding``: the share of the logged update's passes (on this device) that is PAD.
+COLUMNS = ("step", "loss", "nll", "lr", "tokens_per_s", "src_tokens", "tgt_tokens", "elapsed_s", "epoch", "dev_ppl",
+           "padding", "dev_accuracy")
 
 
 class MetricsLog:
@@ -78,7 +80,7 @@ class MetricsLog:
                 raise cannot_write(self.path, err) from None
             raise
         if self._tb is not None:
-            for key in ("loss", "nll", "lr", "tokens_per_s", "dev_ppl"):
+            for key in ("loss", "nll", "lr", "tokens_per_s", "dev_ppl", "dev_accuracy"):
                 if key in row:
                     self._tb.add_scalar(f"train/{key}", row[key], row["step"])
 

@@ -44,6 +44,8 @@ class UpdateStats:
     tgt_tokens: int
     loss_per_token: float
     nll_per_token: float
+    #: the share of this device's passes that is padding (PAD positions over all positions, both sides)
+    padding: float = 0.0
 
 
 def world() -> tuple[int, int]:
@@ -125,4 +127,10 @@ def update(objective: torch.nn.Module, optimizer: torch.optim.Optimizer, micro: 
         precision=precision)
     optimizer.step()
     tokens = max(tgt_tokens, 1)
-    return UpdateStats(step, lr, src_tokens, tgt_tokens, loss_sum / tokens, nll_sum / tokens)
+    return UpdateStats(step, lr, src_tokens, tgt_tokens, loss_sum / tokens, nll_sum / tokens, padding(micro))
+
+
+def padding(micro: Sequence[Batch]) -> float:
+    """PAD positions over all positions of these passes (both sides), from their shapes and counts: no sync."""
+    positions = sum(b.src.numel() + b.tgt_out.numel() for b in micro)
+    return 1.0 - sum(b.src_tokens + b.tgt_tokens for b in micro) / positions if positions else 0.0

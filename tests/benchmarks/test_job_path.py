@@ -62,7 +62,7 @@ def test_the_job_path_on_the_cpu_compiled_within_its_bound(eager_backend, data_d
 
 def test_the_gpu_path_syncs_once_per_update_on_the_fake_device(fake_gpu, data_dir: Path, prepared: Path) -> None:
     result = job_path.measure("cuda", quick=True, steps=1, block=1, warmup=0, compile="off", data_dir=str(data_dir),
-                              work_dir=prepared)
+                              work_dir=prepared, kernels=False)
     assert result["prefetch"] is True and result["device_name"] == "FakeAccelerator" and result["data"] == "reused"
     updates = 4     # the job's first and measured updates, the fixed batch's warm-up and measured updates
     syncs = fake_gpu.sites("sync")

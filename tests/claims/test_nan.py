@@ -474,8 +474,85 @@ def test_attention_maps_of_nan_fail(tmp_path, bad, tiny_run):
         assert run_claim(claim, CHECKERS[claim.checker], ReproAdapter(), tiny_run(tmp_path)).status == Outcome.FAIL
 
 
+# -- a run's own records holding NaN (repro check --run) ----------------------------------------------
+def _paper_run(tmp_path, bad) -> tuple[object, dict[str, Callable]]:
+    """The records of a run of the paper's base job, in memory, and for each checker of basis ``run``
+    the one edit that puts ``bad`` into what it reads."""
+    from repro.observed.run_files import Checkpoint, LoggedRow, RunFiles
+    from repro.recipes import get_recipe
+    from repro.train.schedule import learning_rate
+
+    recipe = get_recipe("base").to_dict()
+    model = {**get_recipe("base").model.to_dict(), "src_vocab_size": 37000, "tgt_vocab_size": 37000}
+    step = 100000
+    name = f"step_{step:08d}.pt"
+    newest = Checkpoint(tmp_path / "checkpoints" / name, step, model, dict(recipe["train"]), recipe,
+                        {"src_embed.lut.weight": (37000, 512), "encoder_layers.0.feed_forward.w_1.weight": (2048, 512),
+                         "encoder_layers.0.self_attn.w_q.weight": (512, 512),
+                         "encoder_layers.0.self_attn.w_v.weight": (512, 512)},
+                        [{"lr": learning_rate(step, 512), "betas": (0.9, 0.98), "eps": 1e-9}], {})
+    prov = Provenance(commit="0" * 40, config_hash="x", hardware="8x NVIDIA P100", dataset="d", date="2026-01-01",
+                      scale="cluster: test", extra={"measure": "bleu.tokenized-compound-split", "split": "test",
+                                                    "averaged_from": [name], "checkpoints_averaged": 1,
+                                                    "decode": dict(recipe["decode"]), "test_set": {
+                                                        "sentences": 3003, "source": {"lines": 3003},
+                                                        "reference": {"lines": 3003}}})
+    evaluation = Result("table2.bleu.base-ende", 27.3, prov)
+    files = RunFiles(tmp_path, record={"recipe": recipe, "steps": step, "vocabulary": {"size": 37000, "sha256": "a"},
+                                       "corpus": {"pairs": 4_500_000, "trained": 4_500_000, "filtered": 0},
+                                       "sessions": [{"resumed_from": 0, "ended_at": step, "devices": 8,
+                                                     "hardware": "8x NVIDIA P100 (CUDA 12)"}]},
+                     metrics=[LoggedRow(2, step, learning_rate(step, 512), 25000, 25000)],
+                     checkpoints=[newest.path], newest=newest, vocab_size=37000, vocab_sha256="a",
+                     evaluations={evaluation.claim_id: (tmp_path / "evaluations" / "e.json", evaluation)})
+
+    def row(**change):
+        files.metrics = [dataclasses.replace(files.metrics[0], **change)]
+
+    def evaluated(**change):
+        extra = files.evaluations[evaluation.claim_id][1].provenance.extra
+        for key, value in change.items():
+            extra[key] = value
+
+    edits = {
+        "observed.eq3": lambda: row(lr=bad), "observed.warmup": lambda: row(lr=bad),
+        "observed.tokens": lambda: row(src_tokens=bad),
+        "observed.adam": lambda: newest.optimizer[0].update(betas=(bad, 0.98)),
+        "observed.updates": lambda: files.record.update(steps=bad),
+        "observed.setting": lambda: newest.model_config.update(dropout=bad),
+        "observed.dimensions": lambda: newest.model_config.update(n_heads=bad),
+        "observed.vocabulary": lambda: files.record["vocabulary"].update(size=bad),
+        "observed.corpus": lambda: files.record["corpus"].update(pairs=bad),
+        "observed.hardware": lambda: files.record["sessions"][0].update(devices=bad),
+        "observed.checkpoints": lambda: recipe["train"].update(checkpoint_every_steps=0, checkpoint_every_minutes=bad),
+        "observed.average": lambda: evaluated(checkpoints_averaged=bad),
+        "observed.search": lambda: evaluated(decode={**recipe["decode"], "beam_size": bad}),
+        "observed.protocol": lambda: setattr(files, "evaluations", {evaluation.claim_id: (
+            tmp_path / "e.json", dataclasses.replace(evaluation, measured=bad))}),
+        "observed.test_set": lambda: evaluated(test_set={"sentences": bad, "source": {"lines": 3003},
+                                                          "reference": {"lines": 3003}}),
+        "observed.metric": lambda: setattr(files, "evaluations", {evaluation.claim_id: (
+            tmp_path / "e.json", dataclasses.replace(evaluation, measured=bad))}),
+    }
+    return files, edits
+
+
+RUN_RECORDS = sorted(c for c in CHECKERS if c.startswith("observed."))
+
+
+@pytest.mark.parametrize("bad", BAD.values(), ids=BAD)
+@pytest.mark.parametrize("checker", RUN_RECORDS)
+def test_a_run_record_holding_nan_fails(tmp_path, checker, bad):
+    files, edits = _paper_run(tmp_path, bad)
+    claim = BY_CHECKER.get(checker) or dataclasses.replace(next(c for c in CLAIMS if c.id == "table2.bleu.base-ende"),
+                                                           basis="run", checker=checker)
+    edits[checker]()
+    record = run_claim(claim, CHECKERS[checker], files)
+    assert record.status == Outcome.FAIL, (checker, record.status, record.detail)
+
+
 def test_every_checker_is_fed_nan_somewhere():
     covered = set(AUDITED) | set(INTEGER_VALUED) | set(OWN_PATHS) | set(REFERENCE_PATCHES) | set(STORED) \
-        | {"table2.cost", "recipe.value", "run.attention_maps"}
+        | set(RUN_RECORDS) | {"table2.cost", "recipe.value", "run.attention_maps"}
     used = {c.checker for c in CLAIMS}
     assert sorted(used - covered) == []

@@ -45,6 +45,15 @@ def test_main_job_writes_results_with_provenance_and_the_report(tmp_path: Path, 
     [row] = [row for row in report["claims"] if row["id"] == BLEU_CLAIM]
     assert row["measured"] == bleu.measured and row["status"] == "deviates"  # a 4-step toy misses 30 BLEU
     assert PPL_CLAIM in report["unmatched_results"]
+    # the run keeps its own records (issue 44), and the report sets the run against the paper
+    kept = json.loads((tmp_path / "run" / "evaluations" / f"{BLEU_CLAIM}.json").read_text())
+    assert kept["measured"] == bleu.measured and kept["provenance"]["config_hash"] == bleu.provenance.config_hash
+    assert kept["provenance"]["extra"]["averaged_from"] == ["step_00000002.pt", "step_00000004.pt"]
+    assert results[PPL_CLAIM].extra["token_accuracy"] >= 0
+    [section] = [rows for title, rows in report["tables"].items() if title.startswith("This run against the paper")]
+    verdicts = {r["statement"]: r["verdict"] for r in section}
+    assert verdicts["observed.train-steps.base"] == "departs" and verdicts["observed.beam-size"] == "pass"
+    assert verdicts["observed.train-steps.big"] == "needs another run"
 
 
 def test_seeds_store_the_mean_and_each_seed(tmp_path: Path, tiny_multi30k):

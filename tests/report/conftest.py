@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from pathlib import Path
 
 import pytest
@@ -143,6 +145,27 @@ def results_dir(tmp_path: Path) -> Path:
 @pytest.fixture
 def make_provenance():
     return provenance
+
+
+def paper_job_provenance(claim_id: str, scale: str, **extra) -> Provenance:
+    """Provenance of a result of the paper's job for ``claim_id``: its recipe's config hash and, where the
+    claim has one, the paper's test set scored (repro.observed.gate counts it for the claim)."""
+    from repro.checks import select_claims
+    from repro.observed.counterpart import claim_job, claim_test_set
+
+    claim = next(c for c in select_claims() if c.id == claim_id)
+    paper = claim_test_set(claim_id, claim.params.get("split"))
+    scored = {} if paper is None else {"test_set": {
+        side: {"lines": paper.lines, "content_sha256": content}
+        for side, content in (("source", paper.source_content), ("reference", paper.reference_content))}}
+    measured_as = {"measure": claim.params["measure"]} if "measure" in claim.params else {}
+    return dataclasses.replace(provenance(scale, **scored, **measured_as, **extra),
+                               config_hash=claim_job(claim_id).recipe_hash)
+
+
+@pytest.fixture
+def make_paper_provenance():
+    return paper_job_provenance
 
 
 @pytest.fixture

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -12,7 +13,10 @@ from repro.report import make_document
 from repro.report.build import build_report
 from repro.report.normalised_step_time import P100_FLOPS, StepTime, collect, table
 from repro.report.tables import table1, table2, table3, table4
+from repro.observed.counterpart import claim_job
 from repro.results import Result
+from repro.results.provenance import config_hash
+from repro.train.config import recipe_identity
 
 
 @pytest.fixture(scope="module")
@@ -20,10 +24,10 @@ def claims():
     return load_claims()  # the project's claims/: the tables key on their ids
 
 
-def test_table3_has_every_row_with_measured_columns(claims, make_provenance):
+def test_table3_has_every_row_with_measured_columns(claims, make_paper_provenance):
     results = {
-        "table3.ppl.C-N2": Result("table3.ppl.C-N2", 6.05, make_provenance("cluster: 8x A100")),
-        "table3.bleu.C-N2": Result("table3.bleu.C-N2", 23.1, make_provenance("local: CPU")),
+        "table3.ppl.C-N2": Result("table3.ppl.C-N2", 6.05, make_paper_provenance("table3.ppl.C-N2", "cluster: 8x A100")),
+        "table3.bleu.C-N2": Result("table3.bleu.C-N2", 23.1, make_paper_provenance("table3.bleu.C-N2", "local: CPU")),
     }
     frame = table3(build_report(claims, results))
     assert len(frame) == 20  # base, (A) x4, (B) x2, (C) x7, (D) x4, (E), big
@@ -34,9 +38,10 @@ def test_table3_has_every_row_with_measured_columns(claims, make_provenance):
     assert frame.set_index("row").loc["A-h1", "PPL dev (measured)"] == "— (needs cluster)"
 
 
-def test_table2_and_table4_keep_others_as_paper_figures(claims, make_provenance):
-    results = {"table2.bleu.base-ende": Result("table2.bleu.base-ende", 27.31, make_provenance("cluster: 8 GPUs"),
-                                                   ci95=(26.6, 28.0))}
+def test_table2_and_table4_keep_others_as_paper_figures(claims, make_paper_provenance):
+    results = {"table2.bleu.base-ende": Result("table2.bleu.base-ende", 27.31,
+                                               make_paper_provenance("table2.bleu.base-ende", "cluster: 8 GPUs"),
+                                               ci95=(26.6, 28.0))}
     t2 = table2(build_report(claims, results), {"base": 3.1e18}).set_index("Model")
     assert t2.loc["Transformer (base model)", "BLEU EN-DE (measured)"] == "27.31 (reproduced; cluster)"
     assert t2.loc["Transformer (base model)", "Cost from measured step time"] == "3.1e+18"
@@ -56,6 +61,30 @@ def test_table1_shows_fitted_exponents(claims, make_provenance):
         "table1.self-attention.complexity", {"n": 1.0, "d": 1.0}, make_provenance(), status="fail")}
     t1 = table1(build_report(claims, failed)).set_index("Layer type")
     assert t1.loc["Self-Attention", "Complexity per layer (fitted)"] == "n^1.00 · d^1.00 (deviates; local)"
+
+
+def test_a_result_of_another_recipe_or_test_set_is_shown_beside_the_claim_never_counted(claims, make_provenance,
+                                                                                        make_paper_provenance):
+    """Issue 44: a Table 2/3 record counts only when its run is the claim's experiment as the paper specifies
+    it (the recorded config hash) and it scored the paper's test set; any other is shown with what differs."""
+    paper = make_paper_provenance("table2.bleu.base-ende", "cluster: 8 GPUs")
+    job = claim_job("table2.bleu.base-ende").spec
+    reduced = recipe_identity({**job.train, "max_steps": 600}, job.decode)
+    other_recipe = dataclasses.replace(paper, config_hash=config_hash(reduced), extra={**paper.extra,
+                                                                                      "recipe_identity": reduced})
+    filtered = dict(paper.extra["test_set"], reference={"lines": 2737, "content_sha256": "f" * 64})
+    other_set = dataclasses.replace(paper, extra={**paper.extra, "test_set": filtered})
+    unsaid = dataclasses.replace(paper, extra={k: v for k, v in paper.extra.items() if k != "test_set"})
+    for prov, says in ((other_recipe, "max_steps 600 (the paper's job: 100000)"),
+                       (other_set, "the reference file None has 2737 lines, newstest2014 EN-DE (full, 3003 sentences) 3003"),
+                       (unsaid, "does not record which files it scored")):
+        result = Result("table2.bleu.base-ende", 27.31, prov, ci95=(26.6, 28.0))
+        row = build_report(claims, {result.claim_id: result}).row("table2.bleu.base-ende")
+        assert row.status == "needs cluster" and row.result is result, row.note
+        assert row.note.startswith("not counted for the paper: ") and says in row.note
+    counted = build_report(claims, {"table2.bleu.base-ende": Result("table2.bleu.base-ende", 27.31, paper,
+                                                                    ci95=(26.6, 28.0))})
+    assert counted.row("table2.bleu.base-ende").status == "reproduced"
 
 
 def test_step_time_is_normalised_by_peak_flops(claims, make_provenance):

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,7 +14,7 @@ import pytest
 from repro.cli import main
 from repro.errors import ResultError
 from repro.results import Provenance, Result, ResultStore
-from repro.results.provenance import git_commit
+from repro.results.provenance import git_commit, source_identity
 
 
 def prov(date: str = "2026-01-01") -> Provenance:
@@ -68,3 +71,33 @@ def test_reports_flag_puts_the_report_in_dir(tmp_path, monkeypatch):
     assert main(["reproduce", "--reports", str(tmp_path / "r"), "--skip-checks"]) == 0
     assert Path(seen["report_dir"]) == tmp_path / "r" and Path(seen["reports_dir"]) == tmp_path / "r" / "local"
     assert main(["reproduce", "--seeds", "0"]) == 2
+
+
+def test_a_copy_inside_another_repository_names_no_commit(tmp_path, repo_root):
+    """A virtual environment inside a user's own repository: git there answers with the user's HEAD,
+    which is not repro's code. The record names the version and a hash of the package's files instead."""
+    def git(*args):
+        subprocess.run(["git", "-c", "user.email=t@t", "-c", "user.name=t", *args], cwd=tmp_path, check=True,
+                       capture_output=True)
+    site = tmp_path / "venv" / "lib" / "python3" / "site-packages"
+    shutil.copytree(repo_root / "repro", site / "repro", ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "train.py").write_text("print('a user script')\n")
+    git("init", "-q")
+    git("add", "-A")
+    git("commit", "-qm", "the user's project")
+    user_head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True).stdout
+    code = "from repro.results.provenance import git_commit, source_identity; print(git_commit()); print(source_identity())"
+    env = {k: v for k, v in os.environ.items() if k != "REPRO_COMMIT"}
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env={**env, "PYTHONPATH": str(site)},
+                         capture_output=True, text=True, check=True).stdout.split()
+    assert out[0] == out[1] and out[0].startswith("no-git:repro-") and user_head.strip() not in out[0]
+    assert out[0] == source_identity(repo_root)   # the same files, the same identity wherever they lie
+    (site / "repro" / "model" / "attention.py").write_text("# changed\n", encoding="utf-8")
+    assert source_identity(site) != out[0]
+
+
+def test_the_projects_own_checkout_names_its_commit(repo_root):
+    if not (repo_root / ".git").exists():
+        pytest.skip("not run from a git checkout")
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo_root, capture_output=True, text=True).stdout.strip()
+    assert git_commit().removesuffix("-dirty") == head

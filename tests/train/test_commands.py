@@ -36,6 +36,17 @@ def test_train_average_translate_evaluate(tiny_data, tmp_path, capsys):
     assert main(train_args(tiny_data, run)) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["steps"] == 4 and (run / "vocab.json").exists() and (run / "metrics.csv").exists()
+    # the run's own records (issue 44): what it learned and counted, and its dev set's token accuracy
+    record = json.loads((run / "run.json").read_text())
+    assert record["vocabulary"]["size"] == summary["vocab_size"] and record["corpus"]["pairs"] == 40
+    assert record["steps"] == 4 and record["sessions"][0]["devices"] == 1
+    dev = json.loads((run / "evaluations" / "run.dev.json").read_text())
+    assert dev["provenance"]["extra"]["test_set"]["reference"]["lines"] == 4
+    assert 0 <= dev["extra"]["token_accuracy"] <= 1 and dev["provenance"]["extra"]["evaluated_checkpoint"] == \
+        "step_00000004.pt"
+    assert main(["check", "--run", str(run), "--only", "observed.test-set", "--only", "observed.train-steps"]) == 0
+    out = capsys.readouterr().out
+    assert "ran 4 of 100000 updates" in out and "holds no evaluation of the run's test split" in out
     assert main(["average", str(run), "--last", "3"]) == 0
     averaged = run / "average_last3.pt"
     assert averaged.exists()
@@ -50,6 +61,7 @@ def test_train_average_translate_evaluate(tiny_data, tmp_path, capsys):
     assert main(["evaluate", "--checkpoint", str(averaged), "--data-dir", str(tiny_data), "--max-len-offset", "3"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["perplexity"]["split"] == "dev" and report["perplexity"]["ppl"] > 1
+    assert 0 <= report["perplexity"]["token_accuracy"] <= 1
     assert "signature" in report["bleu"]["sacrebleu"] and report["bleu"]["beam_size"] == 4
 
 

@@ -37,3 +37,15 @@ def test_the_user_s_inductor_dir_wins(no_inductor_dir, monkeypatch, tmp_path: Pa
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "mine"))
     assert use_compile_cache() == tmp_path / "mine"
     assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "mine")
+
+
+def test_inductor_s_own_default_is_not_taken_for_the_user_s(no_inductor_dir, monkeypatch, tmp_path: Path) -> None:
+    """Inductor writes its default (under /tmp) into the environment at its first compilation; a job
+    compiled after a benchmark in the same process (repro selftest on the H200) then kept its graphs there."""
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+    monkeypatch.setenv("REPRO_CACHE_DIR", str(tmp_path))
+    cache_dir()   # what inductor does when it first compiles with nothing set
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] != str(tmp_path / "inductor")
+    assert use_compile_cache() == tmp_path / "inductor"
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "inductor")

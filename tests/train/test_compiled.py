@@ -17,9 +17,12 @@ from torch._dynamo.utils import counters
 import repro.train.loop as loop
 from repro.data.vocab import BOS, EOS, PAD
 from repro.model import Transformer
-from repro.train.compiled import COMPILATIONS, COMPILE_MIN_UPDATES, CompiledObjective, at_least_two, compiles
+import repro.model.attention as attention
+import repro.train.loss as loss_module
+from repro.train.compiled import COMPILATIONS, COMPILE_MIN_UPDATES, CompiledObjective, CompileWatch, at_least_two, compiles
 from repro.train.config import TrainConfig
 from repro.train.loss import TranslationLoss
+from tests.train.cuda_like_attention import cuda_like_sdpa
 from tests.train.test_loop import quiet, tiny_config
 
 
@@ -147,3 +150,76 @@ def test_auto_compiles_on_a_gpu_only_a_run_long_enough_to_earn_it_back() -> None
     assert not compiles("auto", True, 1000) and not compiles("auto", True, COMPILE_MIN_UPDATES - 1)
     assert not compiles("auto", False, 100_000)
     assert compiles("on", False, 10) and not compiles("off", True, 10**6)
+
+
+@pytest.fixture
+def cuda_entry(monkeypatch):
+    """ATen's CUDA entry to the fused attention (its stride guard) in place of the CPU's."""
+    monkeypatch.setattr(attention.F, "scaled_dot_product_attention", cuda_like_sdpa)
+
+
+def _fused_objective(vocab: int = 40) -> TranslationLoss:
+    torch.manual_seed(0)
+    cfg = tiny_config("unused", vocab_size=vocab).model_config(vocab).replace(attention="fused")
+    return TranslationLoss(Transformer(cfg).eval(), 0.1, impl="dense")
+
+
+_dense = loss_module.dense_projection_loss
+
+
+def _bool_mask_bias(mask, dtype):
+    return mask   # what fused_attention handed the kernel before: the boolean mask itself
+
+
+@pytest.mark.parametrize("aligned", [True, False])
+def test_source_lengths_on_both_sides_of_a_multiple_of_8_compile_once(graphs, cuda_entry, monkeypatch,
+                                                                      aligned: bool) -> None:
+    """The H200's second compilation, on the CPU: a pass of 16 source tokens, then one of 13. The mask
+    as an aligned bias answers ATen's stride question the same way for every length; the boolean mask
+    of before made it a guard on the length, which the second pass failed (its reason names it)."""
+    if not aligned:
+        monkeypatch.setattr(attention, "aligned_bias", _bool_mask_bias)
+    objective = CompiledObjective(_fused_objective(), "eager")
+    watch = CompileWatch()
+    for i, (rows, src_len, tgt_len) in enumerate([(3, 16, 9), (3, 13, 11), (4, 21, 8), (2, 24, 16)]):
+        loss, _, _ = objective(*_pass(rows, src_len, tgt_len, seed=i), torch.tensor(0.5))
+        assert torch.isfinite(loss)
+    if aligned:
+        assert watch.graphs == graphs() == COMPILATIONS, watch.reasons()
+        assert watch.reasons() == []
+    else:
+        assert watch.graphs > COMPILATIONS
+        assert any("stride" in reason or "% 8" in reason or "Mod(" in reason for reason in watch.reasons()), \
+            watch.reasons()
+
+
+def test_the_gpu_stage_s_first_updates_compile_once(graphs, cuda_entry, monkeypatch, h100_job_data,
+                                                    tmp_path: Path) -> None:
+    """The job-path stage's own plan and data (repro submit table2-base-ende --cluster h100-x1: one pass
+    of <= 32000 padded tokens from length buckets, the WMT sample with its 37000-word BPE), with the
+    GPU path's settings that a CPU runs: bf16 autocast, fused attention, the prefetch thread; a
+    one-layer model (the shapes are the job's, the widths need not be). Dynamo compiles one graph."""
+    from repro.train.prefetch import Prefetcher
+
+    monkeypatch.setattr(loop, "COMPILE_BACKEND", "eager")
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+    # The output layer over 37000 words is minutes of a CPU and asks no question of the shapes: a head over
+    # 64 of them stands in (the passes, their lengths and the attention are the job's).
+    monkeypatch.setattr(loss_module, "dense_projection_loss", lambda hidden, weight, target, **kw: _dense(
+        hidden, weight[:64], target % 64, **{**kw, "pad_id": 0}))
+    cfg, data = h100_job_data
+    cfg = cfg.replace(model_overrides={**cfg.model_overrides, "n_layers": 1, "d_model": 16, "d_ff": 32, "n_heads": 2})
+    assert cfg.batching == "buckets" and cfg.max_tokens_per_device == 32000
+    trainer = loop.build(cfg, data.examples, data.vocab_size)
+    assert trainer.precision.mixed and trainer.plan.accumulation == 1
+    watch, source_lengths = CompileWatch(), set()
+    batches = Prefetcher(trainer.batcher, trainer.accumulation, pin=False)   # a CPU has no page-locked memory
+    try:
+        for step in range(1, 5):
+            micro, _ = next(batches)
+            source_lengths.update(b.src.size(1) for b in micro)
+            trainer.update(micro, step)
+    finally:
+        batches.close()
+    assert {n % 8 == 0 for n in source_lengths} == {True, False}, source_lengths   # both sides of the guard
+    assert watch.graphs == COMPILATIONS, watch.reasons()

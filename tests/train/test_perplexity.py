@@ -50,3 +50,23 @@ def test_per_sentence_nll_is_each_sentences_own_and_sums_to_the_total():
     assert all(math.isclose(g, w, rel_tol=1e-5) for (g, _), (w, _) in zip(got, want))
     assert math.isclose(sum(n for n, _ in result.sentences), result.nll, rel_tol=1e-6)
     assert perplexity(model, examples, max_tokens=8).sentences is None
+
+
+def test_token_accuracy_is_the_share_of_targets_the_model_ranks_first():
+    """Section 5.4's "improves accuracy" (issue 44): the same pass as the perplexity counts the targets,
+    EOS included and PAD not, that are the argmax of their logits."""
+    torch.manual_seed(0)
+    model = Transformer(TransformerConfig(src_vocab_size=20, tgt_vocab_size=20, n_layers=1, d_model=16, d_ff=32,
+                                          n_heads=2))
+    examples = [([5, 6, 7], [8, 9]), ([4, 4], [10, 11, 12, 13]), ([7], [5])]
+    result = perplexity(model, examples, max_tokens=8)
+    batch = collate(examples)
+    model.eval()
+    with torch.no_grad():
+        logits = model(batch.src, batch.tgt_in)
+    real = batch.tgt_out != 0
+    correct = int(((logits.argmax(-1) == batch.tgt_out) & real).sum())
+    assert result.correct == correct and math.isclose(result.accuracy, correct / int(real.sum()))
+    with torch.no_grad():   # every logit equal: the argmax is token 0 (PAD), never a target
+        model.output_projection.weight.zero_()
+    assert perplexity(model, examples, max_tokens=8).accuracy == 0

@@ -1,0 +1,216 @@
+"""Section 5.1's data and 5.2's hardware observed on a run's own records: the vocabulary it learned, the
+corpus it counted, the test set its evaluations scored, the devices it trained on (``repro check --run``).
+
+What a run's files say of these is checked against each other first (the vocabulary file against the
+run's record, the checkpoint's lineage and the model's embedding; the counted corpus against the encoded
+one; each scored file against what its evaluation recorded of it): a record that contradicts another
+fails, naming the file, the field and both values.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from repro.checks.registry import checker
+from repro.claims.claim import Claim
+from repro.claims.outcome import CheckContext, Contradiction, Measurement, NotRun
+from repro.data.test_sets import identity, paper_test_set
+from repro.observed.judge import judge, paper_job
+from repro.observed.run_files import missing
+
+#: What each way of cutting words (``TrainConfig.bpe_split``) learns, and the kind of vocabulary it is.
+VOCABULARY_KINDS = {"bytes": ("byte-level byte-pair encoding", "byte-pair encoding"),
+                    "words": ("byte-pair encoding within whitespace words", "byte-pair encoding"),
+                    "word-level": ("a word-level vocabulary (no merges)", "word-level")}
+
+
+def _paper_dataset(files: Any) -> str | None:
+    return str(files.paper.spec.train.get("dataset")) if files.paper is not None else None
+
+
+def _corpus_departs(files: Any) -> list[str]:
+    """Why the run's corpus is not its paper job's, in words (empty when it is)."""
+    mine, paper = files.train.get("dataset"), _paper_dataset(files)
+    return [f"its corpus {mine} (the paper's job trains on {paper})"] if paper is not None and mine != paper else []
+
+
+@checker("observed.vocabulary", audits=False, evidence="run")
+def vocabulary(claim: Claim, ctx: CheckContext) -> Measurement:
+    """The entries of the run's ``vocab.json``, which must be the vocabulary its record, its checkpoint's
+    lineage and its model's embedding say it trained with; and what kind of vocabulary it is."""
+    files = ctx.target
+    paper_job(claim, files)
+    vocab = files.path / "vocab.json"
+    if files.vocab_size is None:
+        raise NotRun(missing("the vocabulary the run learned", vocab))
+    size, sha = files.vocab_size, files.vocab_sha256
+    record = (files.record or {}).get("vocabulary")
+    if record is not None and record.get("size") != size:
+        raise Contradiction(f"{files.record_path}: field 'vocabulary.size' is {record.get('size')!r}, but {vocab} holds "
+                            f"{size} entries", size)
+    if record is not None and record.get("sha256") != sha:
+        raise Contradiction(f"{vocab}: changed since the run recorded it (its SHA-256 {sha[:12]}, field "
+                            f"'vocabulary.sha256' of {files.record_path}: {str(record.get('sha256'))[:12]})", size)
+    if files.newest is not None:
+        trained_with = files.newest.lineage.get("vocab_sha256")
+        if trained_with and trained_with != sha:
+            raise Contradiction(f"{vocab}: not the vocabulary {files.newest.path.name} was trained with (its SHA-256 "
+                                f"{sha[:12]}, the checkpoint's lineage {trained_with[:12]})", size)
+        rows = files.newest.model_config.get("src_vocab_size")
+        if rows is not None and rows != size:
+            raise Contradiction(f"{vocab}: {size} entries, but the model of {files.newest.path.name} embeds {rows}", size)
+    split = str(files.train.get("bpe_split", "bytes"))
+    learned, kind = VOCABULARY_KINDS.get(split, (split, split))
+    asked = files.train.get("vocab_size")
+    detail = f"{size} entries of {learned} in {vocab.name} (asked for {asked})"
+    wanted = claim.params.get("kind")
+    if wanted and wanted != kind:
+        return Measurement(size, passed=False, departs=True,
+                           detail=f"{detail}: not the paper's {wanted} vocabulary (the run's bpe_split is '{split}')")
+    departures = [*( [f"vocab_size {asked}"] if isinstance(asked, int) and not claim.within(asked) else []),
+                  *_corpus_departs(files)]
+    return judge(claim, size, detail, departures, unit="vocabulary entries")
+
+
+@checker("observed.corpus", audits=False, evidence="run")
+def corpus(claim: Claim, ctx: CheckContext) -> Measurement:
+    """The pairs the run counted in its training corpus (read = trained on + filtered by length), which
+    its encoded corpus must hold."""
+    files = ctx.target
+    paper_job(claim, files)
+    if files.record is None or "corpus" not in files.record:
+        raise NotRun(missing("the run's record of its counted corpus", files.record_path))
+    counted = files.record["corpus"]
+    pairs, trained, filtered = counted["pairs"], counted["trained"], counted["filtered"]
+    if pairs != trained + filtered:
+        raise Contradiction(f"{files.record_path}: field 'corpus.pairs' is {pairs}, but corpus.trained {trained} + "
+                            f"corpus.filtered {filtered} = {trained + filtered}", pairs)
+    encoded = files.encoded
+    if encoded is not None:
+        manifest = files.path / "encoded" / "manifest.json"
+        if encoded.get("pairs") != trained:
+            raise Contradiction(f"{files.record_path}: field 'corpus.trained' is {trained}, but {manifest} holds "
+                                f"{encoded.get('pairs')!r} encoded pairs", pairs)
+        if len(encoded.get("filtered_lines") or []) != filtered:
+            raise Contradiction(f"{files.record_path}: field 'corpus.filtered' is {filtered}, but {manifest} lists "
+                                f"{len(encoded.get('filtered_lines') or [])} filtered lines", pairs)
+        sources = {f.get("path"): f.get("sha256") for f in counted.get("files") or [] if isinstance(f, dict)}
+        theirs = {p: (e or {}).get("sha256") for p, e in (encoded.get("files") or {}).items()}
+        if sources and sources != theirs:
+            raise Contradiction(f"{files.record_path}: field 'corpus.files' does not name the files {manifest} was "
+                                "encoded from (paths or SHA-256 differ)", pairs)
+    return judge(claim, pairs, f"{pairs:,} pairs read from {counted.get('dataset')}, {trained:,} trained on, {filtered:,} "
+                 "longer than the run's max_len left out", _corpus_departs(files), unit="sentence pairs")
+
+
+def translations_file(path: Path, recorded: dict[str, Any]) -> Path:
+    """Where the translations an evaluation (``RUN_DIR/evaluations/<id>.json``) recorded are now: in the
+    run's directory, wherever it has moved since, else where the record says."""
+    moved = path.parent.parent / str(recorded.get("file"))
+    return moved if moved.is_file() else Path(str(recorded.get("path") or ""))
+
+
+def _scored_now(path: Path, recorded: dict[str, Any], what: str, field: str) -> str | None:
+    """Whether a scored file still is what its evaluation recorded; None when it is not on this machine."""
+    where = translations_file(path, recorded) if what == "translations" else Path(str(recorded.get("path") or ""))
+    if not where.is_file():
+        return None
+    now = identity(where)
+    for key in ("lines", "sha256", "content_sha256"):
+        if now[key] != recorded.get(key):
+            raise Contradiction(f"{path}: field '{field}.{key}' records {recorded.get(key)!r} for the {what} {where}, "
+                                f"which now has {now[key]!r}: the scored file changed since it was scored",
+                                recorded.get(key))
+    return str(where)
+
+
+def scored_records(files: Any, split: str, measures: tuple[str, ...] = ()) -> list[tuple[Path, Any]]:
+    """The run's evaluation records of ``split`` (of the given measurements, when named)."""
+    out = []
+    for path, result in files.evaluations.values():
+        extra = result.provenance.extra
+        if extra.get("split") == split and (not measures or str(extra.get("measure", "")).startswith(measures)):
+            out.append((path, result))
+    return out
+
+
+def check_scored(path: Path, result: Any) -> dict[str, Any]:
+    """An evaluation's record of the files it scored, against itself and against the files on this machine."""
+    scored = result.provenance.extra.get("test_set")
+    if not isinstance(scored, dict) or not isinstance(scored.get("reference"), dict) \
+            or not isinstance(scored.get("source"), dict):
+        raise NotRun(f"needs another run: {path} does not record which files it scored (an evaluation by an older repro)")
+    field = "provenance.extra.test_set"
+    lines, sentences = scored["reference"].get("lines"), scored.get("sentences")
+    if sentences != lines or scored["source"].get("lines") != lines:
+        raise Contradiction(f"{path}: field '{field}' says {sentences!r} sentences were scored, from a source of "
+                            f"{scored['source'].get('lines')!r} and a reference of {lines!r} lines", sentences)
+    for side in ("source", "reference", "hypotheses"):
+        if isinstance(scored.get(side), dict):
+            _scored_now(path, scored[side], {"hypotheses": "translations"}.get(side, f"{side} file"), f"{field}.{side}")
+    return scored
+
+
+@checker("observed.test_set", audits=False, evidence="run")
+def test_set(claim: Claim, ctx: CheckContext) -> Measurement:
+    """The identity of the files the run's evaluations of ``split`` scored, against the paper's test set."""
+    files = ctx.target
+    paper_job(claim, files)
+    split, dataset = claim.params["split"], claim.params["dataset"]
+    records = scored_records(files, split, ("bleu.", "perplexity.", "f1."))
+    if not records:
+        raise NotRun(f"needs another run: {files.path / 'evaluations'} holds no evaluation of the run's {split} split")
+    paper = paper_test_set(dataset, split)
+    found: list[str] = []
+    for path, result in records:
+        scored = check_scored(path, result)
+        differences = paper.differences(scored) if paper is not None else ["no identity of the paper's set is known"]
+        if differences:
+            ref = scored["reference"]
+            value = f"{ref.get('file')} ({ref.get('lines')} lines, content {str(ref.get('content_sha256'))[:12]})"
+            return judge(claim, value, f"{path.name} scored {value}, not {claim.expected}: {'; '.join(differences)}",
+                         _corpus_departs(files) or ([f"its data set {files.train.get('dataset')}"]
+                                                    if files.train.get("dataset") != dataset else []))
+        found.append(path.name)
+    return judge(claim, paper.name, f"{', '.join(found)} scored {paper.name} (both sides by content)")
+
+
+@checker("observed.hardware", audits=False, evidence="run")
+def hardware(claim: Claim, ctx: CheckContext) -> Measurement:
+    """The devices each session of the run trained on, as its record says (one machine with 8 P100 in the paper)."""
+    files = ctx.target
+    paper_job(claim, files)
+    sessions = (files.record or {}).get("sessions") or []
+    if not sessions:
+        raise NotRun(missing("the run's record of the devices it trained on", files.record_path))
+    plan = (files.record or {}).get("update_plan") or {}
+    for i, session in enumerate(sessions):
+        devices = session.get("devices", 1)
+        if isinstance(devices, bool) or not isinstance(devices, int) or devices < 1:
+            raise Contradiction(f"{files.record_path}: field 'sessions[{i}].devices' is {devices!r}, not a number of "
+                                "devices", devices)
+    last = sessions[-1]
+    if plan.get("world_size") is not None and last.get("devices") is not None and plan["world_size"] != last["devices"]:
+        raise Contradiction(f"{files.record_path}: field 'sessions[{len(sessions) - 1}].devices' is {last['devices']}, "
+                            f"field 'update_plan.world_size' {plan['world_size']}", last["devices"])
+    seen = []
+    for session in sessions:
+        where = f"{session.get('devices', 1)} x {_device_name(session)}"
+        if where not in seen:
+            seen.append(where)
+    value = "; ".join(seen)
+    paper = all(s.get("devices") == 8 and "P100" in str(s.get("hardware", "")) for s in sessions)
+    detail = f"{len(sessions)} session(s) on {value}"
+    if paper:
+        return Measurement(claim.expected, passed=True, detail=detail)
+    return Measurement(value, passed=False, departs=True, detail=f"{detail}; the paper: {claim.expected}")
+
+
+def _device_name(session: dict[str, Any]) -> str:
+    """The device's name from a session's hardware line ("1x NVIDIA H100 80GB HBM3 (CUDA 12.8), torch ...",
+    "CPU AMD EPYC (avx2 ...), 2 cores, ...")."""
+    text = str(session.get("hardware") or session.get("device") or "unknown")
+    if "x " in text.split(" (")[0]:
+        return text.split("x ", 1)[1].split(" (")[0]
+    return text.split(" (")[0]

@@ -1,0 +1,275 @@
+"""Section 6.1 observed on a run's own records: its checkpoints' spacing, the checkpoints its evaluation
+averaged, the search and the BLEU protocol of its evaluations, and its results against the paper's
+figures for the job it stands for (``repro check --run``, basis ``run``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from repro.checks.observed_data import check_scored, translations_file
+from repro.checks.registry import checker
+from repro.checks.step_time import normalised
+from repro.claims.claim import Claim
+from repro.claims.compare import finite
+from repro.claims.measure_names import RUN_MEASURES
+from repro.claims.outcome import CheckContext, Contradiction, Measurement, NotRun
+from repro.data.corpora import get_dataset, resolve_data_dir
+from repro.errors import CheckpointError, DataError
+from repro.eval.bleu import read_lines, score
+from repro.measures.run_dev import DEV_REQUEST
+from repro.observed.gate import not_counted
+from repro.observed.judge import judge, paper_job
+from repro.observed.run_files import missing
+from repro.recipes import PAPER_STEP_SECONDS
+from repro.results.normalise import NotComparable
+from repro.results.provenance import config_hash
+from repro.train.checkpoint import step_of
+
+
+def _steps(names: list[str], where: str) -> list[int]:
+    """The updates of checkpoints named ``step_NNNNNNNN.pt``; another name contradicts ``where``'s record."""
+    try:
+        return [step_of(name) for name in names]
+    except CheckpointError as err:
+        raise Contradiction(f"{where} names {err}", names) from None
+
+
+@checker("observed.checkpoints", audits=False, evidence="run")
+def checkpoints(claim: Claim, ctx: CheckContext) -> Measurement:
+    """The spacing of the run's checkpoints, in minutes at the paper's step time for the model's size
+    (Section 5.2: 0.4 s base, 1.0 s big); the kept checkpoints must lie on the recipe's spacing."""
+    files = ctx.target
+    job = paper_job(claim, files)
+    if not files.checkpoints:
+        raise NotRun(missing("the run's checkpoints", files.path / "checkpoints"))
+    steps = _steps([p.name for p in files.checkpoints], str(files.path / "checkpoints"))
+    every, minutes = int(files.train.get("checkpoint_every_steps") or 0), float(files.train.get("checkpoint_every_minutes") or 0)
+    final = steps[-1]
+    if every and not minutes:
+        off = [s for s in steps if s % every and s != final]
+        if off:
+            raise Contradiction(f"{files.path / 'checkpoints'}: step_{off[0]:08d}.pt lies off the run's spacing "
+                                f"(checkpoint_every_steps {every}; the last update {final})", off[0])
+    paper_s = PAPER_STEP_SECONDS["big" if job is not None and job.model == "big" else "base"]
+    kept = ", ".join(map(str, steps[-6:]))
+    if every:
+        value = round(every * paper_s / 60, 4)
+        detail = (f"a checkpoint every {every} updates (kept: updates {kept}) = {value:g} min at the paper's {paper_s} s "
+                  "per update" + (f", and every {minutes:g} min of wall time" if minutes else ""))
+        asked = f"checkpoint_every_steps {every}"
+    else:
+        value, detail, asked = minutes, f"a checkpoint every {minutes:g} min of wall time (kept: updates {kept})", \
+            f"checkpoint_every_minutes {minutes:g}"
+    return judge(claim, value, detail, [asked])
+
+
+def _model_records(files: Any) -> list[tuple[Any, Any]]:
+    """The evaluations of the run's trained model for its claims (its own dev evaluation of ``repro train``,
+    of the newest checkpoint, left out)."""
+    return [(p, r) for p, r in files.evaluations.values()
+            if isinstance(r.provenance.extra.get("averaged_from"), list) and r.claim_id != DEV_REQUEST.result_id]
+
+
+@checker("observed.average", audits=False, evidence="run")
+def average(claim: Claim, ctx: CheckContext) -> Measurement:
+    """The checkpoints the run's evaluation averaged (Section 6.1): the run's last k, k its recipe's, the
+    same list the averaged file names."""
+    files = ctx.target
+    paper_job(claim, files)
+    records = _model_records(files)
+    if not records:
+        raise NotRun(f"needs another run: {files.path / 'evaluations'} holds no evaluation of the run's averaged model")
+    field = "provenance.extra.averaged_from"
+    first_path, first = records[0]
+    names = list(first.provenance.extra["averaged_from"])
+    for path, result in records:
+        extra = result.provenance.extra
+        if extra["averaged_from"] != names:
+            raise Contradiction(f"{path}: field '{field}' lists {extra['averaged_from']}, {first_path.name} {names}", names)
+        if extra.get("checkpoints_averaged") not in (None, len(names)):
+            raise Contradiction(f"{path}: field 'provenance.extra.checkpoints_averaged' is "
+                                f"{extra.get('checkpoints_averaged')!r}, but field '{field}' lists {len(names)}", names)
+        averaged = files.averaged.get(str(extra.get("evaluated_checkpoint")))
+        if averaged is not None and averaged.averaged_from is not None and averaged.averaged_from != names:
+            raise Contradiction(f"{path}: field '{field}' lists {names}, but the model it scored, {averaged.path}, was "
+                                f"averaged from {averaged.averaged_from}", names)
+    steps = _steps(names, f"{first_path}: field '{field}'")
+    kept = _steps([p.name for p in files.checkpoints], str(files.path / "checkpoints"))
+    final = files.newest.step if files.newest is not None else None
+    if steps != sorted(set(steps)) or (final is not None and steps[-1] != final) or \
+            (set(steps) <= set(kept) and steps != kept[-len(steps):]):
+        raise Contradiction(f"{first_path}: field '{field}' lists {names}: not the run's last {len(names)} checkpoint(s) "
+                            f"(its checkpoints: updates {', '.join(map(str, kept[-max(len(names), 3):]))}; its last "
+                            f"update {final})", names)
+    asked = files.train.get("average_last")
+    if asked is not None and asked != len(names):
+        raise Contradiction(f"{first_path}: field '{field}' lists {len(names)} checkpoint(s), but the run's recipe "
+                            f"averages the last {asked} (average_last)", len(names))
+    return judge(claim, len(names), f"averaged {', '.join(names)} (the run's last {len(names)})",
+                 [f"average_last {asked}"], unit="checkpoints averaged")
+
+
+@checker("observed.search", audits=False, evidence="run")
+def search(claim: Claim, ctx: CheckContext) -> Measurement:
+    """A setting of the search (``setting``: beam_size, alpha or max_len_offset) of every evaluation that
+    searched (BLEU, F1), which must be the run's recipe's."""
+    files = ctx.target
+    paper_job(claim, files)
+    name = claim.params["setting"]
+    records = [(p, r) for p, r in files.evaluations.values()
+               if str(r.provenance.extra.get("measure", "")).startswith(("bleu.", "f1."))]
+    if not records:
+        raise NotRun(f"needs another run: {files.path / 'evaluations'} holds no evaluation that searched (BLEU or F1)")
+    asked = (files.recipe.get("decode") or {}).get(name)
+    values = set()
+    for path, result in records:
+        decode = result.provenance.extra.get("decode")
+        if not isinstance(decode, dict) or name not in decode:
+            raise NotRun(f"needs another run: {path} does not record its search (an evaluation by an older repro)")
+        if asked is not None and decode[name] != asked:
+            raise Contradiction(f"{path}: field 'provenance.extra.decode.{name}' is {decode[name]!r}, but the run's "
+                                f"recipe searches with {name} {asked!r}", decode[name])
+        values.add(decode[name])
+    if len(values) > 1:
+        raise Contradiction(f"{files.path / 'evaluations'}: the run's evaluations searched with {name} "
+                            f"{sorted(values)}, more than one", sorted(values))
+    [value] = values
+    return judge(claim, value, f"{name} {value} in {', '.join(p.name for p, _ in records)}", [f"{name} {asked}"])
+
+
+def _rescored(files: Any, path: Any, result: Any) -> float | None:
+    """The BLEU of an evaluation recomputed from the translations it wrote and the reference it scored
+    (None when they are not on this machine)."""
+    scored = check_scored(path, result)
+    if not isinstance(scored.get("hypotheses"), dict):
+        return None
+    hyps, ref = translations_file(path, scored["hypotheses"]), Path(str(scored["reference"].get("path") or ""))
+    if not hyps.is_file() or not ref.is_file():   # another machine's run: not recomputed here
+        return None
+    hypotheses, references = read_lines(hyps), read_lines(ref)
+    if str(result.provenance.extra.get("measure")) == "bleu.sacrebleu":
+        return score(hypotheses, references, "sacrebleu").score
+    try:
+        dataset = get_dataset(str(files.train.get("dataset")), resolve_data_dir(files.train.get("data_dir")))
+    except DataError:   # the data set is not registered or not on this machine: its language is unknown
+        return None
+    return score(hypotheses, references, "paper", lang=dataset.tgt_lang, refs_tokenized=dataset.tokenized).score
+
+
+@checker("observed.protocol", audits=False, evidence="run")
+def protocol(claim: Claim, ctx: CheckContext) -> Measurement:
+    """The BLEU protocol of the run's BLEU evaluations, each recomputed from its translations and reference."""
+    files = ctx.target
+    paper_job(claim, files)
+    records = [(p, r) for p, r in files.evaluations.values() if str(r.provenance.extra.get("measure", "")).startswith("bleu.")]
+    if not records:
+        raise NotRun(f"needs another run: {files.path / 'evaluations'} holds no BLEU evaluation")
+    for path, result in records:
+        finite(result.measured, f"{path}: field 'measured'")
+        again = _rescored(files, path, result)
+        if again is not None and abs(round(again, 2) - float(result.measured)) > 0.011:
+            raise Contradiction(f"{path}: field 'measured' is {result.measured!r}, but its translations scored against "
+                                f"its reference give {again:.2f}", result.measured)
+    measures = sorted({str(r.provenance.extra.get("measure")) for _, r in records})
+    value = claim.expected if claim.expected in measures else measures[0]
+    scores = ", ".join(f"{r.claim_id} = {r.measured} ({r.provenance.extra.get('measure')})" for _, r in records)
+    return judge(claim, value, f"the run's BLEU: {scores}, each recomputed from its translations where they are on "
+                 "this machine", [f"its job reports {value}"])
+
+
+def _record_for(files: Any, claim_id: str, measure: str | None, split: str | None) -> tuple[Any, Any] | None:
+    """The run's evaluation of ``claim_id``: its own record, else one of the same kind of measurement of
+    its model (BLEU, perplexity, F1) on the same split, or a step time measured as the claim's."""
+    if claim_id in files.evaluations:
+        return files.evaluations[claim_id]
+    family = str(measure) if measure in RUN_MEASURES else str(measure).split(".")[0] + "."
+    for path, result in files.evaluations.values():
+        extra = result.provenance.extra
+        if str(extra.get("measure", "")).startswith(family) and extra.get("split") == split \
+                and result.claim_id != DEV_REQUEST.result_id:
+            return path, result
+    return None
+
+
+def recorded_recipe(files: Any, path: Path, result: Any) -> None:
+    """An evaluation's ``config_hash`` must be the hash of the recipe it keeps, and that recipe the run's
+    (records written before evaluations kept their recipe are not compared: the gate never counts them)."""
+    identity = result.provenance.extra.get("recipe_identity")
+    if not isinstance(identity, dict):
+        return
+    if config_hash(identity) != result.provenance.config_hash:
+        raise Contradiction(f"{path}: field 'provenance.config_hash' is {result.provenance.config_hash!r}, but the "
+                            f"recipe it keeps (provenance.extra.recipe_identity) hashes to {config_hash(identity)!r}",
+                            result.provenance.config_hash)
+    if result.provenance.config_hash != files.recipe_hash:
+        raise Contradiction(f"{path}: field 'provenance.config_hash' is {result.provenance.config_hash!r}, but the run's "
+                            f"recipe (its checkpoint's) hashes to {files.recipe_hash!r}", result.provenance.config_hash)
+
+
+def same_step_time(files: Any, path: Path, result: Any) -> None:
+    """A step time an evaluation stored must be the one the run's record holds for its last session."""
+    stored = (result.extra.get("step_time") or {}).get("steady_s_per_update")
+    sessions = (files.record or {}).get("sessions") or []
+    own = ((sessions[-1] if sessions else {}).get("step_time") or {}).get("steady_s_per_update")
+    if stored is not None and own is not None and stored != own:
+        raise Contradiction(f"{path}: field 'extra.step_time.steady_s_per_update' is {stored!r}, but "
+                            f"{files.record_path} records {own!r} for the run's last session", stored)
+
+
+def _own_step_time(claim: Claim, files: Any) -> Measurement:
+    """Section 5.2's step time as the run's record has it (no evaluation stored one): the steady-state
+    seconds per update of its longest session, compared only on the paper's hardware and recipe."""
+    sessions = [s for s in (files.record or {}).get("sessions") or [] if (s.get("step_time") or {}).get("steady_updates")]
+    if not sessions:
+        raise NotRun(f"needs another run: {files.record_path} holds no session with a steady update")
+    longest = max(sessions, key=lambda s: s["step_time"]["steady_updates"])
+    seconds = longest["step_time"].get("steady_s_per_update")
+    finite(seconds, f"{files.record_path}: field 'sessions[].step_time.steady_s_per_update'")
+    text = (f"{seconds} s per steady update (median of {longest['step_time']['steady_updates']}) on "
+            f"{longest.get('devices', 1)} device(s), {longest.get('hardware')}")
+    on_paper = longest.get("devices") == 8 and "P100" in str(longest.get("hardware"))
+    if on_paper and files.paper is not None and files.recipe_hash == files.paper.recipe_hash:
+        return judge(claim, seconds, text)
+    return Measurement(seconds, passed=False, departs=True,
+                       detail=f"{text}; not comparable with the paper's 8 P100: the run is not its job's recipe on "
+                              "that hardware and recorded no measured peak to normalise by")
+
+
+@checker("observed.metric", audits=False, evidence="run")
+def metric(claim: Claim, ctx: CheckContext) -> Measurement:
+    """A figure of the paper the run's job stands for (Table 2's BLEU, a row of Table 3, Table 4's F1,
+    Section 5.2's step time), read off the run's own evaluation of it, and counted only when the run is
+    the claim's experiment as the paper specifies it (:mod:`repro.observed.gate`); else it departs,
+    saying what differs."""
+    files = ctx.target
+    measure, split = claim.params.get("measure"), claim.params.get("split")
+    found = _record_for(files, claim.id, measure, split)
+    if found is None:
+        if measure in RUN_MEASURES:
+            return _own_step_time(claim, files)
+        raise NotRun(f"needs another run: {files.path / 'evaluations'} holds no evaluation measured as {measure}"
+                     + (f" on the {split} split" if split else ""))
+    path, result = found
+    finite(result.measured, f"{path}: field 'measured'")
+    recorded_recipe(files, path, result)
+    if measure in RUN_MEASURES:
+        same_step_time(files, path, result)
+    text = f"{path.name}: {result.measured} {result.unit or ''} on {result.provenance.dataset}".replace("  ", " ")
+    why = not_counted(claim, result)
+    if why:
+        departs = files.paper is None or result.provenance.config_hash != files.paper.recipe_hash
+        return Measurement(result.measured, passed=False, departs=departs,
+                           detail=f"{text}; not counted for the paper: {why}")
+    if not result.provenance.scale.startswith("cluster"):
+        return Measurement(result.measured, passed=False, departs=True,
+                           detail=f"{text}; the run is the job's recipe but did not run it to its end ({result.provenance.scale})")
+    if measure in RUN_MEASURES:
+        try:
+            value, how = normalised(result)
+        except NotComparable as err:
+            return Measurement(result.measured, passed=False, departs=True,
+                               detail=f"{text}; not comparable with the paper's 8 P100: {err}")
+        return judge(claim, round(value, 4), f"{text}: {how}")
+    return judge(claim, result.measured, text)

@@ -1,0 +1,251 @@
+"""Sections 5.1-5.4 observed on a run's own records: its logged rates, its updates' tokens, their number,
+its optimizer and its model as its checkpoint holds them (``repro check --run DIR``, basis ``run``).
+
+Each checker reads :class:`repro.observed.run_files.RunFiles` (the engine's target) and judges the
+run's value with :mod:`repro.observed.judge`: records that contradict each other or the run's recipe
+fail, naming the file, the line or field and both values.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from repro.checks.registry import checker
+from repro.claims.claim import Claim
+from repro.claims.compare import finite
+from repro.claims.outcome import CheckContext, Contradiction, Measurement, NotRun
+from repro.observed.judge import judge, paper_job
+from repro.observed.replay import MAX_REPLAYED, encoded_corpus, replayed_tokens
+from repro.observed.run_files import missing
+from repro.train.config import TrainConfig
+from repro.train.schedule import learning_rate
+
+
+def _log(files: Any) -> list:
+    if files.metrics is None:
+        raise NotRun(missing("the metrics log: the rate and tokens of the logged updates", files.metrics_path))
+    if not files.metrics:
+        raise NotRun(f"needs another run: {files.metrics_path} logs no update")
+    return files.metrics
+
+
+def _newest(files: Any):
+    if files.newest is None:
+        raise NotRun(missing("a checkpoint: the model as built and its optimizer", files.path / "checkpoints"))
+    return files.newest
+
+
+def _config(files: Any) -> TrainConfig:
+    """The run's training config, as its newest checkpoint holds it (its record's where it has none)."""
+    return TrainConfig.from_dict(files.train, source=f"{files.path}: the run's recipe")
+
+
+def recorded(files: Any, section: str, key: str, value: Any) -> None:
+    """``value`` (read from the checkpoint) must be what the run's record says of ``section.key``."""
+    theirs = ((files.record or {}).get("recipe") or {}).get(section, {})
+    if key in theirs and theirs[key] != value:
+        raise Contradiction(f"{files.record_path}: field 'recipe.{section}.{key}' is {theirs[key]!r}, but the run's "
+                            f"checkpoint {files.newest.path.name} holds {value!r}", value)
+
+
+@checker("observed.eq3", audits=False, evidence="run")
+def eq3(claim: Claim, ctx: CheckContext) -> Measurement:
+    """Every logged rate against Eq. 3 with the run's d_model (the model as built) and warm-up, and its
+    lr_scale; the newest checkpoint's Adam rate against Eq. 3 at its step."""
+    files = ctx.target
+    paper_job(claim, files)
+    rows, newest, cfg = _log(files), _newest(files), _config(files)
+    d_model = int(newest.model_config["d_model"])
+    recorded(files, "train", "warmup_steps", cfg.warmup_steps)
+    worst, where = 0.0, ""
+    for row in rows:
+        finite(row.lr, f"{files.metrics_path} line {row.line} (step {row.step}): lr")
+        if row.step < 1:
+            raise Contradiction(f"{files.metrics_path} line {row.line}: step {row.step}; updates count from 1", row.step)
+        wanted = learning_rate(row.step, d_model, cfg.warmup_steps, cfg.lr_scale)
+        error = abs(row.lr - wanted) / wanted
+        if error > worst:
+            worst, where = error, (f"{files.metrics_path} line {row.line} (step {row.step}): lr {row.lr!r}, where Eq. 3 "
+                                   f"with the run's d_model {d_model} and warmup_steps {cfg.warmup_steps}, times its "
+                                   f"lr_scale {cfg.lr_scale}, gives {wanted!r}")
+    if worst > claim.tolerance.get("abs", 0.0):
+        raise Contradiction(f"{where} (relative error {worst:.3g})", worst)
+    groups = newest.optimizer
+    if groups and "lr" in groups[0] and newest.step >= 1:
+        wanted = learning_rate(newest.step, d_model, cfg.warmup_steps, cfg.lr_scale)
+        if abs(float(groups[0]["lr"]) - wanted) > 1e-6 * wanted:
+            raise Contradiction(f"{newest.path}: Adam's rate {groups[0]['lr']!r} after update {newest.step}, where Eq. 3 "
+                                f"gives {wanted!r}", float(groups[0]["lr"]))
+    value = abs(cfg.lr_scale - 1.0)   # relative error of the run's rates against the paper's Eq. 3 (no scale)
+    detail = (f"the {len(rows)} logged rates (updates {rows[0].step}-{rows[-1].step}) are Eq. 3 with d_model "
+              f"{d_model} and warmup_steps {cfg.warmup_steps} times {cfg.lr_scale} to within {worst:.1e}")
+    return judge(claim, value, detail, [f"lr_scale {cfg.lr_scale} (the paper: Eq. 3 unscaled)"]
+                 if cfg.lr_scale != 1.0 else [])
+
+
+@checker("observed.warmup", audits=False, evidence="run")
+def warmup(claim: Claim, ctx: CheckContext) -> Measurement:
+    """The warm-up recovered from the logged rates inside it (Eq. 3: lr = c d^-0.5 step w^-1.5 there),
+    which must be the run's recipe's; the recipe's when no logged update lies inside the warm-up."""
+    files = ctx.target
+    paper_job(claim, files)
+    rows, cfg = _log(files), _config(files)
+    d_model = int(_newest(files).model_config["d_model"])
+    for row in rows:
+        finite(row.lr, f"{files.metrics_path} line {row.line} (step {row.step}): lr")
+    inside = [r for r in rows if r.lr > 0
+              and r.lr < cfg.lr_scale * d_model ** -0.5 * r.step ** -0.5 * (1 - 1e-9)]
+    if inside:
+        row = inside[-1]
+        found = round((cfg.lr_scale * d_model ** -0.5 * row.step / row.lr) ** (2 / 3))
+        if found != cfg.warmup_steps:
+            raise Contradiction(f"{files.metrics_path} line {row.line} (step {row.step}): lr {row.lr!r} warms up over "
+                                f"{found} updates, but the run's recipe says warmup_steps {cfg.warmup_steps}", found)
+        how = f"recovered from the rates of {len(inside)} logged update(s) inside the warm-up (the last: {row.step})"
+    else:
+        found = cfg.warmup_steps
+        how = f"the run's recipe (no logged update lies inside the warm-up; the first logged is {rows[0].step})"
+    return judge(claim, found, f"warm-up of {found} updates, {how}",
+                 [f"warmup_steps {cfg.warmup_steps}"] if cfg.warmup_steps != claim.expected else [])
+
+
+@checker("observed.adam", audits=False, evidence="run")
+def adam(claim: Claim, ctx: CheckContext) -> Measurement:
+    """Adam's betas and epsilon as the newest checkpoint's optimizer holds them."""
+    files = ctx.target
+    paper_job(claim, files)
+    newest, cfg = _newest(files), _config(files)
+    if not newest.optimizer or "betas" not in newest.optimizer[0]:
+        raise NotRun(f"needs another run: {newest.path} holds no optimizer state (an averaged or foreign checkpoint)")
+    group = newest.optimizer[0]
+    value = [float(group["betas"][0]), float(group["betas"][1]), float(group["eps"])]
+    asked = [cfg.adam_beta1, cfg.adam_beta2, cfg.adam_eps]
+    if value != asked:
+        raise Contradiction(f"{newest.path}: Adam's betas and epsilon {value} are not the run's recipe's {asked}", value)
+    return judge(claim, value, f"betas ({value[0]}, {value[1]}), epsilon {value[2]:g} in {newest.path.name}",
+                 [f"adam betas/epsilon {asked}"] if not claim.within(asked) else [])
+
+
+def _world_size(files: Any) -> int:
+    plan = (files.record or {}).get("update_plan") or {}
+    sessions = (files.record or {}).get("sessions") or [{}]
+    return int(plan.get("world_size") or sessions[-1].get("devices") or 1)
+
+
+@checker("observed.tokens", audits=False, evidence="run")
+def tokens(claim: Claim, ctx: CheckContext) -> Measurement:
+    """The real tokens per side of every update, recounted from the run's encoded corpus with its own
+    batchers (:mod:`repro.observed.replay`), against the counts of every logged update; their median."""
+    files = ctx.target
+    paper_job(claim, files)
+    rows, cfg = _log(files), _config(files)
+    for row in rows:
+        for side in ("src_tokens", "tgt_tokens"):
+            finite(getattr(row, side), f"{files.metrics_path} line {row.line} (step {row.step}): {side}")
+    steps = int((files.record or {}).get("steps") or rows[-1].step)
+    examples, why = encoded_corpus(files.path / "encoded")
+    if examples is not None:
+        replayed = min(steps, MAX_REPLAYED)
+        counts = replayed_tokens(cfg, examples, _world_size(files), replayed)
+        for row in rows:
+            if row.step <= replayed and (row.src_tokens, row.tgt_tokens) != tuple(counts[row.step - 1]):
+                index = 0 if row.src_tokens != counts[row.step - 1][0] else 1
+                side, logged = ("src_tokens", row.src_tokens) if index == 0 else ("tgt_tokens", row.tgt_tokens)
+                raise Contradiction(f"{files.metrics_path} line {row.line} (step {row.step}): {side} {logged}, but the "
+                                    f"run's batchers gave update {row.step} {int(counts[row.step - 1][index])} "
+                                    f"{('source', 'target')[index]} tokens (recounted from {files.path / 'encoded'})",
+                                    logged)
+        how = (f"the run's {replayed} updates recounted from its encoded corpus" if replayed == steps else
+               f"the first {replayed} of its {steps} updates recounted from its encoded corpus")
+        checked = sum(r.step <= replayed for r in rows)
+        how += f"; the {checked} logged updates' counts agree with them"
+    else:
+        counts = np.asarray([(r.src_tokens, r.tgt_tokens) for r in rows], dtype=np.int64)
+        how = f"the {len(rows)} logged updates only ({why}: nothing to recount them from)"
+    median = [int(np.median(counts[:, 0])), int(np.median(counts[:, 1]))]
+    spread = f"range {counts[:, 0].min()}-{counts[:, 0].max()} source, {counts[:, 1].min()}-{counts[:, 1].max()} target"
+    asked = [cfg.tokens_per_batch, cfg.tokens_per_batch]
+    return judge(claim, median, f"a median of {median[0]} source and {median[1]} target tokens per update ({spread}; "
+                 f"{how})", [f"tokens_per_batch {cfg.tokens_per_batch}"] if not claim.within(asked) else [])
+
+
+@checker("observed.updates", audits=False, evidence="run")
+def updates(claim: Claim, ctx: CheckContext) -> Measurement:
+    """The updates the run made: its record's, its newest checkpoint's and its log's last step agree."""
+    files = ctx.target
+    paper_job(claim, files)
+    newest, cfg = _newest(files), _config(files)
+    steps = newest.step
+    if files.record is not None and files.record.get("steps") != steps:
+        raise Contradiction(f"{files.record_path}: field 'steps' is {files.record.get('steps')!r}, but the run's newest "
+                            f"checkpoint {newest.path.name} is of update {steps}", files.record.get("steps"))
+    if newest.path.name != f"step_{steps:08d}.pt":
+        raise Contradiction(f"{newest.path}: holds update {steps}, named for another", steps)
+    rows = files.metrics or []
+    for before, row in zip(rows, rows[1:]):
+        if row.step <= before.step:
+            raise Contradiction(f"{files.metrics_path} line {row.line}: step {row.step} after step {before.step}", row.step)
+    if rows and rows[-1].step != steps:
+        raise Contradiction(f"{files.metrics_path} line {rows[-1].line}: the log ends at step {rows[-1].step}, the run's "
+                            f"newest checkpoint at update {steps}", rows[-1].step)
+    departures = []
+    if cfg.max_steps != claim.expected:
+        departures.append(f"max_steps {cfg.max_steps}")
+    if steps < cfg.max_steps:
+        departures.append(f"it stopped at update {steps} of its {cfg.max_steps} (resume it to finish)")
+    return judge(claim, steps, f"ran {steps} of {claim.expected} updates", departures, unit="updates")
+
+
+@checker("observed.setting", audits=False, evidence="run")
+def setting(claim: Claim, ctx: CheckContext) -> Measurement:
+    """A setting the paper states, as the run's checkpoint holds it (``key``: ``dropout``, of the model as
+    built; ``label_smoothing``, of its training config), which the run's record must agree with."""
+    files = ctx.target
+    paper_job(claim, files)
+    newest, key = _newest(files), claim.params["key"]
+    if key == "dropout":
+        value = newest.model_config.get("dropout")
+        where = f"the model config of {newest.path.name}"
+    else:
+        value = newest.train_config.get(key, files.train.get(key))
+        where = f"the training config of {newest.path.name}"
+        recorded(files, "train", key, value)
+    if value is None:
+        raise NotRun(f"needs another run: {newest.path} does not record '{key}'")
+    return judge(claim, value, f"{key} = {value} in {where}", [f"{key} {value}"])
+
+
+def _layers(shapes: dict[str, tuple[int, ...]], stack: str) -> int:
+    return len({name.split(".")[1] for name in shapes if name.startswith(f"{stack}.")})
+
+
+@checker("observed.dimensions", audits=False, evidence="run")
+def dimensions(claim: Claim, ctx: CheckContext) -> Measurement:
+    """N, d_model, d_ff, h, d_k and d_v counted on the newest checkpoint's weights (h from its model
+    config: the heads share one projection), which its model config must agree with."""
+    files = ctx.target
+    paper_job(claim, files)
+    newest = _newest(files)
+    shapes, config = newest.shapes, newest.model_config
+    try:
+        h = int(config["n_heads"])
+        value = {"N_encoder": _layers(shapes, "encoder_layers"), "N_decoder": _layers(shapes, "decoder_layers"),
+                 "d_model": shapes["src_embed.lut.weight"][1], "d_ff": shapes["encoder_layers.0.feed_forward.w_1.weight"][0],
+                 "h": h, "d_k": shapes["encoder_layers.0.self_attn.w_q.weight"][0] // h,
+                 "d_v": shapes["encoder_layers.0.self_attn.w_v.weight"][0] // h}
+    except (KeyError, IndexError, TypeError, ValueError, OverflowError, ZeroDivisionError) as err:
+        raise Contradiction(f"{newest.path}: its weights are not those of a model of its config ({err!r})") from None
+    said = {"N_encoder": config.get("n_layers"), "N_decoder": config.get("n_layers"), "d_model": config.get("d_model"),
+            "d_ff": config.get("d_ff"), "h": h, "d_k": config.get("d_k") or config.get("d_model", 0) // h,
+            "d_v": config.get("d_v") or config.get("d_model", 0) // h}
+    if value != said:
+        wrong = sorted(k for k in value if value[k] != said[k])
+        raise Contradiction(f"{newest.path}: its weights have {', '.join(f'{k} {value[k]}' for k in wrong)}, its model "
+                            f"config says {', '.join(f'{k} {said[k]}' for k in wrong)}", value)
+    parameters = (files.record or {}).get("parameters")
+    text = ", ".join(f"{k} {v}" for k, v in value.items())
+    return judge(claim, value, f"{text} on the weights of {newest.path.name}"
+                 + (f" ({parameters:,} parameters)" if isinstance(parameters, int) else ""),
+                 [f"its model config ({newest.path.name})"])

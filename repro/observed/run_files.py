@@ -1,0 +1,309 @@
+"""A run directory's records, read strictly: what ``repro check --run DIR`` checks the paper against.
+
+A run directory (``repro train``'s ``--out-dir``, a ``repro submit`` job's ``out_dir``, the main job's
+``runs/local``) holds:
+
+- ``run.json``: the run's own record (:mod:`repro.train.run_record`);
+- ``checkpoints/step_*.pt``: the resolved recipe, the model as built and Adam's state (the newest is read);
+- ``metrics.csv``: the rate and tokens of every logged update, the dev evaluations;
+- ``vocab.json``: the vocabulary the run learned; ``encoded/manifest.json``: the corpus it encoded;
+- ``evaluations/<id>.json``: each evaluation taken of the run (:func:`repro.measures.keep_in_run`), with
+  the files it scored and the checkpoints it averaged (whose ``average_last*.pt`` is read too).
+
+Every record is read here, before any claim is checked: one that is not what it should be (not JSON,
+a field of the wrong type, a row whose ``lr`` is not a number, a checkpoint that does not load) is
+refused with a one-line error naming the file, the line or the field (exit 2), never a traceback and
+never a verdict on a half-read run. A record that is missing is not an error: the claims that need it
+read "needs another run", saying which file is missing.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from repro.files import reader
+from repro.content_hash import file_sha256
+from repro.data.vocab import SharedVocab
+from repro.decode.settings import DecodeSettings
+from repro.errors import CheckpointError, ResultError
+from repro.limits import TEXT_BYTES
+from repro.measures.recording import EVALUATIONS
+from repro.observed.counterpart import PaperJob, counterpart
+from repro.results.provenance import config_hash
+from repro.results.record_schema import record_problem
+from repro.results.store import Result
+from repro.train.checkpoint import list_checkpoints, load_checkpoint
+from repro.train.config import TrainConfig, recipe_identity
+from repro.train.run_record import RUN_RECORD
+from repro.validation import problem
+
+_COUNT = {"type": "integer", "minimum": 0}
+_OBJECT_OR_NULL = {"type": ["object", "null"]}
+RUN_SCHEMA: dict = {
+    "type": "object",
+    "required": ["format", "version", "recipe", "steps", "sessions"],
+    "properties": {
+        "format": {"const": "repro-run"},
+        "version": {"const": 1},
+        "recipe": {"type": "object", "required": ["train"], "properties": {"train": {"type": "object"},
+                                                                            "decode": {"type": "object"},
+                                                                            "name": {"type": "string"}}},
+        "steps": _COUNT, "max_steps": _COUNT, "parameters": {"type": ["integer", "null"], "minimum": 0},
+        "vocabulary": {"type": ["object", "null"], "required": ["size", "sha256"],
+                       "properties": {"size": _COUNT, "asked": _COUNT, "sha256": {"type": "string"},
+                                      "split": {"type": "string"}, "file": {"type": "string"}}},
+        "corpus": {"type": "object", "required": ["pairs", "filtered", "trained"],
+                   "properties": {"pairs": _COUNT, "filtered": _COUNT, "trained": _COUNT,
+                                  "dataset": {"type": "string"}, "files": {"type": "array"}}},
+        "update_plan": _OBJECT_OR_NULL,
+        "sessions": {"type": "array", "items": {
+            "type": "object", "required": ["resumed_from", "ended_at"],
+            "properties": {"resumed_from": _COUNT, "ended_at": _COUNT, "devices": {"type": "integer", "minimum": 1},
+                           "hardware": {"type": "string"}, "device": {"type": ["string", "null"]},
+                           "step_time": _OBJECT_OR_NULL}}},
+    },
+}
+_IDENTITY = {"type": "object", "properties": {"file": {"type": "string"}, "path": {"type": "string"},
+                                              "lines": _COUNT, "sha256": {"type": "string"},
+                                              "content_sha256": {"type": "string"}}}
+#: What a run's evaluation records of how it was taken (``provenance.extra``; each field optional: a
+#: record of an older repro lacks them, and the claims that need one read "needs another run").
+EVALUATION_EXTRA: dict = {
+    "type": "object",
+    "properties": {
+        "measure": {"type": "string"}, "split": {"type": "string"},
+        "decode": {"type": "object"}, "recipe_identity": {"type": "object"},
+        "averaged_from": {"type": "array", "items": {"type": "string"}},
+        "checkpoints_averaged": {"type": ["integer", "null"], "minimum": 0},
+        "evaluated_checkpoint": {"type": ["string", "null"]},
+        "test_set": {"type": "object", "properties": {"sentences": {"type": ["integer", "null"], "minimum": 0},
+                                                      "source": _IDENTITY, "reference": _IDENTITY,
+                                                      "hypotheses": _IDENTITY}},
+    },
+}
+#: The columns of the metrics log a check reads, and whether a row may leave them empty.
+_COLUMNS = {"step": False, "lr": False, "src_tokens": False, "tgt_tokens": False, "dev_ppl": True,
+            "dev_accuracy": True}
+
+
+@dataclass(frozen=True)
+class LoggedRow:
+    """One row of ``metrics.csv`` (``line``: its line in the file, the header being line 1)."""
+
+    line: int
+    step: int
+    lr: float
+    src_tokens: int
+    tgt_tokens: int
+    dev_ppl: float | None = None
+    dev_accuracy: float | None = None
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """What a check reads of a checkpoint: no tensors, their shapes."""
+
+    path: Path
+    step: int
+    model_config: dict[str, Any]
+    train_config: dict[str, Any]
+    recipe: dict[str, Any]
+    shapes: dict[str, tuple[int, ...]]
+    optimizer: list[dict[str, Any]]
+    lineage: dict[str, Any]
+    averaged_from: list[str] | None = None
+
+
+@dataclass
+class RunFiles:
+    """The records of one run directory (module docstring); the engine's target for the claims of basis ``run``."""
+
+    path: Path
+    record: dict[str, Any] | None = None
+    metrics: list[LoggedRow] | None = None
+    checkpoints: list[Path] = field(default_factory=list)
+    newest: Checkpoint | None = None
+    evaluations: dict[str, tuple[Path, Result]] = field(default_factory=dict)
+    averaged: dict[str, Checkpoint] = field(default_factory=dict)
+    vocab_size: int | None = None
+    vocab_sha256: str | None = None
+    encoded: dict[str, Any] | None = None
+
+    @property
+    def name(self) -> str:
+        return f"the run in {self.path}"
+
+    @property
+    def record_path(self) -> Path:
+        return self.path / RUN_RECORD
+
+    @property
+    def recipe(self) -> dict[str, Any]:
+        """The resolved recipe the run trained: its newest checkpoint's, else its record's."""
+        if self.newest is not None and self.newest.recipe:
+            return self.newest.recipe
+        return dict((self.record or {}).get("recipe") or {})
+
+    @property
+    def train(self) -> dict[str, Any]:
+        return dict(self.recipe.get("train") or (self.newest.train_config if self.newest else {}))
+
+    @property
+    def paper(self) -> PaperJob | None:
+        return counterpart(self.recipe.get("name"))
+
+    @property
+    def recipe_hash(self) -> str:
+        """The hash of the run's recipe identity: what a result of it records as ``config_hash``."""
+        return config_hash(recipe_identity(self.train, dict(self.recipe.get("decode") or {})))
+
+    @property
+    def metrics_path(self) -> Path:
+        return self.path / "metrics.csv"
+
+    def check_recipe(self) -> None:
+        """The recipe the run trained must be one repro can build (ConfigError naming where it was read, exit 2)."""
+        if not self.train:
+            return
+        where = (f"{self.newest.path}: field 'recipe'" if self.newest is not None and self.newest.recipe
+                 else f"{self.record_path}: field 'recipe'")
+        TrainConfig.from_dict(self.train, source=f"{where}.train")
+        if self.recipe.get("decode") is not None:
+            DecodeSettings.from_dict(self.recipe["decode"], source=f"{where}.decode")
+
+    @classmethod
+    def load(cls, path: str | Path) -> "RunFiles":
+        """Read every record of the run in ``path`` (module docstring); ResultError (exit 2) when it is
+        not a directory, or when a record is malformed."""
+        path = Path(path)
+        if not path.is_dir():
+            raise ResultError(f"{path}: not a run directory (repro check --run takes the folder a training run wrote: "
+                              "its checkpoints/, metrics.csv, run.json)")
+        files = cls(path)
+        if files.record_path.is_file():
+            files.record = _read_json(files.record_path, "run record", RUN_SCHEMA)
+        if files.metrics_path.is_file():
+            files.metrics = read_log(files.metrics_path)
+        files.checkpoints = list_checkpoints(path)
+        if files.checkpoints:
+            files.newest = read_checkpoint(files.checkpoints[-1])
+        vocab = path / "vocab.json"
+        if vocab.is_file():
+            files.vocab_size, files.vocab_sha256 = len(SharedVocab.load(vocab)), file_sha256(vocab)
+        manifest = path / "encoded" / "manifest.json"
+        if manifest.is_file():
+            files.encoded = _read_json(manifest, "encoded corpus manifest", {"type": "object"})
+        for record_path in sorted((path / EVALUATIONS).glob("*.json")):
+            files.evaluations[record_path.stem] = (record_path, read_evaluation(record_path))
+        for _, result in files.evaluations.values():
+            name = result.provenance.extra.get("evaluated_checkpoint")
+            if isinstance(name, str) and name not in files.averaged and (path / name).is_file() \
+                    and name.startswith("average_"):
+                files.averaged[name] = read_checkpoint(path / name)
+        files.check_recipe()
+        if files.record is None and files.newest is None:
+            inside = sorted(p.name for p in path.iterdir() if (p / RUN_RECORD).is_file() or (p / "checkpoints").is_dir())
+            hint = f"; it holds the runs {', '.join(inside)}: check each (repro check --run {path / inside[0]})" \
+                if inside else ""
+            raise ResultError(f"{path}: holds neither a run record ({RUN_RECORD}) nor a checkpoint "
+                              f"(checkpoints/step_*.pt): not the folder of a training run{hint}")
+        return files
+
+
+def _read_json(path: Path, what: str, schema: dict) -> dict[str, Any]:
+    data = reader.read_json(path, what, error=ResultError)
+    why = problem(data, schema)
+    if why is not None:
+        raise ResultError(f"{path}: {why}")
+    return data
+
+
+def read_evaluation(path: Path) -> Result:
+    """One evaluation record of a run (``evaluations/<id>.json``): a result record whose id is its name."""
+    data = reader.read_json(path, "evaluation record", error=ResultError, allow_nan=True)
+    why = record_problem(data)
+    if why is None and data["claim_id"] != path.stem:
+        why = f"field 'claim_id': '{data['claim_id']}', but the file is named for '{path.stem}'"
+    measured = data.get("measured") if isinstance(data, dict) else None
+    if why is None and (isinstance(measured, bool) or not isinstance(measured, (int, float, type(None)))):
+        why = f"field 'measured' must be the number the evaluation measured (got {measured!r})"
+    if why is None and (extra := problem(data["provenance"].get("extra") or {}, EVALUATION_EXTRA)) is not None:
+        why = extra.replace("field '", "field 'provenance.extra.", 1)
+    if why is not None:
+        raise ResultError(f"{path}: {why}")
+    return Result.from_dict(data, source=str(path))
+
+
+def read_log(path: Path) -> list[LoggedRow]:
+    """The rows of a metrics log; a row whose step, rate or token counts are not numbers is refused,
+    naming the file, the line and the field. A NaN rate is read as NaN (a check fails on it)."""
+    text = reader.read_text(path, "metrics log", limit=TEXT_BYTES.hard, error=ResultError)
+    try:
+        table = csv.DictReader(io.StringIO(text, newline=""))
+        header = table.fieldnames or []
+        missing = [c for c, optional in _COLUMNS.items() if not optional and c not in header]
+        if missing:
+            raise ResultError(f"{path}: the metrics log lacks the column(s) {', '.join(missing)} "
+                              f"(columns: {', '.join(header) or 'none'})")
+        rows = []
+        for line, row in enumerate(table, start=2):
+            value = {c: _number(path, line, c, row.get(c), optional) for c, optional in _COLUMNS.items()}
+            whole = {c: _integer(path, line, c, value[c]) for c in ("step", "src_tokens", "tgt_tokens")}
+            rows.append(LoggedRow(line, whole["step"], value["lr"], whole["src_tokens"], whole["tgt_tokens"],
+                                  value["dev_ppl"], value["dev_accuracy"]))
+    except csv.Error as err:
+        raise ResultError(f"{path}: not a CSV file ({err})") from None
+    return rows
+
+
+def _number(path: Path, line: int, column: str, raw: str | None, optional: bool) -> float | None:
+    if raw is None or raw.strip() == "":
+        if optional:
+            return None
+        raise ResultError(f"{path}:{line}: field '{column}' is empty")
+    try:
+        return float(raw)
+    except ValueError:
+        raise ResultError(f"{path}:{line}: field '{column}' is not a number ({raw!r})") from None
+
+
+def _integer(path: Path, line: int, column: str, value: float | None) -> int:
+    if value is None or not math.isfinite(value) or value != int(value) or value < 0:
+        raise ResultError(f"{path}:{line}: field '{column}' must be a non-negative whole number (got {value!r})")
+    return int(value)
+
+
+def read_checkpoint(path: Path) -> Checkpoint:
+    """What a check reads of one checkpoint; a checkpoint that does not load, or lacks the model's
+    configuration, is refused naming the file (CheckpointError, exit 2)."""
+    state = load_checkpoint(path)
+    fields = {"train_config": dict, "recipe": dict, "lineage": dict, "model_config": dict}
+    for key, kind in fields.items():
+        if key in state and not isinstance(state[key], kind):
+            raise CheckpointError(f"{path}: field '{key}' must be an object, got {type(state[key]).__name__}")
+    groups = (state.get("optimizer") or {}).get("param_groups") if isinstance(state.get("optimizer"), dict) else None
+    step = state.get("step", 0)
+    if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+        raise CheckpointError(f"{path}: field 'step' must be a non-negative whole number, got {step!r}")
+    averaged = state.get("averaged_from")
+    if averaged is not None and (not isinstance(averaged, list) or not all(isinstance(a, str) for a in averaged)):
+        raise CheckpointError(f"{path}: field 'averaged_from' must be a list of checkpoint names, got {averaged!r}")
+    return Checkpoint(path, step, state["model_config"], dict(state.get("train_config") or {}),
+                      dict(state.get("recipe") or {}),
+                      {k: tuple(v.shape) for k, v in state["model"].items() if hasattr(v, "shape")},
+                      [{k: v for k, v in g.items() if k != "params"} for g in groups or [] if isinstance(g, dict)],
+                      dict(state.get("lineage") or {}), averaged)
+
+
+def missing(what: str, path: Path) -> str:
+    """The reason a claim reads "needs another run" for want of a record."""
+    return f"needs another run: {path} not found ({what})"
+
+
+__all__ = ["Checkpoint", "LoggedRow", "RunFiles", "missing", "read_checkpoint", "read_evaluation",
+           "read_log"]
