@@ -18,6 +18,7 @@ from repro.checks import DERIVED_OVER_STORED, derived_result
 from repro.claims.claim import BASES, Claim
 from repro.errors import ResultError
 from repro.observed.gate import set_aside
+from repro.report.newest import latest
 from repro.report.verdict import STATUSES, verdict
 from repro.results.provenance import REQUIRED_FIELDS, Provenance
 from repro.results.store import Result, ResultStore, disagree
@@ -150,7 +151,7 @@ def load_results(dirs: Sequence[Path], *, skip_invalid: bool = False,
     newest: dict[str, Result] = {}
     found: dict[str, Path] = {}
     for directory in dirs:
-        for claim_id, res in ResultStore(directory, skip_invalid=skip_invalid, expected=expected).latest().items():
+        for claim_id, res in latest(ResultStore(directory, skip_invalid=skip_invalid, expected=expected)).items():
             check_provenance(res, str(directory / claim_id))
             cur = newest.get(claim_id)
             if cur is not None and res.provenance.instant == cur.provenance.instant and disagree(cur, res):

@@ -16,6 +16,7 @@ import pytest
 
 from repro.errors import ResultError
 from repro.instants import FUTURE_SKEW_S, checked_instant, instant
+from repro.report.newest import latest
 from repro.results import Provenance, Result, ResultStore
 from tests.cli_run import refusal, run
 
@@ -66,7 +67,7 @@ def test_the_newer_instant_wins_whatever_its_text(tmp_path):
     store = ResultStore(tmp_path / "results")
     _write(store, 30.0, "older", "2026-01-31T13:00:00+02:00")
     _write(store, 31.0, "newer", "2026-01-31T12:00:00Z")
-    assert store.latest()["x.bleu"].measured == 31.0
+    assert latest(store)["x.bleu"].measured == 31.0
 
 
 @pytest.mark.parametrize("date, named", [("2099-01-01T00:00:00+00:00", "lies in the future"),
@@ -98,11 +99,11 @@ def test_records_of_several_seeds_are_all_shown(tmp_path, capsys, claims_dir, da
     store = ResultStore(results)
     _write(store, 30.0, "seed1", dates[0], seed=1)
     _write(store, 32.0, "seed2", dates[1], seed=2)
-    latest = store.latest()["x.bleu"]
-    assert latest.measured == pytest.approx(31.0)
-    assert latest.extra["seeds"] == [1, 2] and latest.extra["over_seeds"]["seeds"] == {"1": 30.0, "2": 32.0}
-    assert "seed 1: 30.0" in latest.detail and "seed 2: 32.0" in latest.detail
-    low, high = latest.ci95
+    shown = latest(store)["x.bleu"]
+    assert shown.measured == pytest.approx(31.0)
+    assert shown.extra["seeds"] == [1, 2] and shown.extra["over_seeds"]["seeds"] == {"1": 30.0, "2": 32.0}
+    assert "seed 1: 30.0" in shown.detail and "seed 2: 32.0" in shown.detail
+    low, high = shown.ci95
     assert low < 30.0 and high > 32.0   # two seeds 2 apart: Student's t with one degree of freedom
     rc, row, err = _reported(capsys, tmp_path, claims_dir, results)
     assert rc == 0, err
@@ -114,7 +115,7 @@ def test_each_seed_counts_its_own_newest_record(tmp_path):
     _write(store, 10.0, "seed1-old", "2026-01-01T00:00:00+00:00", seed=1)
     _write(store, 30.0, "seed1-new", "2026-01-03T00:00:00+00:00", seed=1)
     _write(store, 32.0, "seed2", "2026-01-02T00:00:00+00:00", seed=2)
-    assert store.latest()["x.bleu"].extra["over_seeds"]["seeds"] == {"1": 30.0, "2": 32.0}
+    assert latest(store)["x.bleu"].extra["over_seeds"]["seeds"] == {"1": 30.0, "2": 32.0}
 
 
 def test_seeds_that_measure_different_words_are_refused(tmp_path):
@@ -122,7 +123,7 @@ def test_seeds_that_measure_different_words_are_refused(tmp_path):
     _write(store, "interleaved", "seed1", "2026-01-01T00:00:00+00:00", seed=1)
     _write(store, "concatenated", "seed2", "2026-01-01T00:00:00+00:00", seed=2)
     with pytest.raises(ResultError, match="seeds measure different values.*seed 1.*seed 2"):
-        store.latest()
+        latest(store)
 
 
 def test_a_claim_folder_that_is_a_symbolic_link_is_named(tmp_path, capsys, claims_dir):
