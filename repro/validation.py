@@ -4,8 +4,9 @@ Claims (``claims/*.toml``, :mod:`repro.claims.schema`), result records
 (:mod:`repro.results.record_schema`) and the cluster ledger (:mod:`repro.cluster.ledger`) are each
 described by a JSON schema and checked here, with ``jsonschema``. Beyond the schema: dates
 given as ``"format": "date-time"`` must be instants (:mod:`repro.instants`: ISO 8601 with a time
-zone, ``2026-01-31T12:00:00+00:00`` or ``2026-01-31``, not in the future), and no number may be NaN or infinite (TOML takes ``nan`` and ``inf``; a
-paper value or a tolerance never is one) except under the fields the caller names.
+zone, ``2026-01-31T12:00:00+00:00`` or ``2026-01-31``, not in the future), and no number may be
+NaN or infinite (TOML takes ``nan`` and ``inf``; a paper value or a tolerance never is one) except
+under the fields the caller names.
 """
 
 from __future__ import annotations

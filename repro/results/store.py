@@ -1,8 +1,8 @@
 """A directory of result records, safe for many concurrent writers.
 
 Layout: ``ROOT/<claim id>/<timestamp>-<random>.json``, one record per file. Each record is
-written atomically (:mod:`repro.files.writer`), so a reader never sees half a record and concurrent writers (SLURM array tasks) never
-overwrite each other. A writer that owns a record (the local main job) names it instead,
+written atomically (:mod:`repro.files.writer`), so a reader never sees half a record and concurrent
+writers (SLURM array tasks) never overwrite each other. A writer that owns a record (the local main job) names it instead,
 ``ROOT/<claim id>/<name>.json`` (e.g. ``reproduce-local.json``), and replaces it in place on every
 run, so a regenerated store changes files rather than deleting and adding them.
 """
