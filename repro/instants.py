@@ -21,12 +21,15 @@ def instant(text: str) -> _dt.datetime:
     """``text`` (ISO 8601) as a timezone-aware datetime; ValueError saying why it is not one."""
     if not isinstance(text, str):
         raise ValueError(f"a date must be text in ISO 8601 (got {text!r})")
+    try:   # a date alone: the start of that day, in UTC
+        day = _dt.date.fromisoformat(text)
+        return _dt.datetime(day.year, day.month, day.day, tzinfo=_dt.timezone.utc)
+    except ValueError:
+        pass
     try:
         value = _dt.datetime.fromisoformat(text)
     except ValueError:
         raise ValueError(f"is not an ISO 8601 date (got {text!r})") from None
-    if len(text.strip()) == 10:   # a date alone: the start of that day, in UTC
-        return value.replace(tzinfo=_dt.timezone.utc)
     if value.tzinfo is None or value.utcoffset() is None:
         raise ValueError(f"names no time zone (got {text!r}; write it as {text}+00:00 or {text}Z for UTC)")
     return value
