@@ -49,11 +49,15 @@ def non_negative_float(text: str) -> float:
 
 
 def existing_file(text: str) -> str:
-    """A path to a regular file that exists (checkpoints, tree files, references); kept as the text given."""
-    path = Path(text)
-    if not path.is_file():
-        raise argparse.ArgumentTypeError(f"{text}: {'is a directory, not a file' if path.is_dir() else 'no such file'}")
-    return text
+    """A path to a regular file that exists (checkpoints, configs, vocabularies): what the one reader
+    reads (:func:`repro.files.reader.inspect`); kept as the text given."""
+    return _checked(paths.existing_file, text, "file")
+
+
+def text_input(text: str) -> str:
+    """A text file to read line by line (hypotheses, references, trees): a regular file or a pipe
+    (``<(zcat ref.gz)``), never a device or a folder; kept as the text given."""
+    return _checked(lambda path, what: paths.existing_file(path, what, stream=True), text, "text file")
 
 
 def existing_dir(text: str) -> str:

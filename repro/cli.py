@@ -16,7 +16,9 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 import repro.commands
-from repro.errors import WRITE_FAULTS, ReproError
+from repro.errors import PATH_FAULTS, WRITE_FAULTS, ReproError
+from repro.files.text_decoding import printable
+from repro.machine_memory import available_note, out_of_memory
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -24,7 +26,7 @@ class OneLineParser(argparse.ArgumentParser):
     and exits 2, like every other refusal of bad input; ``--help`` still shows the usage."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+        self.exit(2, printable(f"{self.prog}: error: {message} (see '{self.prog} --help')") + "\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -42,25 +44,46 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
     try:
-        return int(args.func(args) or 0)
+        args = parser.parse_args(argv)   # a flag's type may meet a path the system refuses (a name too long)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()   # a closed pipe is met here, not in the interpreter's last flush
+        return code
     except ReproError as err:
-        print(f"repro: error: {err}", file=sys.stderr)
+        print(printable(f"repro: error: {err}"), file=sys.stderr)
         return err.exit_code
+    except BrokenPipeError:  # the reader went away (`repro claims list | head -1`): stop quietly
+        _quiet_stdout()
+        return 0
     except OSError as err:
-        if err.errno not in WRITE_FAULTS:
+        if err.errno in WRITE_FAULTS:   # a write met a full disk or a read-only folder
+            what = "cannot write"
+        elif err.errno in PATH_FAULTS and err.filename is not None:   # a path the system refuses to look at
+            what = "cannot use this path"
+        else:
             raise
-        # a write outside repro.atomic (a log appended to) met a full disk or a read-only folder
         where = err.filename or "a file"
-        print(f"repro: error: {where}: cannot write ({err.strerror or os.strerror(err.errno)})", file=sys.stderr)
+        print(printable(f"repro: error: {where}: {what} ({err.strerror or os.strerror(err.errno)})"), file=sys.stderr)
+        return 2
+    except (MemoryError, RuntimeError) as err:
+        if not out_of_memory(err):
+            raise
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
+        print(f"repro: error: too large for this machine: an allocation failed ({first}); "
+              f"{available_note()}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("repro: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:  # the reader went away (`repro claims list | head`): stop quietly
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's last flush of a closed pipe raises nothing."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)   # not a file repro reads or writes: the null device
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 if __name__ == "__main__":

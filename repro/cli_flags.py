@@ -38,6 +38,13 @@ def add_precision_argument(parser: argparse.ArgumentParser, default: str | None 
                              + (f" (default {default})" if default else ""))
 
 
+def add_lineage_argument(parser: argparse.ArgumentParser, doing: str) -> None:
+    """``--allow-no-lineage``: use a checkpoint without a readable lineage (:mod:`repro.train.lineage`)."""
+    parser.add_argument("--allow-no-lineage", action="store_true",
+                        help=f"{doing} a checkpoint without a readable lineage (the SHA-256 of its vocabulary and "
+                             "training data) instead of refusing it; the output says so")
+
+
 def runtime_from_args(args: argparse.Namespace, verb: str, resolve_precision: bool = True) -> Runtime:
     """The runtime ``--device`` and ``--precision`` name, said on stderr; without
     ``resolve_precision`` only the device (the verb loads its model first: :func:`runtime_for_loaded`)."""

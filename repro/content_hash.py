@@ -9,17 +9,20 @@ from __future__ import annotations
 
 import hashlib
 import os
-from pathlib import Path
 
 import numpy as np
+
+from repro.errors import DataError
+from repro.files.reader import opened
 
 _CHUNK = 1 << 20
 
 
 def file_sha256(path: str | os.PathLike[str]) -> str:
-    """The SHA-256 of the file's bytes (hex), read in chunks."""
+    """The SHA-256 of the file's bytes (hex), read in chunks (:mod:`repro.files.reader`: a regular
+    file, or DataError naming it)."""
     digest = hashlib.sha256()
-    with open(Path(path), "rb") as fh:
+    with opened(path, "file", error=DataError) as (fh, _):
         while chunk := fh.read(_CHUNK):
             digest.update(chunk)
     return digest.hexdigest()

@@ -13,6 +13,9 @@ import os
 #: What an operating system says when a file cannot be written for reasons outside repro: a full
 #: disk or quota, a read-only file system, no permission, a file over the size limit.
 WRITE_FAULTS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EFBIG})
+#: What it says of a path a user gave that cannot be looked at: a name too long, a loop of links, a
+#: file where a folder is wanted, a device that is not there.
+PATH_FAULTS = frozenset({errno.ENAMETOOLONG, errno.ELOOP, errno.ENOTDIR, errno.EISDIR, errno.ENXIO, errno.ENODEV})
 
 
 class ReproError(Exception):
@@ -60,7 +63,7 @@ class ResultError(ReproError):
 
 class OutputError(ReproError):
     """A file or folder that cannot be written (a full disk, a read-only folder, no permission); the
-    message names the path. What was being written is left as it was (:mod:`repro.atomic`)."""
+    message names the path. What was being written is left as it was (:mod:`repro.files.writer`)."""
 
     exit_code = 2
 

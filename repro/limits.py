@@ -21,6 +21,12 @@ seeds (``--seed``)     --      2**31 - 1   the range every random generator here
 ``threads``            --      1024        torch's thread pool (10**8 threads crash it)
 tree depth (evalb)     --      1000        Penn Treebank trees nest a few dozen deep; EVALB's
                                            bracket matching is quadratic in the brackets
+JSON/TOML nesting      --      100         records, configs and claims nest a few levels; a
+                                           parser or validator recurses once per level
+record file            --      64 MiB      a JSON/TOML record, config, claims file, ledger or
+                                           vocabulary (a 37000-token vocabulary: ~2 MiB)
+text file read whole   --      4 GiB       hypotheses, references, trees, inputs to translate
+a line of text         --      1 MiB       a sentence or a tree; /dev/zero piped in has no end
 =====================  ======  ==========  =====================================================
 """
 
@@ -68,3 +74,11 @@ TREE_DEPTH = Limit("tree depth", hard=4000,
                    why="Penn Treebank trees nest a few dozen brackets deep, a weak parser's output at most its "
                        "input + 300 openers (Section 6.3); EVALB's bracket matching takes time quadratic in the "
                        "brackets")
+NESTING = Limit("nesting", hard=100, why="records, configs and claims nest a few levels deep; parsers and validators "
+                "recurse once per level")
+RECORD_BYTES = Limit("record file size", hard=64 * 2**20,
+                     why="a JSON or TOML record, config, claims file, ledger or vocabulary; a 37000-token vocabulary "
+                         "takes about 2 MiB")
+TEXT_BYTES = Limit("text file size", hard=4 * 2**30, why="a text file read whole (hypotheses, references, trees)")
+LINE_BYTES = Limit("line length", hard=2**20, why="a sentence or a tree is far shorter; a stream without newlines "
+                   "(/dev/zero piped in) has no end")

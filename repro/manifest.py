@@ -18,8 +18,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from repro import jsonfile
-from repro.atomic import atomic_write_text
+from repro.files import reader
+from repro.files.writer import atomic_write_text, make_dirs, remove
 from repro.errors import UsageError
 
 NAME = ".repro-manifest.json"
@@ -53,7 +53,7 @@ class Manifest:
         manifest = cls(root)
         if not manifest.path.exists():
             return manifest
-        data = jsonfile.read(manifest.path, "manifest of the files repro wrote")
+        data = reader.read_json(manifest.path, "manifest of the files repro wrote")
         lists = ("claimed", "foreign")
         if (not isinstance(data, dict) or data.get("format") != FORMAT
                 or not all(isinstance(data.get(k), list) and all(isinstance(v, str) for v in data[k]) for k in lists)):
@@ -85,9 +85,14 @@ class Manifest:
         owned = set(self.owned())
         self.foreign = sorted(set(self.foreign) | {p for p in self.matching(new) if p not in owned})
         self.claimed += new
-        self.root.mkdir(parents=True, exist_ok=True)
+        make_dirs(self.root)
         atomic_write_text(self.path, json.dumps({"format": FORMAT, "claimed": self.claimed, "foreign": self.foreign},
-                                                indent=1) + "\n")
+                                                indent=1) + "\n", within=self.root)
+
+    def plans_run_in(self, relative: str) -> bool:
+        """Whether the folder ``relative`` (to root) is one of the runs this run's layout holds (its
+        checkpoints are claimed: ``seed-*/``, a Table 3 job's folder), not any folder of its own."""
+        return any(_matches(f"{relative}/checkpoints/step_00000001.pt", False, p) for p in self.claimed)
 
     def owned(self) -> list[str]:
         """The existing paths repro wrote: claimed, and not foreign."""
@@ -100,11 +105,11 @@ class Manifest:
         for rel in owned:
             path = self.root / rel
             if path.is_symlink() or not path.is_dir():
-                path.unlink(missing_ok=True)
+                remove(path, within=self.root)
                 removed.append(path)
         for rel in sorted((r for r in owned if (self.root / r).is_dir()), key=lambda r: -r.count("/")):
             path = self.root / rel
             if not any(path.iterdir()):
-                path.rmdir()
+                remove(path, within=self.root)
                 removed.append(path)
         return removed

@@ -5,10 +5,11 @@ path and what it was meant to be, so a typo is refused in one line (exit 2), nev
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
-from repro.errors import UsageError
+from repro.errors import OutputError, UsageError
+from repro.files.reader import inspect
+from repro.files.writer import cannot_write_in, checked_target
 
 
 def existing_dir(path: str | os.PathLike[str], what: str = "directory") -> Path:
@@ -21,16 +22,13 @@ def existing_dir(path: str | os.PathLike[str], what: str = "directory") -> Path:
     return path
 
 
-def existing_file(path: str | os.PathLike[str], what: str = "file") -> Path:
-    """``path`` as a Path if it is a readable regular file; else a :class:`UsageError` naming it."""
-    path = Path(path)
-    if not path.exists():
-        raise UsageError(f"{path}: {what} does not exist")
-    if path.is_dir():
-        raise UsageError(f"{path}: {what} is a directory, not a file")
+def existing_file(path: str | os.PathLike[str], what: str = "file", *, stream: bool = False) -> Path:
+    """``path`` as a Path if the one reader would read it (:func:`repro.files.reader.inspect`: a
+    regular file, or a pipe with ``stream``); else a :class:`UsageError` naming it."""
+    inspect(path, what, stream=stream)
     if not os.access(path, os.R_OK):
         raise UsageError(f"{path}: {what} is not readable")
-    return path
+    return Path(path)
 
 
 def _nearest_existing(path: Path) -> Path:
@@ -41,22 +39,11 @@ def _nearest_existing(path: Path) -> Path:
     return path
 
 
-def _cannot_write_in(directory: Path) -> str | None:
-    """Why no file can be created in ``directory`` (tried with a temporary file, removed at once), or None."""
-    try:
-        fd, name = tempfile.mkstemp(dir=directory, prefix=".repro-write-probe.", suffix=".tmp")
-    except OSError as err:
-        return err.strerror or type(err).__name__
-    os.close(fd)
-    os.unlink(name)
-    return None
-
-
 def _writable_folder(path: Path, folder: Path, what: str) -> None:
     existing = _nearest_existing(folder)
     if not existing.is_dir():
         raise UsageError(f"{path}: {what} cannot be created: {existing} is a file, not a directory")
-    why = _cannot_write_in(existing)
+    why = cannot_write_in(existing)
     if why is not None:
         raise UsageError(f"{path}: {what} cannot be written: {existing} is not writable ({why})")
 
@@ -79,5 +66,21 @@ def output_file(path: str | os.PathLike[str], what: str = "output file") -> Path
         raise UsageError(f"{path}: {what} is a directory, not a file")
     if path.exists() and not os.access(path, os.W_OK):
         raise UsageError(f"{path}: {what} exists and is not writable")
+    try:
+        checked_target(path)   # not a link, not a device: the one writer's rules, checked before the work
+    except OutputError as err:
+        raise UsageError(f"{err} (the {what})") from None
     _writable_folder(path, path.parent, what)
     return path
+
+
+def not_an_input(output: str | os.PathLike[str] | None, inputs: list[str | os.PathLike[str] | None],
+                 what: str = "output") -> None:
+    """Refuse ``output`` when it is one of the command's ``inputs`` (the same file, by any name): the
+    atomic write would replace what the command read, a checkpoint or a reference lost."""
+    if output is None or str(output) == "-" or not os.path.exists(output):
+        return
+    for source in inputs:
+        if source is not None and str(source) != "-" and os.path.exists(source) and os.path.samefile(output, source):
+            raise UsageError(f"{output}: the {what} is {source}, one of this command's inputs; writing it would "
+                             "replace what was read: give another path")

@@ -33,7 +33,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, get_type_hints
 
-from repro import jsonfile
+from repro.files import strict_json
 from repro.data.corpora import SEMI_PARSING, WSJ_PARSING
 from repro.data.synthetic import SYNTHETIC
 from repro.decode.settings import PARSING, TRANSLATION, DecodeSettings
@@ -374,14 +374,17 @@ def parse_assignments(items: Iterable[str], *, flag: str = "--set") -> dict[str,
             raise ConfigError(f"{flag} {item!r}: field '{key}' is set twice (first to {changes[key]!r}); give it once")
         try:
             json.loads(raw)
-        except json.JSONDecodeError as err:
+        except RecursionError:   # valid or not, nested past any field's use: strict_json names the bound
+            strict_json.loads(raw, f"{flag} {key}", error=ConfigError)
+        except ValueError as err:   # not JSON (or a number of more than 4300 digits)
             if key not in strings:
-                raise ConfigError(f"{flag} {item!r}: the value of field '{key}' must be JSON ({err.msg})") from None
+                raise ConfigError(f"{flag} {item[:200]!r}: the value of field '{key}' must be JSON "
+                                  f"({getattr(err, 'msg', str(err))})") from None
             changes[key] = raw
             continue
         # valid JSON: read again strictly (a key twice in an object, NaN and Infinity are refused)
         try:
-            changes[key] = jsonfile.loads(raw, f"{flag} {key}", error=ConfigError)
+            changes[key] = strict_json.loads(raw, f"{flag} {key}", error=ConfigError)
         except ConfigError:
             if key not in strings:
                 raise

@@ -9,6 +9,10 @@ from typing import Any
 
 import torch
 
+from repro.errors import ConfigError
+from repro.files.reader import read_text
+from repro.files.writer import atomic_write_text
+
 
 def plain(value: Any) -> Any:
     """``value`` with every tensor as ``{"tensor": values, "dtype": name}``."""
@@ -33,8 +37,10 @@ def tensors(value: Any) -> Any:
 
 
 def write(path: str | Path, value: Any) -> None:
-    Path(path).write_text(json.dumps(plain(value)), encoding="utf-8")
+    atomic_write_text(path, json.dumps(plain(value)))
 
 
 def read(path: str | Path) -> Any:
-    return tensors(json.loads(Path(path).read_text(encoding="utf-8")))
+    """What :func:`write` wrote (large: a rank's gradients, as lists; no nesting or size bound beyond
+    the text limit, as it is repro's own file of its own run)."""
+    return tensors(json.loads(read_text(path, "a rank's tensors", error=ConfigError)))

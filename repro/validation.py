@@ -3,28 +3,30 @@
 Claims (``claims/*.toml``, :mod:`repro.claims.schema`), result records
 (:mod:`repro.results.record_schema`) and the cluster ledger (:mod:`repro.cluster.ledger`) are each
 described by a JSON schema and checked here, with ``jsonschema``. Beyond the schema: dates
-given as ``"format": "date-time"`` must be ISO 8601 (``2026-01-31T12:00:00+00:00`` or
-``2026-01-31``), and no number may be NaN or infinite (TOML takes ``nan`` and ``inf``; a
-paper value or a tolerance never is one) except under the fields the caller names.
+given as ``"format": "date-time"`` must be instants (:mod:`repro.instants`: ISO 8601 with a time
+zone, ``2026-01-31T12:00:00+00:00`` or ``2026-01-31``, not in the future), and no number may be
+NaN or infinite (TOML takes ``nan`` and ``inf``; a paper value or a tolerance never is one) except
+under the fields the caller names.
 """
 
 from __future__ import annotations
 
-import datetime as _dt
 import math
 from collections.abc import Collection
 from typing import Any
 
 import jsonschema
 
+from repro.instants import checked_instant
+
 FORMATS = jsonschema.FormatChecker(formats=())
 
 
 @FORMATS.checks("date-time", raises=ValueError)
-def _iso_date(value: object) -> bool:
+def _instant(value: object) -> bool:
     if not isinstance(value, str):
         return True  # the type keyword speaks for non-strings
-    _dt.datetime.fromisoformat(value)
+    checked_instant(value)
     return True
 
 
@@ -55,7 +57,8 @@ def describe(error: jsonschema.ValidationError) -> str:
     if error.validator == "pattern":
         return f"{field} must match {error.validator_value} (got {error.instance!r})"
     if error.validator == "format":
-        return f"{field} must be an ISO 8601 date (got {error.instance!r})"
+        why = str(error.cause) if error.cause is not None else f"is not an ISO 8601 date (got {error.instance!r})"
+        return f"{field} {why}; it must be an ISO 8601 date with a time zone"
     return f"field '{where or '<record>'}': {error.message}"
 
 

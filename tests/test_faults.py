@@ -20,6 +20,7 @@ from repro.data.vocab import SharedVocab
 from repro.model import Transformer, TransformerConfig
 from repro.results import Provenance, Result, ResultStore
 from repro.train.checkpoint import save_checkpoint
+from repro.train.lineage import FIELDS
 from tests.cli_run import refusal, run
 
 EN = ["A man rides a bike .", "Two dogs play in the snow .", "A woman reads a book .", "Children run on the beach ."]
@@ -129,7 +130,8 @@ def test_translate_output_on_a_full_disk(tmp_path, monkeypatch, capsys):
                             n_heads=2, max_positions=64)
     torch.manual_seed(0)
     ckpt = save_checkpoint(tmp_path / "checkpoints" / "step_00000001.pt",
-                           {"step": 1, "model": Transformer(cfg).state_dict(), "model_config": cfg.to_dict()})
+                           {"step": 1, "model": Transformer(cfg).state_dict(), "model_config": cfg.to_dict(),
+                            "lineage": dict.fromkeys(FIELDS)})
     source = tmp_path / "in.en"
     source.write_text("A man reads a book .\n")
     out = tmp_path / "out.de"

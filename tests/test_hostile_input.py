@@ -24,6 +24,7 @@ from repro.data.vocab import SharedVocab
 from repro.model import Transformer, TransformerConfig
 from repro.results import Provenance, Result, ResultStore
 from repro.train.checkpoint import save_checkpoint
+from repro.train.lineage import FIELDS
 from tests.cli_run import refusal, run
 
 REPO = Path(__file__).resolve().parents[1]
@@ -89,7 +90,8 @@ def model_run(tmp_path_factory) -> dict[str, Path]:
                             n_heads=2, max_positions=64)
     torch.manual_seed(0)
     checkpoint = save_checkpoint(root / "checkpoints" / "step_00000001.pt",
-                                 {"step": 1, "model": Transformer(cfg).state_dict(), "model_config": cfg.to_dict()})
+                                 {"step": 1, "model": Transformer(cfg).state_dict(), "model_config": cfg.to_dict(),
+                            "lineage": dict.fromkeys(FIELDS)})
     source = root / "in.en"
     source.write_text("A man reads a book .\n")
     return {"checkpoint": checkpoint, "vocab": root / "vocab.json", "other_vocab": other / "vocab.json",
@@ -619,10 +621,10 @@ def test_evalb_exits_2_when_sentences_are_left_out(tmp_path, capsys, gold, test,
 # -- 8. The leftovers of a killed write are removed by the next writer ------------------------------------
 
 def test_a_killed_writes_temporary_file_is_removed_by_the_next_writer(tmp_path):
-    from repro.atomic import STALE_AFTER_S, atomic_open, atomic_write_text
+    from repro.files.writer import STALE_AFTER_S, atomic_open, atomic_write_text
 
     target = tmp_path / "record.json"
-    code = ("import sys, time; from repro.atomic import atomic_open\n"
+    code = ("import sys, time; from repro.files.writer import atomic_open\n"
             "with atomic_open(sys.argv[1]) as fh:\n    fh.write('half'); fh.flush(); print('open', flush=True)"
             "; time.sleep(60)\n")
     proc = subprocess.Popen([sys.executable, "-c", code, str(target)], stdout=subprocess.PIPE, text=True,

@@ -145,8 +145,11 @@ class ClaimItem(pytest.Item):
 
 def _line_of(claim: Any) -> int:
     """The 0-based line of the claim's ``id = "..."`` in its claims file (0 if not found)."""
+    from repro.errors import ReproError
+    from repro.files.reader import read_text
+
     try:
-        lines = Path(claim.file).read_text(encoding="utf-8").splitlines()
-    except OSError:
+        lines = read_text(claim.file, "claims file").splitlines()
+    except ReproError:
         return 0
     return next((i for i, line in enumerate(lines) if line.replace(" ", "") == f'id="{claim.id}"'), 0)

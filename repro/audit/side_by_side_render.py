@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from repro.atomic import atomic_write_text
+from repro.files.writer import publish_all
 from repro.audit.side_by_side import CATEGORY, ZooAudit
 from repro.claims.table import format_value
 
@@ -137,12 +137,8 @@ Scale: {e(p['scale'])}.</p>
 def write_zoo(zoo: ZooAudit, out_dir: Path | str) -> list[Path]:
     """Write zoo.md, zoo.html and zoo.json into ``out_dir``; returns their paths."""
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     texts = (to_markdown(zoo), to_html(zoo), json.dumps(to_json(zoo), indent=2, default=_plain) + "\n")
-    paths = [out / name for name in FILES]
-    for path, text in zip(paths, texts):
-        atomic_write_text(path, text)
-    return paths
+    return publish_all({out / name: text.encode("utf-8") for name, text in zip(FILES, texts)}, within=out)
 
 
 def _plain(value: Any) -> Any:

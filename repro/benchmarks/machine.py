@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from repro.argtypes import non_negative_int, output_path
-from repro.atomic import atomic_write_text
+from repro.files.writer import atomic_write_text
 from repro.results.provenance import cpu_model, git_commit, vector_flags
 
 

@@ -18,6 +18,8 @@ from repro.checks.registry import checker
 from repro.claims.claim import Claim
 from repro.claims.outcome import CheckContext, Measurement
 from repro.data.vocab import EOS
+from repro.files.reader import read_text
+from repro.files.writer import atomic_write_text
 from repro.train.config import TrainConfig
 from repro.train.data import prepare_training_data
 
@@ -25,12 +27,11 @@ WORDS = ("the", "house", "is", "small", "a", "cat", "sees", "dog", "and", "we", 
 
 
 def _corpus(folder: Path, pairs: int) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
     src = [" ".join(WORDS[(i + k) % len(WORDS)] for k in range(3 + i % 5)) for i in range(pairs)]
     tgt = [" ".join(WORDS[(2 * i + k) % len(WORDS)] for k in range(2 + i % 6)) for i in range(pairs)]
     for split in ("train", "dev", "test"):
-        (folder / f"{split}.en").write_text("\n".join(src) + "\n", encoding="utf-8")
-        (folder / f"{split}.de").write_text("\n".join(tgt) + "\n", encoding="utf-8")
+        atomic_write_text(folder / f"{split}.en", "\n".join(src) + "\n", within=folder)
+        atomic_write_text(folder / f"{split}.de", "\n".join(tgt) + "\n", within=folder)
 
 
 @checker("run.encoded_cache_key")
@@ -47,13 +48,14 @@ def encoded_cache_key(claim: Claim, ctx: CheckContext) -> Measurement:
         first = prepare_training_data(cfg)
         again = prepare_training_data(cfg)
         target = data / "train.de"
-        lines = target.read_text(encoding="utf-8").split("\n")
+        lines = read_text(target, "corpus").split("\n")
         changed = 3
+        before = lines[changed]
         lines[changed] = " ".join(reversed(lines[changed].split(" ")))   # same words, same size, new content
-        if lines[changed] == target.read_text(encoding="utf-8").split("\n")[changed]:
+        if lines[changed] == before:
             lines[changed] = lines[changed].replace("e", "o", 1)
         stat = target.stat()
-        target.write_text("\n".join(lines), encoding="utf-8")
+        atomic_write_text(target, "\n".join(lines), within=data)
         os.utime(target, ns=(stat.st_atime_ns, stat.st_mtime_ns))
         edited = prepare_training_data(cfg)
         want = list(edited.vocab.encode(lines[changed])) if edited.vocab is not None else None

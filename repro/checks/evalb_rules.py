@@ -26,6 +26,7 @@ from repro.checks.registry import checker
 from repro.claims.claim import Claim
 from repro.claims.outcome import CheckContext, Measurement
 from repro.data.corpora import resolve_data_dir
+from repro.files.reader import read_text
 from repro.eval.evalb import evalb_files, evalb_lines, score_sentence
 from repro.eval.evalb_params import COLLINS, SAMPLE
 from repro.eval.evalb_report import format_report
@@ -160,8 +161,8 @@ def _sample(folder) -> tuple[list[str], str]:
     for params, reference in SAMPLE_REFERENCES:
         result = evalb_files(folder / "sample.gld", folder / "sample.tst", params)
         ours = format_report(result).splitlines() + result.messages
-        theirs = (folder / reference).read_text(encoding="utf-8").splitlines() + \
-            (folder / f"{reference}.stderr").read_text(encoding="utf-8").splitlines()
+        theirs = read_text(folder / reference, "evalb.c's report").splitlines() + \
+            read_text(folder / f"{reference}.stderr", "evalb.c's messages").splitlines()
         lines += len(theirs)
         if len(ours) != len(theirs):
             wrong.append(f"{reference}: {len(ours)} lines, evalb.c wrote {len(theirs)}")

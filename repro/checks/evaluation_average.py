@@ -32,6 +32,7 @@ from repro.cluster.job_evaluation import evaluate_claims
 from repro.data.vocab import WORD_LEVEL, SharedVocab
 from repro.errors import ConfigError
 from repro.train.checkpoint import load_checkpoint
+from repro.files.writer import atomic_write_text
 from repro.train.config import TrainConfig
 from repro.train.probes import run_for_evaluation
 
@@ -41,7 +42,7 @@ SENTENCES = [" ".join(WORDS[(i * k) % len(WORDS)] for k in range(1, 6)) for i in
 
 def _write_split(folder: Path, split: str, lines: list[str]) -> None:
     for lang in ("en", "de"):
-        (folder / f"{split}.{lang}").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+        atomic_write_text(folder / f"{split}.{lang}", "".join(line + "\n" for line in lines), within=folder)
 
 
 def _metric_claim(measures: tuple[dict, ...]) -> list[str]:
@@ -73,8 +74,6 @@ def _evaluated_average(spec, cfg: TrainConfig, claims: list[str], keep: int) -> 
     checkpoints the loop left) for a run of ``cfg`` keeping ``keep`` checkpoints."""
     with tempfile.TemporaryDirectory(prefix="repro-evaluation-average-") as tmp:
         data, out_dir = Path(tmp) / "data", Path(tmp) / "run"
-        data.mkdir()
-        out_dir.mkdir()
         _write_split(data, "train", SENTENCES)
         for split in ("dev", "test"):
             _write_split(data, split, SENTENCES[:3])

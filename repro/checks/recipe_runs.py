@@ -34,6 +34,8 @@ from repro.data.corpus import read_parallel
 from repro.data.corpora import get_dataset, resolve_data_dir
 from repro.data.vocab import BOS, EOS, SharedVocab
 from repro.errors import DataError
+from repro.files.reader import iter_lines
+from repro.files.writer import atomic_write_text
 from repro.eval.perplexity import perplexity
 from repro.train.config import TrainConfig
 from repro.train.data import encode_pairs, prepare_training_data
@@ -143,11 +145,11 @@ def shared_vocabulary(claim: Claim, ctx: CheckContext) -> Measurement:
     src_words, tgt_words = ["alpha", "bravo", "charlie"], ["xylo", "quartz", "zephyr"]
     with tempfile.TemporaryDirectory(prefix="repro-vocab-") as tmp:
         folder = Path(tmp) / "disjoint"
-        folder.mkdir()
         rows = 60
         for split in ("train", "dev"):
-            (folder / f"{split}.en").write_text("".join(" ".join(src_words) + "\n" for _ in range(rows)))
-            (folder / f"{split}.de").write_text("".join(" ".join(tgt_words) + "\n" for _ in range(rows)))
+            for lang, words in (("en", src_words), ("de", tgt_words)):
+                atomic_write_text(folder / f"{split}.{lang}", "".join(" ".join(words) + "\n" for _ in range(rows)),
+                                  within=tmp)
         cfg = TrainConfig(dataset=str(folder), vocab_size=300, out_dir=str(Path(tmp) / "run"))
         vocab = prepare_training_data(cfg).vocab
     whole = {w: len(vocab.tokens(w)) == 1 for w in src_words + tgt_words}
@@ -335,8 +337,7 @@ def parser_training_size(claim: Claim, ctx: CheckContext) -> Measurement:
         source, _ = dataset.split("train")
     except DataError as err:
         raise NotRun(f"needs the job's training data on this machine ({err})") from None
-    with open(source, encoding="utf-8") as fh:
-        count = sum(1 for _ in fh)
+    count = sum(1 for _ in iter_lines(source, "training corpus", error=DataError))
     return Measurement(count, detail=f"job {claim.params['experiment']}: {count} sentences in {source}")
 
 

@@ -39,7 +39,7 @@ def relation_result(claim: Claim, results: Mapping[str, Result]) -> Result | Non
         return None
     used = [results[cid] for cid in ids]
     value = evaluate(claim, {cid: finite(results[cid].measured, f"the stored value of {cid}") for cid in ids})
-    newest = max(used, key=lambda r: r.provenance.date)
+    newest = max(used, key=lambda r: r.provenance.instant)
     scale = _scale(used)
     provenance = Provenance(
         commit=newest.provenance.commit, config_hash=newest.provenance.config_hash,

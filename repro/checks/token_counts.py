@@ -15,6 +15,8 @@ from repro.claims.claim import Claim
 from repro.claims.outcome import CheckContext, Measurement, NotRun
 from repro.data.corpora import get_dataset, resolve_data_dir
 from repro.errors import DataError
+from repro.files.reader import iter_lines
+from repro.files.writer import atomic_write_text
 from repro.train.data import prepare_training_data
 from repro.train.loop import batcher_for
 
@@ -29,8 +31,8 @@ def _sample_lines() -> tuple[list[str], list[str]]:
         src, tgt = get_dataset(SAMPLE, resolve_data_dir()).split("train")
     except DataError as err:
         raise NotRun(f"needs the data directory's {SAMPLE} ({err})") from None
-    with open(src, encoding="utf-8") as fs, open(tgt, encoding="utf-8") as ft:
-        return [line.rstrip("\n") for line in islice(fs, LINES)], [line.rstrip("\n") for line in islice(ft, LINES)]
+    return ([*islice(iter_lines(src, "training corpus", error=DataError), LINES)],
+            [*islice(iter_lines(tgt, "training corpus", error=DataError), LINES)])
 
 
 @checker("run.encoded_tokens")
@@ -51,10 +53,9 @@ def encoded_tokens(claim: Claim, ctx: CheckContext) -> Measurement:
     problems: list[str] = []
     with tempfile.TemporaryDirectory(prefix="repro-tokens-") as tmp:
         folder = Path(tmp) / "corpus"
-        folder.mkdir()
         for split in ("train", "dev"):
-            (folder / f"{split}.en").write_text("".join(s + "\n" for s in sources), encoding="utf-8")
-            (folder / f"{split}.de").write_text("".join(t + "\n" for t in targets), encoding="utf-8")
+            atomic_write_text(folder / f"{split}.en", "".join(s + "\n" for s in sources), within=tmp)
+            atomic_write_text(folder / f"{split}.de", "".join(t + "\n" for t in targets), within=tmp)
         run_cfg = cfg.replace(dataset=str(folder), data_dir=None, vocab_size=1000, max_len=MAX_LEN,
                               out_dir=str(Path(tmp) / "run"), tokens_per_batch=2 * cap, max_tokens_per_device=cap,
                               device="cpu", precision="fp32")

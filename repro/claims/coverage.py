@@ -26,11 +26,14 @@ the code shows (:func:`observed_on_a_run`; their own column in the counts of doc
 from __future__ import annotations
 
 import csv
+import io
 from dataclasses import dataclass
 from pathlib import Path
 
 from repro.claims.claim import Claim
 from repro.errors import ClaimFileError
+from repro.files.reader import read_text
+from repro.limits import RECORD_BYTES
 
 STATEMENTS_FILE = "statements.csv"
 COLUMNS = ["id", "section", "statement", "claims", "evidence", "note"]
@@ -78,15 +81,17 @@ class Statement:
 
 def load_statements(claims_dir: str | Path) -> list[Statement]:
     path = Path(claims_dir) / STATEMENTS_FILE
+    text = read_text(path, "statements file", limit=RECORD_BYTES.hard, error=ClaimFileError)
     try:
-        with path.open(newline="", encoding="utf-8") as fh:
-            reader = csv.DictReader(fh)
-            if reader.fieldnames != COLUMNS:
-                raise ClaimFileError(f"{path}: expected the columns {', '.join(COLUMNS)}, got {reader.fieldnames}")
-            rows = list(reader)
-    except OSError as err:
-        raise ClaimFileError(f"{path}: cannot read the statements ({err})") from None
+        table = csv.DictReader(io.StringIO(text, newline=""))
+        if table.fieldnames != COLUMNS:
+            raise ClaimFileError(f"{path}: expected the columns {', '.join(COLUMNS)}, got {table.fieldnames}")
+        rows = list(table)
+    except csv.Error as err:
+        raise ClaimFileError(f"{path}:{table.line_num}: not readable CSV ({err})") from None
     for line, r in enumerate(rows, start=2):
+        if any(r.get(c) is None for c in COLUMNS) or None in r:
+            raise ClaimFileError(f"{path}:{line}: a row of {len(COLUMNS)} fields ({', '.join(COLUMNS)}) expected")
         if r["evidence"] not in EVIDENCE:
             raise ClaimFileError(f"{path}:{line}: field 'evidence' must be one of {', '.join(EVIDENCE)}, "
                                  f"got {r['evidence']!r}")

@@ -4,7 +4,6 @@ checker's, :mod:`repro.claims.params`; no NaN or infinity anywhere), name the fi
 from __future__ import annotations
 
 import os
-import tomllib
 from collections.abc import Collection
 from pathlib import Path
 
@@ -12,6 +11,7 @@ from repro.claims.claim import Claim
 from repro.claims.params import params_schema
 from repro.claims.schema import CLAIM_SCHEMA, FILE_SCHEMA
 from repro.errors import ClaimFileError
+from repro.files.reader import read_toml
 from repro.shipped import shipped_dir
 from repro.validation import problem
 
@@ -35,12 +35,7 @@ def _claim_schema(checker: object) -> dict:
 
 def load_file(path: Path, checkers: Collection[str] | None = None) -> list[Claim]:
     """The claims of one file; with ``checkers``, a claim naming another checker is refused."""
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as err:
-        raise ClaimFileError(f"{path}: cannot read claims file ({err})") from None
-    except tomllib.TOMLDecodeError as err:
-        raise ClaimFileError(f"{path}: not valid TOML ({err})") from None
+    data = read_toml(path, "claims file", error=ClaimFileError)
     file_error = problem(data, FILE_SCHEMA, nan_allowed_in=("claim",))  # each claim is checked below
     if file_error is not None:
         raise ClaimFileError(f"{path}: {file_error} (a claims file holds [[claim]] tables)")

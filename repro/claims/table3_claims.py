@@ -29,7 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from repro.atomic import atomic_write_text
+from repro.files.reader import read_text
+from repro.files.writer import atomic_write_text
 from repro.model.table3 import BASE_CELLS, ROW, ROWS, Row, changes
 from repro.shipped import shipped_dir
 
@@ -312,7 +313,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     path = args.out or default_path()
     text = render()
     if args.check:
-        current = path.read_text(encoding="utf-8") if path.exists() else ""
+        current = read_text(path, "claims file") if path.exists() else ""
         if current != text:
             print(f"{path} differs from Table 3's rows: run python -m repro.claims.table3_claims", file=sys.stderr)
             return 1

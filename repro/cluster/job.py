@@ -30,7 +30,7 @@ from typing import Any
 import submitit
 import torch
 
-from repro import jsonfile
+from repro.files import reader
 from repro.cluster import rendezvous
 from repro.cluster.job_evaluation import evaluate_claims
 from repro.cluster.experiments import check_parser_data, finished
@@ -259,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requeues", type=int, default=0, help="requeues allowed (bookkeeping only here)")
     args = parser.parse_args(argv)
     try:
-        spec = jsonfile.read(args.spec, "job spec", error=ConfigError)  # strict: a key twice, NaN refused
+        spec = reader.read_json(args.spec, "job spec", error=ConfigError)  # strict: a key twice, NaN refused
     except ConfigError as err:
         print(f"repro: error: {err}", file=sys.stderr)
         return 2

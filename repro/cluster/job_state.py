@@ -6,7 +6,7 @@ the ledger, which anyone who can write the ledger controls; so repro never unpic
 each job submitted through :func:`repro.cluster.executor.submit_jobs` runs inside
 :class:`RecordsState`, which writes ``<folder>/<job>_<task>_state.json`` (``{"state":
 "COMPLETED"}`` or ``"FAILED"`` with the error) when the job returns or raises; ``repro status``
-reads that, strictly (:mod:`repro.jsonfile`), and refuses a malformed one by name.
+reads that, strictly (:mod:`repro.files.strict_json`), and refuses a malformed one by name.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from typing import Any
 
 import submitit
 
-from repro import jsonfile
-from repro.atomic import atomic_write_text
+from repro.files import reader
+from repro.files.writer import atomic_write_text
 from repro.errors import ConfigError
 
 #: What a state file may say.
@@ -41,7 +41,7 @@ def read_state(folder: str | Path, job_id: str, task: int = 0) -> str | None:
     path = state_path(folder, job_id, task)
     if not path.exists():
         return None
-    data = jsonfile.read(path, "job state file", error=ConfigError)
+    data = reader.read_json(path, "job state file", error=ConfigError)
     if not isinstance(data, dict) or data.get("state") not in ENDED:
         raise ConfigError(f"{path}: not a job state file (an object whose 'state' is {' or '.join(ENDED)})")
     return data["state"]

@@ -20,14 +20,18 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from repro import jsonfile
-from repro.atomic import atomic_write_text
+from repro.files import reader
+from repro.files.writer import atomic_write_text
 from repro.cluster import process_identity
 from repro.cluster.job_state import read_state
 from repro.errors import ConfigError
+from repro.instants import instant
 from repro.validation import problem
 
 ENV_STATE_DIR = "REPRO_CLUSTER_STATE"
+#: How long after a submission's record was made its local jobs' processes may have started (a batch
+#: of jobs is started while the record is written).
+START_MARGIN_S = 300.0
 
 
 #: A SLURM job id (``123``, an array task ``123_4``) or a local job's process id.
@@ -104,7 +108,7 @@ class Ledger:
 
     def write(self, record: SubmissionRecord) -> Path:
         path = self.directory / f"{record.id}.json"
-        atomic_write_text(path, json.dumps(record.to_dict(), indent=2) + "\n")
+        atomic_write_text(path, json.dumps(record.to_dict(), indent=2) + "\n", within=self.root)
         return path
 
     def read_all(self) -> list[SubmissionRecord]:
@@ -115,20 +119,20 @@ class Ledger:
                               "file (is --state-dir the right folder?)")
         for path in sorted(self.directory.iterdir()) if self.directory.is_dir() else []:
             if path.name.startswith(".") and path.name.endswith(".tmp"):
-                continue  # a write in progress, or a killed one the next writer removes (repro.atomic)
+                continue  # a write in progress, or a killed one the next writer removes (repro.files.writer)
             try:
                 records.append(self._read(path))
             except ConfigError as err:
                 if not self.skip_invalid:
                     raise
                 self.skipped.append((path, str(err)))
-        return sorted(records, key=lambda r: (r.created, r.id))
+        return sorted(records, key=lambda r: (instant(r.created), r.id))
 
     @staticmethod
     def _read(path: Path) -> SubmissionRecord:
         if path.suffix != ".json" or not path.is_file():
             raise ConfigError(f"{path}: not a submission record (the ledger holds <id>.json files only)")
-        record = SubmissionRecord.from_dict(jsonfile.read(path, "submission record", error=ConfigError), str(path))
+        record = SubmissionRecord.from_dict(reader.read_json(path, "submission record", error=ConfigError), str(path))
         if record.id != path.stem:
             raise ConfigError(f"{path}: submission record field 'id' is '{record.id}', but the file is named for "
                               f"'{path.stem}'")
@@ -177,15 +181,16 @@ def slurm_states(job_ids: list[str]) -> dict[str, str]:
     return {j: states.get(j, "UNKNOWN") for j in job_ids}
 
 
-def local_state(folder: str | Path, job_id: str, started: str | None = None) -> str:
+def local_state(folder: str | Path, job_id: str, started: str | None = None, created: str | None = None) -> str:
     """The state of a job run by submitit's local executor, from its JSON state file, else from its
     process: RUNNING only while the process with its pid is the one that started at ``started``
     (the ledger's record, :mod:`repro.cluster.process_identity`), or, for records without it, runs
-    submitit's job runner; a pid now another process's, or gone, reads LOST."""
+    submitit's job runner for this submission's ``folder`` and started by :data:`START_MARGIN_S`
+    after the record was ``created``; a pid now another process's, or gone, reads LOST."""
     ended = read_state(folder, job_id)
     if ended is not None:
         return ended
-    if (Path(folder) / f"{job_id}_0_result.pkl").exists():
+    if os.path.lexists(Path(folder) / f"{job_id}_0_result.pkl"):
         return "UNKNOWN"  # ended, but submitted before jobs recorded their state (its pickle is not read)
     try:
         pid = int(job_id)
@@ -197,7 +202,10 @@ def local_state(folder: str | Path, job_id: str, started: str | None = None) -> 
     if process_identity.has_proc():
         if started is not None:
             return "RUNNING" if process_identity.is_same_process(pid, started) else "LOST"
-        if process_identity.process_start(pid) is None or not process_identity.looks_like_local_job(pid):
+        if not process_identity.runs_local_job_of(pid, str(folder)):
+            return "LOST"
+        began = process_identity.started_at(pid)
+        if began is None or (created is not None and began > instant(created).timestamp() + START_MARGIN_S):
             return "LOST"
     return "RUNNING"
 
@@ -208,6 +216,6 @@ def job_states(record: SubmissionRecord) -> list[dict[str, Any]]:
     if record.executor == "slurm":
         states = slurm_states(ids)
     else:
-        states = {str(j["job_id"]): local_state(record.folder, str(j["job_id"]), j.get("started"))
+        states = {str(j["job_id"]): local_state(record.folder, str(j["job_id"]), j.get("started"), record.created)
                   for j in record.jobs}
     return [{**job, "state": states[str(job["job_id"])]} for job in record.jobs]

@@ -8,12 +8,12 @@ raises :class:`ClusterProfileError` naming the file and the field.
 from __future__ import annotations
 
 import os
-import tomllib
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from repro.errors import ConfigError
+from repro.files.reader import read_toml
 from repro.shipped import shipped_dir
 
 ENV_PROFILE_DIR = "REPRO_SLURM_PROFILES"
@@ -116,12 +116,7 @@ def resolve_profile_path(name_or_path: str) -> Path:
 def load_profile(name_or_path: str) -> ClusterProfile:
     """Read and validate one profile."""
     path = resolve_profile_path(name_or_path)
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as err:
-        raise ClusterProfileError(f"{path}: cannot read cluster profile ({err.strerror})") from None
-    except tomllib.TOMLDecodeError as err:
-        raise ClusterProfileError(f"{path}: not valid TOML ({err})") from None
+    data = read_toml(path, "cluster profile", error=ClusterProfileError)
     return parse_profile(data, path)
 
 

@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 from repro.argtypes import existing_dir, output_dir, output_file, seed
-from repro.atomic import atomic_write_text
+from repro.files.writer import atomic_write_text
 from repro.audit.audit import AuditRecord, auditable_claims, broken, render_audit, run_audit
 from repro.audit.load import load_adapter
 from repro.audit.on_device import on_device

@@ -6,7 +6,7 @@ import argparse
 import json
 
 from repro import limits
-from repro.argtypes import existing_file
+from repro.argtypes import text_input
 from repro.errors import DataError
 from repro.eval.bleu import PROTOCOLS, nltk_bleu, paper_tokens, read_lines, score_files
 from repro.eval.bootstrap import DEFAULT_RESAMPLES, Interval, paper_interval, sacrebleu_interval
@@ -19,8 +19,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "paper: the tokenized, ##AT##-compound-split multi-bleu of tensor2tensor's get_ende_bleu.sh, "
         "the protocol behind the paper's Table 2.",
     )
-    parser.add_argument("hyp", type=existing_file, help="hypotheses, one sentence per line (detokenized)")
-    parser.add_argument("ref", type=existing_file, help="references, line-aligned with HYP")
+    parser.add_argument("hyp", type=text_input, help="hypotheses, one sentence per line (detokenized)")
+    parser.add_argument("ref", type=text_input, help="references, line-aligned with HYP")
     parser.add_argument("--protocol", choices=PROTOCOLS, default="sacrebleu")
     parser.add_argument("--lang", default="de", help="target language for Moses tokenization (paper protocol)")
     parser.add_argument("--ref-tokenized", action="store_true",

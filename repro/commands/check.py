@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from repro.argtypes import existing_dir, output_dir, output_file, seed
-from repro.atomic import atomic_write_text
+from repro.files.writer import atomic_write_text
 from repro.audit.on_device import on_device
 from repro.audit.repro_adapter import ReproAdapter
 from repro.checks import run_checks, select_claims
@@ -27,6 +27,7 @@ from repro.claims.table import render, render_run
 from repro.errors import UsageError
 from repro.observed.judge import verdict
 from repro.cli_flags import add_device_argument, runtime_from_args
+from repro.report.newest import latest
 from repro.results import DEFAULT_RESULTS, ResultStore, store_records
 
 
@@ -63,10 +64,10 @@ def _stored(results_dir: Path, args: argparse.Namespace) -> dict:
     """The newest record of each claim in ``results_dir``, every record validated against the claims."""
     expected = known_values(args.claims_dir)
     store = ResultStore(results_dir, skip_invalid=args.skip_invalid, expected=expected)
-    latest = store.latest()
+    newest = latest(store)
     for _, why in store.skipped:
         print(f"repro check: WARNING: skipping invalid result record or stray file: {why}", file=sys.stderr)
-    return latest
+    return newest
 
 
 def check_a_run(args: argparse.Namespace) -> int:

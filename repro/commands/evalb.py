@@ -7,7 +7,8 @@ import json
 import sys
 from pathlib import Path
 
-from repro.argtypes import existing_file, non_negative_int
+from repro.argtypes import non_negative_int, text_input
+from repro.files.text_decoding import printable
 from repro.eval.evalb import EvalbResult, evalb_files
 from repro.eval.evalb_report import format_report
 from repro.eval.evalb_params import COLLINS, SAMPLE, EvalbParams, read_prm
@@ -22,8 +23,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "evalb", help="score one-tree-per-line parses against gold trees (EVALB, COLLINS.prm)",
         description="Score TEST against GOLD (one bracketed tree per line) exactly as evalb -p COLLINS.prm "
                     "does. Prints EVALB's report, or with --json the 'All' summary.")
-    parser.add_argument("gold", type=existing_file, help="gold trees, one per line")
-    parser.add_argument("test", type=existing_file, help="parser output, one tree per line, same order")
+    parser.add_argument("gold", type=text_input, help="gold trees, one per line")
+    parser.add_argument("test", type=text_input, help="parser output, one tree per line, same order")
     parser.add_argument("--param", "-p", metavar="FILE",
                         help="EVALB .prm file, or a built-in: COLLINS (default) or SAMPLE (EVALB's sample.prm)")
     parser.add_argument("--max-error", "-e", type=non_negative_int, metavar="N",
@@ -77,14 +78,14 @@ def _incomplete(args: argparse.Namespace, result: EvalbResult) -> str | None:
 def run(args: argparse.Namespace) -> int:
     result = evalb_files(args.gold, args.test, _params(args))
     if args.json:
-        print(json.dumps(result.to_dict(), indent=2))
+        print(json.dumps(result.to_dict(), indent=2))   # JSON escapes what is not UTF-8 (\udcXX)
     else:
-        sys.stdout.write(format_report(result))
+        sys.stdout.write(printable(format_report(result)))   # an input's bytes that are not UTF-8 as \xNN
         for message in result.messages:
-            print(message, file=sys.stderr)
+            print(printable(message), file=sys.stderr)
     problem = _incomplete(args, result)
     if problem and not args.allow_mismatch:
         sys.stdout.flush()
-        print(f"repro: error: {problem}", file=sys.stderr)
+        print(printable(f"repro: error: {problem}"), file=sys.stderr)
         return 2
     return 0

@@ -7,12 +7,14 @@ import argparse
 import json
 from pathlib import Path
 
+from repro import paths
 from repro.argtypes import existing_dir, existing_file, output_file
-from repro.cli_flags import runtime_for_loaded, runtime_from_args
+from repro.cli_flags import add_lineage_argument, runtime_for_loaded, runtime_from_args
 from repro.commands.translate import add_search_arguments, check_search_flags, search_settings
 from repro.data.corpora import get_dataset, resolve_data_dir
 from repro.decode.translate import find_vocab, load_model
 from repro.eval.translation import evaluate_bleu, evaluate_perplexity
+from repro.train.lineage import ALLOW_FLAG, readable_lineage
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -25,13 +27,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--ppl-split", default="dev", help="split for perplexity (default dev; 'none' to skip)")
     parser.add_argument("--hypotheses", type=output_file, help="also write the translations to this file")
     add_search_arguments(parser)
+    add_lineage_argument(parser, "evaluate")
     parser.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
     check_search_flags(args)
     runtime = runtime_from_args(args, "evaluate", resolve_precision=False)
-    model, state = load_model(args.checkpoint, runtime=runtime)
+    model, state = load_model(args.checkpoint, runtime=runtime, allow_no_lineage=args.allow_no_lineage)
     runtime = runtime_for_loaded(runtime, model, args, "evaluate")
     settings = search_settings(args, state, "evaluate")
     vocab = find_vocab(args.checkpoint, args.vocab, model, state)
@@ -39,7 +42,13 @@ def main(args: argparse.Namespace) -> int:
     name = args.dataset or train_cfg.get("dataset") or "wmt14-en-de"
     data_dir = args.data_dir or train_cfg.get("data_dir")
     dataset = get_dataset(name, resolve_data_dir(data_dir))
+    paths.not_an_input(args.hypotheses, [args.checkpoint, args.vocab, *(p for split in (args.split, args.ppl_split)
+                                                                       if split in dataset.splits
+                                                                       for p in dataset.splits[split])],
+                       "hypotheses file (--hypotheses)")
     report = {"checkpoint": str(args.checkpoint), "dataset": name, **runtime.provenance()}
+    if readable_lineage(state) is None:   # used only with --allow-no-lineage: the report says so
+        report["lineage"] = f"unchecked: the checkpoint has no readable lineage ({ALLOW_FLAG})"
     if args.ppl_split != "none":
         ppl = evaluate_perplexity(model, vocab, dataset, args.ppl_split, runtime=runtime)
         report["perplexity"] = {"split": args.ppl_split, "ppl": ppl.ppl, "tokens": ppl.tokens,

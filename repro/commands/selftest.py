@@ -11,9 +11,9 @@ from pathlib import Path
 from repro.argtypes import output_dir, output_file, positive_float
 from repro.cli_flags import add_device_argument
 from repro.data.corpora import resolve_data_dir
-from repro.errors import ConfigError
+from repro.errors import ConfigError, UsageError
 from repro.runtime import Runtime
-from repro.selftest import STAGE_NAMES, render, run_selftest
+from repro.selftest import STAGE_NAMES, readable_path, render, run_selftest
 
 
 def _stages(text: str) -> list[str]:
@@ -25,13 +25,24 @@ def _stages(text: str) -> list[str]:
     return names
 
 
+def _summary_path(text: str) -> str:
+    """``--json``: a file the JSON summary can be written to, and beside it (``.md``) the readable one."""
+    output_file(text)
+    try:
+        readable = readable_path(Path(text))
+    except UsageError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    output_file(str(readable))
+    return text
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("selftest", help="the acceptance run of a machine: tests, claims, benchmarks, reduced jobs",
                             description=__doc__)
     add_device_argument(parser, default="auto", what="the device under test")
     parser.add_argument("--quick", action="store_true",
                         help="every stage at toy size (CI runs `repro selftest --device cpu --quick`)")
-    parser.add_argument("--json", metavar="PATH", type=output_file, default=None,
+    parser.add_argument("--json", metavar="PATH", type=_summary_path, default=None,
                         help="the JSON summary (default OUT_DIR/selftest.json); the readable one beside it (.md)")
     parser.add_argument("--out-dir", metavar="DIR", type=output_dir, default=None,
                         help="where the stages write (default runs/selftest/<UTC time>)")
@@ -56,7 +67,7 @@ def main(args: argparse.Namespace) -> int:
                            stages=args.stages, say=lambda msg: print(f"repro selftest: {msg}", file=sys.stderr,
                                                                         flush=True),
                            json_path=json_path, budget=args.budget)
-    readable = json_path.with_suffix(".md")
+    readable = readable_path(json_path)
     print(render(summary), end="")
-    print(f"repro selftest: summary in {readable.with_suffix('.json')} and {readable}", file=sys.stderr)
+    print(f"repro selftest: summary in {json_path} and {readable}", file=sys.stderr)
     return 0 if summary["ok"] else 1

@@ -6,7 +6,7 @@ import argparse
 import json
 
 from repro.argtypes import existing_file, non_negative_int, positive_int
-from repro.cli_flags import add_device_argument, deprecated_alias
+from repro.cli_flags import add_device_argument, add_lineage_argument, deprecated_alias
 from repro.errors import ConfigError
 from repro.model.precision import PRECISIONS
 from repro.pipeline.run_dir import check_writable
@@ -76,6 +76,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("train", help="train a Transformer (Section 5); resumes from the newest checkpoint")
     add_config_arguments(parser)
     parser.add_argument("--print-config", action="store_true", help="print the resolved config as JSON and exit")
+    add_lineage_argument(parser, "resume from")
     parser.set_defaults(func=main)
 
 
@@ -88,7 +89,7 @@ def main(args: argparse.Namespace) -> int:
         return 0
     check_writable(cfg.out_dir, "run directory (out_dir)")
     with run_dir_lock(cfg.out_dir, "run directory (out_dir)"):   # one writer per run directory
-        summary = train(cfg, recipe=recipe.to_dict())
+        summary = train(cfg, recipe=recipe.to_dict(), allow_no_lineage=args.allow_no_lineage)
         # the run's own dev evaluation (perplexity, token accuracy), kept in its records (repro check --run)
         evaluate_newest(cfg.out_dir, recipe.to_dict(), runtime_of(cfg))
     print(json.dumps({

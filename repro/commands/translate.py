@@ -6,12 +6,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from repro import limits
+from repro import limits, paths
 from repro.argtypes import existing_file, non_negative_float, non_negative_int, output_file_or_stdout, positive_int
-from repro.atomic import atomic_write_text
-from repro.cli_flags import add_device_argument, runtime_for_loaded, runtime_from_args
+from repro.files.writer import atomic_write_text
+from repro.cli_flags import add_device_argument, add_lineage_argument, runtime_for_loaded, runtime_from_args
 from repro.cli_flags import add_precision_argument as _add_precision_argument
-from repro.data.text_lines import read_lines, split_lines
+from repro.data.text_lines import read_lines
+from repro.files.reader import read_standard_input
+from repro.files.text_decoding import split_lines
 from repro.decode.settings import TRANSLATION, DecodeSettings
 from repro.decode.fit import check_output_lengths
 from repro.errors import DataError
@@ -82,11 +84,7 @@ def _input_lines(source: str) -> list[str]:
     """The sentences to translate, split as :mod:`repro.data.text_lines` splits them; none is refused."""
     if source != "-":
         return read_lines(Path(source), "input to translate")
-    try:
-        buffer = getattr(sys.stdin, "buffer", None)
-        lines = split_lines(buffer.read().decode("utf-8") if buffer is not None else sys.stdin.read())
-    except UnicodeDecodeError as err:
-        raise DataError(f"<stdin>: not valid UTF-8 ({err.reason} at byte {err.start})") from None
+    lines = split_lines(read_standard_input("the input to translate", error=DataError))
     if not lines:
         raise DataError("<stdin>: the input to translate is empty (no line to read)")
     return lines
@@ -101,13 +99,15 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="where to write translations (default stdout)")
     parser.add_argument("--no-cache", action="store_true", help="recompute the whole prefix each step (slow)")
     add_search_arguments(parser)
+    add_lineage_argument(parser, "translate with")
     parser.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
     check_search_flags(args)
+    paths.not_an_input(args.output, [args.input, args.checkpoint, args.vocab], "output (--output)")
     runtime = runtime_from_args(args, "translate", resolve_precision=False)
-    model, state = load_model(args.checkpoint, runtime=runtime)
+    model, state = load_model(args.checkpoint, runtime=runtime, allow_no_lineage=args.allow_no_lineage)
     runtime = runtime_for_loaded(runtime, model, args, "translate")
     settings = search_settings(args, state)
     vocab = find_vocab(args.checkpoint, args.vocab, model, state)

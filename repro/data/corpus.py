@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from itertools import zip_longest
 from pathlib import Path
 
-from repro.data.text_lines import iter_lines
+from repro.files.reader import iter_lines
 from repro.errors import DataError
 
 
@@ -30,7 +30,7 @@ class ParallelCorpus:
 def _lines(path: Path) -> Iterator[str]:
     """Lines without their line ending, as :mod:`repro.data.text_lines` reads them (``\n`` only, a
     BOM dropped); decoded line by line so errors name the line."""
-    return iter_lines(path)
+    return iter_lines(path, "corpus file", error=DataError)
 
 
 def whitespace_length(text: str) -> int:

@@ -15,7 +15,8 @@ from typing import overload
 
 import numpy as np
 
-from repro.atomic import atomic_open, atomic_write_text
+from repro.files.reader import load_array, read_json
+from repro.files.writer import atomic_open, atomic_write_text, make_dirs, remove
 from repro.content_hash import array_sha256
 from repro.errors import DataError
 
@@ -72,18 +73,19 @@ class EncodedPairs(Sequence):
         tgt, tgt_len = _gather(self.tgt, self.tgt_offsets, indices)
         return src, src_len, tgt, tgt_len
 
-    def save(self, folder: Path, manifest: dict) -> None:
+    def save(self, folder: Path, manifest: dict, *, within: Path | None = None) -> None:
         """The four arrays as ``.npy`` files and ``manifest`` (what they were encoded from, with the
         SHA-256 of each array) as ``manifest.json``, written last: a folder without a manifest is an
-        interrupted write."""
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "manifest.json").unlink(missing_ok=True)
+        interrupted write. ``within``: the run's folder that holds ``folder``."""
+        within = within if within is not None else folder
+        make_dirs(folder, within)
+        remove(folder / "manifest.json", within=within)
         for name in _ARRAYS:
-            with atomic_open(folder / f"{name}.npy", "wb") as fh:
+            with atomic_open(folder / f"{name}.npy", "wb", within=within) as fh:
                 np.save(fh, getattr(self, name), allow_pickle=False)
         arrays = {name: array_sha256(getattr(self, name)) for name in _ARRAYS}
         atomic_write_text(folder / "manifest.json", json.dumps({**manifest, "pairs": len(self), "arrays": arrays},
-                                                               indent=2, sort_keys=True))
+                                                               indent=2, sort_keys=True), within=within)
 
     @classmethod
     def load(cls, folder: Path, manifest: dict, why: Callable[[str], None] | None = None) -> "EncodedPairs | None":
@@ -91,13 +93,13 @@ class EncodedPairs(Sequence):
         holds what was saved (its SHA-256), memory-mapped; else None, and ``why(reason)`` is told why
         (when there was a cache to reuse)."""
         why = why or (lambda _: None)
-        try:
-            saved = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
-        except FileNotFoundError:
+        if not (folder / "manifest.json").exists():
             if any((folder / f"{name}.npy").exists() for name in _ARRAYS):
                 why(f"{folder} has arrays but no manifest.json (an interrupted write)")
             return None
-        except (OSError, json.JSONDecodeError) as err:
+        try:
+            saved = read_json(folder / "manifest.json", "encoded corpus's manifest", error=DataError)
+        except DataError as err:
             why(f"{folder / 'manifest.json'} is unreadable ({err})")
             return None
         if not isinstance(saved, dict):
@@ -112,8 +114,8 @@ class EncodedPairs(Sequence):
             why(f"{folder / 'manifest.json'} records no content hash of the arrays (an older repro wrote it)")
             return None
         try:
-            arrays = [np.load(folder / f"{name}.npy", mmap_mode="r", allow_pickle=False) for name in _ARRAYS]
-        except (OSError, ValueError) as err:
+            arrays = [load_array(folder / f"{name}.npy", "encoded array", error=DataError) for name in _ARRAYS]
+        except (OSError, ValueError, DataError) as err:
             why(f"{folder}: an encoded array is unreadable ({err})")
             return None
         for name, array in zip(_ARRAYS, arrays):

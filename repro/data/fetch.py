@@ -3,7 +3,7 @@
 Archives are cached in ``DATA_DIR/.downloads`` and checked against the recipe's sha256/md5 and
 size before anything is read from them; a file placed there by hand (on a machine without a
 network) is used as is once it verifies. Every output file is written to a temporary file in its
-own folder and moved into place with ``os.replace``, so an interrupted fetch never leaves a
+own folder and moved into place (:mod:`repro.files.writer`), so an interrupted fetch never leaves a
 half-written corpus; files that already exist are left alone. Training pairs with an empty side
 (Europarl has many) are dropped and counted in ``DATA_DIR/<name>/FETCHED.json``.
 """
@@ -16,9 +16,7 @@ import io
 import json
 import os
 import re
-import shutil
 import tarfile
-import tempfile
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -27,58 +25,63 @@ from itertools import zip_longest
 from pathlib import Path
 from typing import IO
 
-from repro import jsonfile
+from repro.files import reader
+from repro.files.reader import opened
 from repro.data.downloads import RECIPES, Archive, Member, Output, Recipe
 from repro.errors import DataError
-from repro.atomic import atomic_open, atomic_write_text
+from repro.files.writer import atomic_open, atomic_write_text
 
 Log = Callable[[str], None]
 
 
-def file_digest(path: Path, algorithm: str) -> str:
-    h = hashlib.new(algorithm)
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
+def _digests(chunks: Iterator[bytes], sink: IO[bytes] | None = None) -> tuple[int, dict[str, str]]:
+    """The size and the SHA-256 and MD5 of ``chunks``, each also written to ``sink``."""
+    hashes, size = {"sha256": hashlib.sha256(), "md5": hashlib.md5()}, 0
+    for chunk in chunks:
+        size += len(chunk)
+        for h in hashes.values():
             h.update(chunk)
-    return h.hexdigest()
+        if sink is not None:
+            sink.write(chunk)
+    return size, {name: h.hexdigest() for name, h in hashes.items()}
+
+
+def _check(path: Path, archive: Archive, size: int, digests: dict[str, str]) -> None:
+    """Raise DataError unless ``size`` and ``digests`` (of ``path``) are the archive's."""
+    if archive.sha256 is None and archive.md5 is None:
+        raise DataError(f"{archive.url}: the recipe has no checksum for it; refusing to use an unverified download")
+    if archive.size is not None and size != archive.size:
+        raise DataError(f"{path}: size {size} bytes, expected {archive.size} for {archive.url}")
+    for algorithm, expected in (("sha256", archive.sha256), ("md5", archive.md5)):
+        if expected is not None and digests[algorithm] != expected:
+            raise DataError(f"{path}: {algorithm} {digests[algorithm]} does not match {expected} for {archive.url}")
 
 
 def verify(path: Path, archive: Archive) -> None:
     """Raise DataError unless ``path`` has the archive's size and checksum(s)."""
-    if archive.sha256 is None and archive.md5 is None:
-        raise DataError(f"{archive.url}: the recipe has no checksum for it; refusing to use an unverified download")
-    if archive.size is not None and path.stat().st_size != archive.size:
-        raise DataError(f"{path}: size {path.stat().st_size} bytes, expected {archive.size} for {archive.url}")
-    for algorithm, expected in (("sha256", archive.sha256), ("md5", archive.md5)):
-        if expected is not None and (got := file_digest(path, algorithm)) != expected:
-            raise DataError(f"{path}: {algorithm} {got} does not match {expected} for {archive.url}")
+    with opened(path, "downloaded archive", error=DataError) as (fh, _):
+        _check(path, archive, *_digests(iter(lambda: fh.read(1 << 20), b"")))
 
 
 def download(archive: Archive, cache_dir: Path, log: Log = print) -> Path:
     """The verified local copy of ``archive``, downloading it into ``cache_dir`` if needed."""
-    cache_dir.mkdir(parents=True, exist_ok=True)
     target = cache_dir / archive.filename
     if target.is_file():
         verify(target, archive)
         log(f"using {target} (checksum ok)")
         return target
     log(f"downloading {archive.url}")
-    fd, tmp = tempfile.mkstemp(dir=cache_dir, prefix=f".{archive.filename}.", suffix=".part")
-    try:
-        with os.fdopen(fd, "wb") as out:
-            try:
-                with urllib.request.urlopen(archive.url, timeout=60) as response:
-                    shutil.copyfileobj(response, out, 1 << 20)
-            except (urllib.error.URLError, OSError) as err:
-                reason = getattr(err, "reason", err)
-                raise DataError(
-                    f"cannot download {archive.url} ({reason}); without a network, fetch it elsewhere and "
-                    f"place it at {target}, then run the command again"
-                ) from None
-        verify(Path(tmp), archive)
-        os.replace(tmp, target)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
+    with atomic_open(target, "wb", within=cache_dir) as out:   # moved into place only when its checksums hold
+        try:
+            with urllib.request.urlopen(archive.url, timeout=60) as response:
+                size, digests = _digests(iter(lambda: response.read(1 << 20), b""), out)
+        except (urllib.error.URLError, OSError) as err:
+            reason = getattr(err, "reason", err)
+            raise DataError(
+                f"cannot download {archive.url} ({reason}); without a network, fetch it elsewhere and "
+                f"place it at {target}, then run the command again"
+            ) from None
+        _check(target, archive, size, digests)
     return target
 
 
@@ -107,22 +110,28 @@ def _text_lines(stream: IO[bytes], fmt: str, where: str) -> Iterator[str]:
 def _open_member(local: dict[str, Path], member: Member) -> Iterator[Iterator[str]]:
     archive_path = local[member.archive.url]
     where = f"{archive_path}!{member.path}"
-    with tarfile.open(archive_path, "r:*") as tar:
+    with opened(archive_path, "archive", error=DataError) as (fh, _):
         try:
-            info = tar.getmember(member.path)
-        except KeyError:
-            raise DataError(f"{archive_path}: has no member '{member.path}'") from None
-        stream = tar.extractfile(info)
-        if stream is None:
-            raise DataError(f"{where}: not a regular file")
-        with stream:
-            yield _text_lines(stream, member.fmt, where)
+            tar = tarfile.TarFile.open(fileobj=fh, mode="r:*")
+        except tarfile.TarError as err:
+            raise DataError(f"{archive_path}: not a readable tar archive ({err})") from None
+        with tar:
+            try:
+                info = tar.getmember(member.path)
+            except KeyError:
+                raise DataError(f"{archive_path}: has no member '{member.path}'") from None
+            stream = tar.extractfile(info)
+            if stream is None:
+                raise DataError(f"{where}: not a regular file")
+            with stream:
+                yield _text_lines(stream, member.fmt, where)
 
 
 def build_output(out: Output, local: dict[str, Path], data_dir: Path) -> dict[str, int]:
     """Write one (src, tgt) file pair from its archive members; returns kept/dropped counts."""
     kept = dropped = 0
-    with atomic_open(data_dir / out.src_file) as fsrc, atomic_open(data_dir / out.tgt_file) as ftgt:
+    with atomic_open(data_dir / out.src_file, within=data_dir) as fsrc, \
+            atomic_open(data_dir / out.tgt_file, within=data_dir) as ftgt:
         for src_member, tgt_member in out.parts:
             with _open_member(local, src_member) as src_lines, _open_member(local, tgt_member) as tgt_lines:
                 for n, (s, t) in enumerate(zip_longest(src_lines, tgt_lines), start=1):
@@ -167,7 +176,7 @@ def fetch(name: str, data_dir: Path, *, cache_dir: Path | None = None, log: Log 
         report[split] = build_output(out, local, data_dir)
         log(f"{name}: {split}: {report[split]['pairs']} pairs ({report[split]['dropped_empty']} with an empty side dropped)")
     manifest = data_dir / name / "FETCHED.json"
-    previous = jsonfile.read(manifest, "fetch manifest", error=DataError) if manifest.is_file() else {}
+    previous = reader.read_json(manifest, "fetch manifest", error=DataError) if manifest.is_file() else {}
     previous.update({split: {**counts, "sources": [a.url for a in recipe.archives]} for split, counts in report.items()})
-    atomic_write_text(manifest, json.dumps(previous, indent=2) + "\n")
+    atomic_write_text(manifest, json.dumps(previous, indent=2) + "\n", within=data_dir)
     return report

@@ -34,11 +34,13 @@ from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from repro import jsonfile
+from repro.files import strict_json
+from repro.files.reader import read_text
+from repro.limits import RECORD_BYTES
 from repro.data.signatures import PREFIX, signature
 from repro.data.tree_tokens import LEAF, always_whole, tree_backoffs
 from repro.errors import DataError
-from repro.atomic import atomic_write_text
+from repro.files.writer import atomic_write_text
 
 PAD, BOS, EOS, UNK = 0, 1, 2, 3
 SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<unk>")  # in id order: PAD=0, BOS=1, EOS=2, UNK=3
@@ -172,14 +174,17 @@ class SharedVocab:
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> "SharedVocab":
         path = Path(path)
+        text = read_text(path, "vocabulary file", limit=RECORD_BYTES.hard, error=DataError)
         try:
-            text = path.read_text(encoding="utf-8")
-            jsonfile.loads(text, str(path), error=DataError)  # a key given twice is refused, not overwritten
+            strict_json.loads(text, str(path), error=DataError)  # a key given twice is refused, not overwritten
+        except DataError as err:
+            raise DataError(f"{path}: not a tokenizer JSON file ({str(err).removeprefix(str(path))})") from None
+        try:
             tok = Tokenizer.from_str(text)
-        except FileNotFoundError:
-            raise DataError(f"{path}: vocabulary file not found") from None
-        except (ValueError, Exception) as err:  # tokenizers raises its own Exception type on bad JSON
-            raise DataError(f"{path}: not a tokenizer JSON file ({err})") from None
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as err:  # tokenizers raises its own Exception type, or a Rust panic, on bad JSON
+            raise DataError(f"{path}: not a tokenizer JSON file ({str(err)[:300]})") from None
         try:
             return cls(tok)
         except DataError as err:

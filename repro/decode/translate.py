@@ -22,21 +22,33 @@ from repro.decode.fit import check_vocab
 from repro.decode.greedy import greedy_decode
 from repro.decode.settings import GPU_DECODE_FACTOR, TRANSLATION, DecodeSettings
 from repro.errors import CheckpointError
+from repro.machine_memory import too_large
 from repro.model import Transformer, TransformerConfig
 from repro.model.precision import Precision
 from repro.runtime import Runtime, runtime_for
 from repro.train.checkpoint import load_checkpoint
-from repro.train.lineage import check_vocab_file
+from repro.train.lineage import check_vocab_file, require_lineage
+
+#: Bytes per weight of a model loaded to decode: its fp32 weights, and the state they are loaded from.
+WEIGHT_BYTES = 8
 
 
 def load_model(path: str | os.PathLike[str], device: torch.device | str = "cpu", *,
-               runtime: Runtime | None = None) -> tuple[Transformer, dict[str, Any]]:
-    """The model of a checkpoint (training or averaged), in eval mode, on ``runtime``'s device (or ``device``)."""
+               runtime: Runtime | None = None, allow_no_lineage: bool = False) -> tuple[Transformer, dict[str, Any]]:
+    """The model of a checkpoint (training or averaged), in eval mode, on ``runtime``'s device (or
+    ``device``); a checkpoint without a readable lineage is refused unless ``allow_no_lineage``
+    (:func:`repro.train.lineage.require_lineage`)."""
     if runtime is not None:
         device = runtime.device
     state = load_checkpoint(path)
+    require_lineage(state, path, allow=allow_no_lineage, doing="decoding with it")
     try:
-        model = Transformer(TransformerConfig.from_dict(state["model_config"]))
+        cfg = TransformerConfig.from_dict(state["model_config"])
+        why = too_large(WEIGHT_BYTES * cfg.parameter_estimate(), f"{path}: its model of about "
+                        f"{cfg.parameter_estimate():.3g} weights")
+        if why is not None:   # refused before it is built (on the CPU): the configuration says how large
+            raise CheckpointError(why)
+        model = Transformer(cfg)
         model.load_state_dict(state["model"])
     except (RuntimeError, TypeError, ValueError) as err:
         raise CheckpointError(f"{path}: weights do not fit its model configuration ({str(err).splitlines()[0][:200]})") from None

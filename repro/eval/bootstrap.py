@@ -25,9 +25,10 @@ from dataclasses import dataclass
 import numpy as np
 from sacrebleu.metrics import BLEU
 
-from repro.errors import DataError
+from repro.errors import DataError, UsageError
 from repro.eval.bleu import multi_bleu_stats
 from repro.eval.evalb import SentenceResult
+from repro.machine_memory import too_large
 
 #: sacreBLEU's default number of resamples (``--confidence-n``).
 DEFAULT_RESAMPLES = 1000
@@ -64,6 +65,10 @@ def resample_indices(n_items: int, resamples: int, seed: str | None = None) -> n
         raise DataError("a bootstrap needs at least one sentence")
     if resamples < 2:
         raise DataError(f"a bootstrap needs at least 2 resamples (got {resamples})")
+    why = too_large(2 * resamples * n_items * np.dtype(np.int64).itemsize,   # the indices and one gather of them
+                    f"a bootstrap of {resamples} resamples of {n_items} sentences")
+    if why is not None:
+        raise UsageError(f"{why}; take fewer resamples (--confidence-n)")
     seed = bootstrap_seed() if seed is None else seed
     rng = np.random.default_rng(None if seed == "none" else int(seed))
     return rng.choice(n_items, size=(resamples, n_items), replace=True)

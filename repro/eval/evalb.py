@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from repro.data.text_lines import BOM
+from repro.files.reader import read_text
 from repro.limits import TREE_DEPTH
 from repro.errors import DataError
 from repro.eval.evalb_params import COLLINS, EvalbParams
@@ -342,8 +342,8 @@ class EvalbResult:
 
 
 def _lines(text: str) -> list[str]:
-    """Lines split at ``\n`` only, as EVALB's reader splits them; a leading BOM is not a tree's text."""
-    lines = text.removeprefix(BOM).split("\n")
+    """Lines split at ``\n`` only, as EVALB's reader splits them."""
+    lines = text.split("\n")
     return lines[:-1] if lines and lines[-1] == "" else lines
 
 
@@ -383,10 +383,6 @@ def evalb_lines(gold: list[str], test: list[str], params: EvalbParams = COLLINS,
 
 def evalb_files(gold_path: str | Path, test_path: str | Path, params: EvalbParams = COLLINS) -> EvalbResult:
     """``evalb -p PARAMS GOLD TEST``: score two files of one-tree-per-line brackets."""
-    texts = []
-    for path in (gold_path, test_path):
-        try:
-            texts.append(Path(path).read_text(encoding="utf-8", errors="surrogateescape"))
-        except OSError as err:
-            raise DataError(f"cannot read tree file {path}: {err.strerror}") from None
+    texts = [read_text(path, "tree file", stream=True, error=DataError, undecodable="keep")   # bytes, as EVALB
+             for path in (gold_path, test_path)]
     return evalb_lines(_lines(texts[0]), _lines(texts[1]), params, str(gold_path), str(test_path))

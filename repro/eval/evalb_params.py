@@ -24,6 +24,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from repro.errors import ConfigError
+from repro.files.reader import read_text
+from repro.limits import RECORD_BYTES
 
 _C_SPACE = " \t\n\v\f\r"  # C isspace() in the "C" locale
 
@@ -139,10 +141,7 @@ def parse_prm_text(text: str, source: str = "<prm>") -> EvalbParams:
 def read_prm(path: str | Path) -> EvalbParams:
     """Read an EVALB ``.prm`` file; a missing file or a bad line is a :class:`ConfigError`."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8", errors="surrogateescape")
-    except OSError as err:
-        raise ConfigError(f"cannot read EVALB parameter file {path}: {err.strerror}") from None
+    text = read_text(path, "EVALB parameter file", limit=RECORD_BYTES.hard, error=ConfigError, undecodable="keep")
     return parse_prm_text(text, str(path))
 
 

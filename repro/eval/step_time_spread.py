@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from repro.errors import ResultError
+from repro.train.metrics_log import read_log
 
 
 @dataclass(frozen=True)
@@ -63,10 +63,7 @@ def spread_of_log(path: Path) -> StepTimeSpread | None:
     """:func:`spread` of a ``metrics.csv``; None when the file is absent or holds fewer than two rows."""
     if not path.is_file():
         return None
-    try:
-        metrics = pd.read_csv(path)
-    except (OSError, ValueError, pd.errors.ParserError) as err:
-        raise ResultError(f"{path}: not a readable metrics log ({err})") from None
+    metrics = read_log(path)
     for column in ("step", "elapsed_s"):
         if column in metrics.columns:
             metrics[column] = pd.to_numeric(metrics[column], errors="coerce")

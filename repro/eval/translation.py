@@ -11,7 +11,7 @@ from typing import Any
 
 import torch.distributed as dist
 
-from repro.atomic import atomic_write_text
+from repro.files.writer import atomic_write_text
 from repro.data.corpus import read_parallel
 from repro.data.corpora import Dataset
 from repro.data.vocab import SharedVocab

@@ -11,8 +11,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from repro.atomic import atomic_write_text
 from repro.data.test_sets import identity
+from repro.data.text_lines import read_lines
+from repro.files.writer import atomic_write_text
 from repro.decode.translate import translate_ids
 from repro.eval.bootstrap import evalb_interval
 from repro.eval.sharding import map_sharded
@@ -40,7 +41,7 @@ def gold_trees(trained: Trained, split: str, src: Path, sentences: list[str]) ->
     gold = gold_trees_file(src.parent, split)
     if trained.limit is None or trained.limit >= len(sentences):
         return sentences, gold
-    lines = gold.read_text(encoding="utf-8").splitlines()[:trained.limit]
+    lines = read_lines(gold)[:trained.limit]
     path = trained.run_dir / f"{split}.first{trained.limit}.trees"
     if trained.runtime.is_main:
         atomic_write_text(path, "".join(line + "\n" for line in lines))
@@ -52,7 +53,7 @@ def evalb_f1(trained: Trained, request: Request) -> Measured | None:
     """EVALB F1 (COLLINS.prm) of the recipe's search on ``request.split`` (module docstring); rank 0 scores."""
     src, _ = trained.dataset.split(request.split)
     sentences, gold = gold_trees(trained, request.split, src,
-                                 src.read_text(encoding="utf-8").splitlines())
+                                 read_lines(src))
     start = time.monotonic()
     outputs, at_limit = decode_trees(trained, sentences)
     decoded = time.monotonic()

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from repro.atomic import atomic_write_text
+from repro.files.writer import atomic_write_text
 
 from repro.claims.outcome import Outcome
 from repro.measures.measure_registry import Measured, Request

@@ -37,7 +37,10 @@ from pathlib import Path
 
 import torch
 
-from repro.errors import ConfigError
+from repro.errors import ConfigError, ReproError
+from repro.files.reader import read_json, read_text
+from repro.files.writer import atomic_write_text
+from repro.limits import RECORD_BYTES
 from repro.model import arithmetic
 
 PRECISIONS = ("auto", "fp32", "bf16")
@@ -82,13 +85,7 @@ class Precision:
 
 def cpu_flags() -> set[str]:
     """The CPU feature flags of /proc/cpuinfo (empty where there is none)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
+    return next((set(line.split(":", 1)[1].split()) for line in cpuinfo_lines() if line.startswith("flags")), set())
 
 
 #: Rounds of the probe, fp32 and bf16 alternating.
@@ -132,17 +129,18 @@ def cache_file() -> Path:
 
 
 def _machine_key(shape: tuple[int, int, int]) -> str:
-    cpu = next((line.split(":", 1)[1].strip() for line in _cpuinfo_lines() if line.startswith("model name")),
+    cpu = next((line.split(":", 1)[1].strip() for line in cpuinfo_lines() if line.startswith("model name")),
                platform.processor() or platform.machine())
     native = "/".join(sorted(f for f in ("amx_bf16", "avx512_bf16") if f in cpu_flags())) or "none"
     return (f"{cpu}|bf16 flags {native}|{torch.get_num_threads()} threads|torch {torch.__version__}|"
             f"{shape[0]}x{shape[1]}x{shape[2]}")
 
 
-def _cpuinfo_lines() -> list[str]:
+def cpuinfo_lines() -> list[str]:
+    """The lines of /proc/cpuinfo (none where there is none)."""
     try:
-        return Path("/proc/cpuinfo").read_text().splitlines()
-    except OSError:
+        return read_text("/proc/cpuinfo", "CPU description", limit=RECORD_BYTES.hard, undecodable="keep").splitlines()
+    except ReproError:
         return []
 
 
@@ -152,9 +150,9 @@ def machine_rates(shape: tuple[int, int, int]) -> tuple[float, float, str]:
     key = _machine_key(shape)
     path = cache_file()
     try:
-        known = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        known = {}
+        known = read_json(path, "precision probe cache", allow_nan=False) if os.path.lexists(path) else {}
+    except ReproError:
+        known = {}   # a damaged cache is probed again and rewritten
     entry = known.get(key) if isinstance(known, dict) else None
     if isinstance(entry, dict) and isinstance(entry.get("fp32"), (int, float)) and \
             isinstance(entry.get("bf16"), (int, float)):
@@ -163,12 +161,9 @@ def machine_rates(shape: tuple[int, int, int]) -> tuple[float, float, str]:
     known = known if isinstance(known, dict) else {}
     known[key] = {"fp32": round(fp32, 2), "bf16": round(bf16, 2), "date": _dt.date.today().isoformat()}
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(known, indent=1, sort_keys=True), encoding="utf-8")
-        os.replace(tmp, path)
+        atomic_write_text(path, json.dumps(known, indent=1, sort_keys=True), within=path.parent)
         where = f"probed now, cached in {path}"
-    except OSError:
+    except (OSError, ReproError):
         where = "probed now (not cached: the cache folder is not writable)"
     return fp32, bf16, where
 

@@ -20,16 +20,18 @@ read "needs another run", saying which file is missing.
 from __future__ import annotations
 
 import csv
+import io
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from repro import jsonfile
+from repro.files import reader
 from repro.content_hash import file_sha256
 from repro.data.vocab import SharedVocab
 from repro.decode.settings import DecodeSettings
 from repro.errors import CheckpointError, ResultError
+from repro.limits import TEXT_BYTES
 from repro.measures.recording import EVALUATIONS
 from repro.observed.counterpart import PaperJob, counterpart
 from repro.results.provenance import config_hash
@@ -214,7 +216,7 @@ class RunFiles:
 
 
 def _read_json(path: Path, what: str, schema: dict) -> dict[str, Any]:
-    data = jsonfile.read(path, what, error=ResultError)
+    data = reader.read_json(path, what, error=ResultError)
     why = problem(data, schema)
     if why is not None:
         raise ResultError(f"{path}: {why}")
@@ -223,7 +225,7 @@ def _read_json(path: Path, what: str, schema: dict) -> dict[str, Any]:
 
 def read_evaluation(path: Path) -> Result:
     """One evaluation record of a run (``evaluations/<id>.json``): a result record whose id is its name."""
-    data = jsonfile.read(path, "evaluation record", error=ResultError, allow_nan=True)
+    data = reader.read_json(path, "evaluation record", error=ResultError, allow_nan=True)
     why = record_problem(data)
     if why is None and data["claim_id"] != path.stem:
         why = f"field 'claim_id': '{data['claim_id']}', but the file is named for '{path.stem}'"
@@ -240,22 +242,20 @@ def read_evaluation(path: Path) -> Result:
 def read_log(path: Path) -> list[LoggedRow]:
     """The rows of a metrics log; a row whose step, rate or token counts are not numbers is refused,
     naming the file, the line and the field. A NaN rate is read as NaN (a check fails on it)."""
+    text = reader.read_text(path, "metrics log", limit=TEXT_BYTES.hard, error=ResultError)
     try:
-        with path.open(newline="", encoding="utf-8") as fh:
-            reader = csv.DictReader(fh)
-            header = reader.fieldnames or []
-            missing = [c for c, optional in _COLUMNS.items() if not optional and c not in header]
-            if missing:
-                raise ResultError(f"{path}: the metrics log lacks the column(s) {', '.join(missing)} "
-                                  f"(columns: {', '.join(header) or 'none'})")
-            rows = []
-            for line, row in enumerate(reader, start=2):
-                value = {c: _number(path, line, c, row.get(c), optional) for c, optional in _COLUMNS.items()}
-                whole = {c: _integer(path, line, c, value[c]) for c in ("step", "src_tokens", "tgt_tokens")}
-                rows.append(LoggedRow(line, whole["step"], value["lr"], whole["src_tokens"], whole["tgt_tokens"],
-                                      value["dev_ppl"], value["dev_accuracy"]))
-    except UnicodeDecodeError as err:
-        raise ResultError(f"{path}: not UTF-8 text ({err.reason})") from None
+        table = csv.DictReader(io.StringIO(text, newline=""))
+        header = table.fieldnames or []
+        missing = [c for c, optional in _COLUMNS.items() if not optional and c not in header]
+        if missing:
+            raise ResultError(f"{path}: the metrics log lacks the column(s) {', '.join(missing)} "
+                              f"(columns: {', '.join(header) or 'none'})")
+        rows = []
+        for line, row in enumerate(table, start=2):
+            value = {c: _number(path, line, c, row.get(c), optional) for c, optional in _COLUMNS.items()}
+            whole = {c: _integer(path, line, c, value[c]) for c in ("step", "src_tokens", "tgt_tokens")}
+            rows.append(LoggedRow(line, whole["step"], value["lr"], whole["src_tokens"], whole["tgt_tokens"],
+                                  value["dev_ppl"], value["dev_accuracy"]))
     except csv.Error as err:
         raise ResultError(f"{path}: not a CSV file ({err})") from None
     return rows

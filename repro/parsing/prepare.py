@@ -37,20 +37,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import sys
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from repro import jsonfile
+from repro.files import reader
 from repro.data.corpora import Dataset, register, resolve_data_dir
 from repro.data.tree_tokens import is_per_word_token
 from repro.errors import ConfigError, DataError, ReproError
 from repro.parsing.linearize import TARGET_UNITS, group_by_word, linearize, source_sentence
 from repro.parsing.trees import preprocess, read_trees, tree_to_line
-from repro.atomic import atomic_write_text
+from repro.files.reader import iter_lines, opened, read_text
+from repro.files.writer import atomic_symlink, atomic_write_text, make_dirs
 
 SPLITS = ("train", "dev", "test")
 SAMPLE_FOLDER = "ptb-nltk-sample/combined"
@@ -114,7 +114,7 @@ def prepared_targets(out_dir: str | Path) -> str:
     path = Path(out_dir) / "manifest.json"
     if not path.exists():
         return "symbols"
-    manifest = jsonfile.read(path, "prepared folder's manifest", error=DataError)
+    manifest = reader.read_json(path, "prepared folder's manifest", error=DataError)
     targets = manifest.get("targets", "symbols") if isinstance(manifest, dict) else None
     if targets not in TARGET_UNITS:
         raise DataError(f"{path}: field 'targets' must be one of {', '.join(TARGET_UNITS)}, got {targets!r}")
@@ -185,6 +185,15 @@ def prepare_wsj(treebank_dir: str | Path, out_dir: str | Path, targets: str = "s
     return prepare(wsj_groups(treebank_dir), out_dir, f"Penn Treebank WSJ {treebank_dir}", targets)
 
 
+def _count_lines(path: Path) -> int:
+    """How many lines ``path`` has (a last one without ``\n`` counted), read in chunks: 17M lines."""
+    count, last = 0, b"\n"
+    with opened(path, "semi-supervised corpus file", error=DataError) as (fh, _):
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            count, last = count + chunk.count(b"\n"), chunk[-1:]
+    return count + (last != b"\n")
+
+
 def prepare_semi(semi_src: str | Path, semi_tgt: str | Path, wsj_prepared: str | Path,
                  out_dir: str | Path) -> dict[str, int]:
     """A ``wsj-parsing-semi`` folder: the user's corpus as train (symlinked), WSJ 22/23 as dev/test (copied).
@@ -200,28 +209,22 @@ def prepare_semi(semi_src: str | Path, semi_tgt: str | Path, wsj_prepared: str |
     for path in (Path(semi_src), Path(semi_tgt)):
         if not path.is_file():
             raise DataError(f"semi-supervised corpus file {path} not found (it is not shipped; supply your own)")
-        with path.open("rb") as fh:
-            counts.append(sum(1 for _ in fh))
+        counts.append(_count_lines(path))
     if counts[0] != counts[1]:
         raise DataError(f"semi-supervised corpus: {semi_src} has {counts[0]} lines but {semi_tgt} has {counts[1]}")
-    with Path(semi_tgt).open(encoding="utf-8") as fh:
-        held = _units_of(fh.readline())
+    held = _units_of(next(iter_lines(semi_tgt, "semi-supervised corpus file", error=DataError), ""))
     if held not in (None, targets):
         raise DataError(f"{semi_tgt}:1: a tree in '{held}' target tokens, but {Path(wsj_prepared) / 'manifest.json'} "
                         f"holds '{targets}' (prepare WSJ with the corpus's --targets)")
-    out_dir.mkdir(parents=True, exist_ok=True)
+    make_dirs(out_dir)
     for path, suffix in ((Path(semi_src), "src"), (Path(semi_tgt), "tgt")):
-        link = out_dir / f"train.{suffix}"
-        tmp = out_dir / f".train.{suffix}.tmp"
-        tmp.unlink(missing_ok=True)
-        tmp.symlink_to(path.resolve())
-        os.replace(tmp, link)
+        atomic_symlink(out_dir / f"train.{suffix}", path.resolve(), within=out_dir)
     for split in ("dev", "test"):
         for suffix in ("src", "tgt", "trees"):
             source = Path(wsj_prepared) / f"{split}.{suffix}"
             if not source.is_file():
                 raise DataError(f"{source} not found; prepare WSJ first (--wsj)")
-            atomic_write_text(out_dir / f"{split}.{suffix}", source.read_text(encoding="utf-8"))
+            atomic_write_text(out_dir / f"{split}.{suffix}", read_text(source, "prepared WSJ file", error=DataError))
     manifest = {"source": f"user corpus {semi_src} / {semi_tgt}; dev/test from {wsj_prepared}",
                 "targets": targets, "splits": {"train": {"sentences": counts[0]}}}
     atomic_write_text(out_dir / "manifest.json", json.dumps(manifest, indent=2) + "\n")

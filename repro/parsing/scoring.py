@@ -24,7 +24,8 @@ from repro.parsing.linearize import LEAF, symbols
 from repro.parsing.prepare import gold_trees_file
 from repro.parsing.repair import repair
 from repro.parsing.trees import read_tree_lines, tags, tree_to_line, words
-from repro.atomic import atomic_write_text
+from repro.data.text_lines import read_lines
+from repro.files.writer import atomic_write_text
 
 if TYPE_CHECKING:
     from repro.data.vocab import SharedVocab
@@ -97,7 +98,7 @@ def vocabulary_ceiling(vocab: "SharedVocab", prepared_dir: str | Path, split: st
     """The best F1 a model with ``vocab`` could score on ``split``: its gold targets as the vocabulary
     writes them (a per-word tree token it lacks backs off and loses brackets,
     :mod:`repro.data.tree_tokens`), scored as outputs. 100 when the vocabulary holds every target token."""
-    targets = (Path(prepared_dir) / f"{split}.tgt").read_text(encoding="utf-8").splitlines()
+    targets = read_lines(Path(prepared_dir) / f"{split}.tgt")
     written = [vocab.decode(vocab.encode(t)) for t in targets]
     changed = sum(a != b for t, w in zip(targets, written) for a, b in zip(t.split(), w.split()))
     score = score_split(written, prepared_dir, split)

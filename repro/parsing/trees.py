@@ -19,6 +19,7 @@ from pathlib import Path
 from nltk import Tree
 
 from repro.errors import DataError
+from repro.files.reader import read_text
 
 WRAPPER_LABELS = ("", "ROOT", "TOP")
 EMPTY_TAG = "-NONE-"
@@ -83,12 +84,7 @@ def parse_tree(text: str, name: str = "<string>", line: int = 1) -> Tree:
 def read_trees(path: str | Path) -> list[SourcedTree]:
     """All trees of an ``.mrg`` or one-tree-per-line file, with their starting lines."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as err:
-        raise DataError(f"cannot read tree file {path}: {err.strerror}") from None
-    except UnicodeDecodeError as err:
-        raise DataError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from None
+    text = read_text(path, "tree file", error=DataError)
     out = []
     for chunk, line in _split_trees(text, str(path)):
         try:
@@ -163,10 +159,7 @@ def tags(tree: Tree) -> list[str]:
 def read_tree_lines(path: str | Path) -> list[Tree]:
     """A one-tree-per-line file (e.g. a ``.gold`` file written by :mod:`repro.parsing.prepare`)."""
     path = Path(path)
-    try:
-        lines = path.read_text(encoding="utf-8").split("\n")
-    except OSError as err:
-        raise DataError(f"cannot read tree file {path}: {err.strerror}") from None
+    lines = read_text(path, "tree file", error=DataError).split("\n")
     if lines and lines[-1] == "":
         lines.pop()
     return [parse_tree(text, str(path), number) for number, text in enumerate(lines, start=1)]

@@ -34,7 +34,7 @@ from typing import Any
 
 import torch
 
-from repro.atomic import atomic_write_text
+from repro.files.writer import atomic_write_text
 from repro.audit.repro_adapter import ReproAdapter
 from repro.checks import CHECKERS, run_checks, select_claims
 from repro.claims.loader import known_values

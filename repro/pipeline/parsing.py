@@ -29,8 +29,9 @@ from typing import Any
 
 import torch
 
-from repro import jsonfile
-from repro.atomic import atomic_write_text
+from repro.files import reader
+from repro.data.text_lines import read_lines
+from repro.files.writer import atomic_write_text, make_dirs
 from repro.data.corpus import read_parallel
 from repro.data.corpora import get_dataset, resolve_data_dir
 from repro.data.vocab import SharedVocab
@@ -90,7 +91,7 @@ def scale_description(recipe: Recipe, steps: int, train_trees: int, test_note: s
 
 def epochs_seen(recipe: Recipe, steps: int, train_tgt: Path) -> float:
     """Passes over the training targets that ``steps`` updates of the recipe's tokens make (EOS counted)."""
-    tokens = sum(len(line.split()) + 1 for line in train_tgt.read_text(encoding="utf-8").splitlines())
+    tokens = sum(len(line.split()) + 1 for line in read_lines(train_tgt))
     return round(steps * recipe.train.tokens_per_batch / max(tokens, 1), 1)
 
 
@@ -126,7 +127,7 @@ class ParserProbe:
 
     @property
     def points(self) -> list[dict[str, Any]]:
-        return jsonfile.read(self.path, "probe log", error=ConfigError, allow_nan=True) if self.path.exists() else []
+        return reader.read_json(self.path, "probe log", error=ConfigError, allow_nan=True) if self.path.exists() else []
 
     def _load(self) -> tuple:
         if self._data is None:
@@ -154,12 +155,12 @@ class ParserProbe:
 def load_test_split(prepared: Path, out_dir: Path, test_limit: int | None) -> tuple[list[str], Path, str, int]:
     """The test sentences, their gold trees (the first ``test_limit`` with a limit), a note saying
     which, and how many test sentences there are in all."""
-    sentences = (prepared / f"{TEST_SPLIT}.src").read_text(encoding="utf-8").splitlines()
+    sentences = read_lines(prepared / f"{TEST_SPLIT}.src")
     gold_path = gold_trees_file(prepared, TEST_SPLIT)
     total = len(sentences)
     if test_limit is not None and test_limit < total:
         sentences = sentences[:test_limit]
-        gold_lines = gold_path.read_text(encoding="utf-8").splitlines()[:test_limit]
+        gold_lines = read_lines(gold_path)[:test_limit]
         gold_path = out_dir / f"{TEST_SPLIT}.first{test_limit}.trees"
         atomic_write_text(gold_path, "".join(line + "\n" for line in gold_lines))
     note = (f"all {total} trees of files wsj_0180-0199" if len(sentences) == total else
@@ -208,7 +209,7 @@ def reproduce_parsing_local(
 
     prepared = out_dir / "data"
     say(f"1/4 preparing the PTB sample in {prepared}")
-    prepared.mkdir(parents=True, exist_ok=True)
+    make_dirs(prepared, out_dir)
     infos: dict[str, SplitInfo] = stages.timed("prepare", lambda: prepare_ptb_sample(resolve_data_dir(data_dir), prepared,
                                                                                            recipe.targets))
     recipe = on_prepared_data(recipe, prepared)

@@ -34,8 +34,9 @@ from typing import Any
 import torch
 
 from repro.argtypes import positive_int
-from repro import jsonfile
-from repro.atomic import atomic_write_text
+from repro.files import reader
+from repro.data.text_lines import read_lines
+from repro.files.writer import atomic_write_text, make_dirs
 from repro.data.corpora import resolve_data_dir
 from repro.data.vocab import SharedVocab
 from repro.decode.translate import load_model
@@ -62,12 +63,12 @@ def _say(msg: str) -> None:
 def subset(prepared: Path, out: Path, trees: int) -> Path:
     """A prepared folder holding the first ``trees`` training trees and the whole dev and test splits
     (and a manifest saying so, with the target units of ``prepared``)."""
-    out.mkdir(parents=True, exist_ok=True)
+    make_dirs(out)
     manifest = {"source": f"the first {trees} training trees of {prepared}", "targets": prepared_targets(prepared)}
     atomic_write_text(out / "manifest.json", json.dumps(manifest, indent=2) + "\n")
     for split in ("train", "dev", "test"):
         for suffix in ("src", "tgt", "trees"):
-            lines = (prepared / f"{split}.{suffix}").read_text(encoding="utf-8").splitlines()
+            lines = read_lines(prepared / f"{split}.{suffix}")
             if split == "train":
                 if trees > len(lines):
                     raise ConfigError(f"--sizes: {trees} trees asked, the training split has {len(lines)}")
@@ -94,7 +95,7 @@ def _kept_points(path: Path, recipe: Recipe) -> dict[int, dict[str, Any]]:
     precision this machine resolves it to (the pipeline's full-size point is taken afresh each time)."""
     if not path.exists():
         return {}
-    previous = jsonfile.read(path, "learning curve", error=ConfigError, allow_nan=True)
+    previous = reader.read_json(path, "learning curve", error=ConfigError, allow_nan=True)
     if not _same_curve(previous, recipe):
         return {}
     ran_in = runtime_of(recipe.train).precision.name
@@ -163,10 +164,10 @@ def learning_curve(*, sizes: Sequence[int] = SIZES, out_dir: str | Path = "runs/
             raise ConfigError(f"--targets must be one of {', '.join(TARGET_UNITS)}, got {targets!r}")
         recipe = recipe.replace(targets=targets)
     path = reports_dir / CURVE_FILE
-    if path.exists() and not _same_curve(jsonfile.read(path, "learning curve", error=ConfigError, allow_nan=True), recipe):
+    if path.exists() and not _same_curve(reader.read_json(path, "learning curve", error=ConfigError, allow_nan=True), recipe):
         raise ConfigError(f"{path} holds the curve of another config; give this one its own --reports folder")
     prepared = out_dir / "data"
-    prepared.mkdir(parents=True, exist_ok=True)
+    make_dirs(prepared, out_dir)
     prepare_ptb_sample(resolve_data_dir(data_dir), prepared, recipe.targets)
     trained = {}
     for trees in sizes:
@@ -179,7 +180,7 @@ def learning_curve(*, sizes: Sequence[int] = SIZES, out_dir: str | Path = "runs/
     points = {**_kept_points(path, recipe), **trained}
     full = reports_dir / "local_parsing_run.json"
     if full.exists():
-        summary = jsonfile.read(full, "local parser's summary", error=ConfigError, allow_nan=True)
+        summary = reader.read_json(full, "local parser's summary", error=ConfigError, allow_nan=True)
         ran_in = runtime_of(recipe.train).precision.name
         if not (_comparable(summary.get("config", {}), recipe) and summary.get("targets", "symbols") == recipe.targets):
             say(f"{full} ran another recipe: the whole split is not on the curve")

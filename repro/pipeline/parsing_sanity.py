@@ -21,7 +21,8 @@ from typing import Any
 import torch
 
 from repro.argtypes import positive_int
-from repro.atomic import atomic_write_text
+from repro.data.text_lines import read_lines
+from repro.files.writer import atomic_write_text, make_dirs
 from repro.data.corpora import resolve_data_dir
 from repro.data.vocab import SharedVocab
 from repro.decode.translate import load_model, translate_ids
@@ -74,10 +75,10 @@ def overfit_parser(recipe: Recipe, prepared: Path, out_dir: Path, *, trees: int 
     ``vocab_texts`` (the whole training split's sentences and trees) gives the run the main run's
     vocabulary; without it the vocabulary is learned from the few trees.
     """
-    out_dir.mkdir(parents=True, exist_ok=True)
+    make_dirs(out_dir)
     files = {}
     for suffix in ("src", "tgt", "trees"):
-        lines = (prepared / f"train.{suffix}").read_text(encoding="utf-8").splitlines()[:trees]
+        lines = read_lines(prepared / f"train.{suffix}")[:trees]
         files[suffix] = out_dir / f"overfit.{suffix}"
         atomic_write_text(files[suffix], "".join(line + "\n" for line in lines))
     sized = overfit_recipe(recipe, out_dir, files["src"], files["tgt"], steps=steps, warmup=warmup)
@@ -86,12 +87,12 @@ def overfit_parser(recipe: Recipe, prepared: Path, out_dir: Path, *, trees: int 
     summary = train(sized.train, recipe=sized.to_dict())
     model, _ = load_model(list_checkpoints(out_dir)[-1])
     vocab = SharedVocab.load(out_dir / "vocab.json")
-    sentences = files["src"].read_text(encoding="utf-8").splitlines()
+    sentences = read_lines(files["src"])
     ids = translate_ids(model, vocab.encode_batch(sentences), sized.decode, greedy=True)
     outputs = [vocab.decode(out) for out in ids]
     atomic_write_text(out_dir / "overfit.greedy.out", "".join(o + "\n" for o in outputs))
     score = score_outputs(outputs, files["trees"])
-    n_tokens = sum(len(t.split()) for t in files["tgt"].read_text(encoding="utf-8").splitlines())
+    n_tokens = sum(len(t.split()) for t in read_lines(files["tgt"]))
     epochs = summary.steps * sized.train.tokens_per_batch / max(1, n_tokens)
     result = Overfit(trees=len(sentences), epochs=min(float(summary.steps), epochs), f1=score.f1,
                      exact_leaf_count=score.leaf_count["exact"], final_train_loss=summary.final_loss)
@@ -102,7 +103,7 @@ def overfit_parser(recipe: Recipe, prepared: Path, out_dir: Path, *, trees: int 
 def training_texts(prepared: Path) -> list[str]:
     """The training split's sentences and trees of a prepared folder: what the vocabulary is learned on."""
     return [line for suffix in ("src", "tgt")
-            for line in (prepared / f"train.{suffix}").read_text(encoding="utf-8").splitlines()]
+            for line in read_lines(prepared / f"train.{suffix}")]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -122,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--trees, --steps and --warmup must be positive")
     try:
         prepared = args.out_dir / "data"
-        prepared.mkdir(parents=True, exist_ok=True)
+        make_dirs(prepared, args.out_dir)
         recipe = get_recipe(RECIPE)
         if args.precision:
             recipe = recipe.replace(precision=args.precision)

@@ -15,8 +15,10 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from repro.errors import UsageError
-from repro.manifest import Manifest
+from repro.files.writer import checked_target
+from repro.manifest import NAME as MANIFEST, Manifest
 from repro.paths import output_dir, output_file
+from repro.run_lock import NAME as LOCK, refuse_nested
 
 #: What a training run (:mod:`repro.train`) writes into its ``out_dir``: with its record (``run.json``) and
 #: the records of the evaluations taken of it (``evaluations/``, :mod:`repro.measures.recording`).
@@ -39,7 +41,7 @@ PARSING = (*TRAINING, "data/", "data/*.src", "data/*.tgt", "data/*.trees", "data
 
 
 def with_temporaries(patterns: Iterable[str]) -> tuple[str, ...]:
-    """``patterns`` and the hidden temporary files of their atomic writes (:mod:`repro.atomic`)."""
+    """``patterns`` and the hidden temporary files of their atomic writes (:mod:`repro.files.writer`)."""
     out = []
     for pattern in patterns:
         out.append(pattern)
@@ -81,12 +83,19 @@ def start_run(out_dir: str | os.PathLike[str], layout: Iterable[str], manifest: 
     return removed
 
 
+#: Files every training run writes in its folder (a checkpoint's name stands for all of them).
+RUN_FILES = ("metrics.csv", "vocab.json", "checkpoints/step_00000001.pt", "encoded/manifest.json", LOCK, MANIFEST)
+
+
 def check_writable(out_dir: str | os.PathLike[str], what: str = "run directory (--out-dir)") -> None:
     """A training run can write in ``out_dir``: the folder, its ``checkpoints/`` and its metrics log
     (a file where a folder is wanted, or the reverse, is refused naming it, before any work)."""
     out_dir = Path(out_dir)
+    refuse_nested(out_dir, what)   # before the write probes below touch another run's folder
     output_dir(out_dir, what)
     output_dir(out_dir / "checkpoints", "checkpoint folder")
     output_file(out_dir / "metrics.csv", "metrics log")
     if (out_dir / "vocab.json").is_dir():
         raise UsageError(f"{out_dir / 'vocab.json'}: vocabulary is a directory, not a file")
+    for name in RUN_FILES:   # no link in the run folder leads a write elsewhere (repro.files.writer)
+        checked_target(out_dir / name, within=out_dir)

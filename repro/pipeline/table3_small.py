@@ -25,14 +25,15 @@ from typing import Any
 
 import torch
 
-from repro.atomic import atomic_write_text
+from repro.files.reader import read_json
+from repro.files.writer import atomic_write_text
 from repro.checks import select_claims
 from repro.claims.loader import known_values
 from repro.cluster.experiments import JobSpec, Plan, finished, plan_jobs, scale_signature
 from repro.cluster.job import TrainingJob
 from repro.cluster.profiles import load_profile
 from repro.data.corpora import get_dataset, resolve_data_dir
-from repro.errors import ConfigError
+from repro.errors import ConfigError, ReproError
 from repro.manifest import Manifest
 from repro.paths import existing_dir, output_dir
 from repro.pipeline import run_dir
@@ -155,8 +156,8 @@ def check_inputs(jobs: list[JobSpec], out_dir: Path, output_dirs: list[Path], re
 def _earlier_timings(path: Path, signature: str) -> dict[str, dict[str, Any]]:
     """The wall times an earlier run of the same signature recorded in ``path``, by job."""
     try:
-        earlier = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
+        earlier = read_json(path, "earlier summary") if path.exists() else {}
+    except ReproError:   # unreadable: no earlier timings
         return {}
     if not isinstance(earlier, dict) or earlier.get("signature") != signature:
         return {}

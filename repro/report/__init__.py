@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from repro import jsonfile
+from repro.files import reader
 from repro.checks import select_claims
 from repro.claims.loader import known_values
 from repro.errors import ResultError
@@ -42,7 +42,7 @@ def _parsing_curve(result_dirs: Sequence[Path]) -> dict | None:
     for d in result_dirs:
         path = d.parent / PARSING_CURVE_FILE
         if path.is_file():
-            curve = jsonfile.read(path, "learning curve", error=ResultError, allow_nan=True)
+            curve = reader.read_json(path, "learning curve", error=ResultError, allow_nan=True)
             points = curve.get("points") if isinstance(curve, dict) else None
             if not isinstance(points, list):
                 raise ResultError(f"{path}: no list 'points'")

@@ -1,7 +1,8 @@
 """Assembling the report: one row per claim, from ``claims/*.toml`` and the newest results.
 
 Results come from one or more results stores (local checks, local runs, cluster jobs). When
-several stores hold a record for the same claim, the newest by ``provenance.date`` wins. A
+several stores hold a record for the same claim, the newest by ``provenance.date`` (an instant,
+:mod:`repro.instants`) wins. A
 result that cannot say where it came from is refused (:class:`~repro.errors.ResultError`).
 """
 
@@ -17,6 +18,7 @@ from repro.checks import DERIVED_OVER_STORED, derived_result
 from repro.claims.claim import BASES, Claim
 from repro.errors import ResultError
 from repro.observed.gate import set_aside
+from repro.report.newest import latest
 from repro.report.verdict import STATUSES, verdict
 from repro.results.provenance import REQUIRED_FIELDS, Provenance
 from repro.results.store import Result, ResultStore, disagree
@@ -149,14 +151,14 @@ def load_results(dirs: Sequence[Path], *, skip_invalid: bool = False,
     newest: dict[str, Result] = {}
     found: dict[str, Path] = {}
     for directory in dirs:
-        for claim_id, res in ResultStore(directory, skip_invalid=skip_invalid, expected=expected).latest().items():
+        for claim_id, res in latest(ResultStore(directory, skip_invalid=skip_invalid, expected=expected)).items():
             check_provenance(res, str(directory / claim_id))
             cur = newest.get(claim_id)
-            if cur is not None and res.provenance.date == cur.provenance.date and disagree(cur, res):
+            if cur is not None and res.provenance.instant == cur.provenance.instant and disagree(cur, res):
                 raise ResultError(f"{claim_id}: two records dated {res.provenance.date} disagree across the results "
                                   f"folders ({cur.measured!r} in {found[claim_id]}, {res.measured!r} in {directory}); "
                                   "remove the wrong one")
-            if cur is None or res.provenance.date >= cur.provenance.date:
+            if cur is None or res.provenance.instant >= cur.provenance.instant:
                 newest[claim_id] = res
                 found[claim_id] = directory
     return newest

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from repro import jsonfile
+from repro.files import reader
 from repro.errors import ReproError
 from repro.report.figures import Figure
 
@@ -20,7 +20,7 @@ def previous_figures(out_dir: Path) -> list[dict]:
     """The figure entries of ``out_dir/report.json`` (name, title, caption, file); none when unreadable."""
     path = Path(out_dir) / "report.json"
     try:
-        data = jsonfile.read(path, "previous report", allow_nan=True) if path.is_file() else None
+        data = reader.read_json(path, "previous report", allow_nan=True) if path.is_file() else None
     except ReproError:  # unreadable or not strict JSON: no figures are kept from it
         return []
     figures = data.get("figures") if isinstance(data, dict) else None
@@ -41,7 +41,11 @@ def kept_figures(out_dir: Path, drawn: set[str]) -> list[Figure]:
         note = "kept from the previous report: its run is not on this machine, so it was not redrawn"
         if note not in caption:
             caption = f"{caption} [{note}]" if caption else f"[{note}]"
-        kept.append(Figure(name, str(entry.get("title") or name), caption, path.read_bytes()))
+        try:
+            content = reader.read_bytes(path, "figure of the previous report")
+        except ReproError:   # a figure file that is not a regular file is not kept
+            continue
+        kept.append(Figure(name, str(entry.get("title") or name), caption, content))
     return kept
 
 

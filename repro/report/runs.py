@@ -14,11 +14,12 @@ from typing import Any
 
 import pandas as pd
 
-from repro import jsonfile
+from repro.files import reader
 from repro.errors import ResultError
 from repro.results.provenance import Provenance
 from repro.results.store import Result
 from repro.train.checkpoint import load_checkpoint
+from repro.train.metrics_log import read_log
 
 
 @dataclass
@@ -44,10 +45,7 @@ class Run:
 
 def read_metrics(path: Path) -> pd.DataFrame:
     """``metrics.csv`` as a DataFrame sorted by step; a file without ``step`` raises ResultError naming it."""
-    try:
-        df = pd.read_csv(path)
-    except (OSError, ValueError, pd.errors.ParserError) as err:
-        raise ResultError(f"{path}: not a readable metrics log ({err})") from None
+    df = read_log(path)
     if "step" not in df.columns:
         raise ResultError(f"{path}: metrics log has no 'step' column (columns: {', '.join(map(str, df.columns))})")
     for column in df.columns:
@@ -79,7 +77,7 @@ def load_run(path: Path, provenance: Provenance | None = None, claim_ids: list[s
         run.notes.append(f"{metrics} missing: no training curves for this run")
     config = run.path / "config.json"
     if config.is_file():
-        run.train_config = jsonfile.read(config, "training config", error=ResultError)
+        run.train_config = reader.read_json(config, "training config", error=ResultError)
     else:
         _config_from_checkpoint(run)
     if not run.train_config:

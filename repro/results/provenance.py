@@ -19,7 +19,9 @@ from typing import Any
 
 import torch
 
-from repro.model.precision import cpu_flags
+from repro.files.reader import read_bytes
+from repro.instants import instant
+from repro.model.precision import cpu_flags, cpuinfo_lines
 
 REQUIRED_FIELDS = ("commit", "config_hash", "hardware", "dataset", "date", "scale")
 
@@ -44,6 +46,11 @@ class Provenance:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @property
+    def instant(self) -> _dt.datetime:
+        """``date`` as a timezone-aware moment (:mod:`repro.instants`): what records are compared by."""
+        return instant(self.date)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Provenance":
@@ -98,7 +105,8 @@ def source_identity(root: Path | None = None) -> str:
     files = sorted(p for p in package.rglob("*") if p.is_file() and p.suffix in (".py", ".toml", ".csv")
                    and "__pycache__" not in p.parts)
     for path in files:
-        digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+        digest.update(path.relative_to(package).as_posix().encode() + b"\0" + read_bytes(path, "package source")
+                      + b"\0")
     return f"no-git:repro-{_version()}:sha256-{digest.hexdigest()[:12]}"
 
 
@@ -111,13 +119,8 @@ def _version() -> str:
 
 def cpu_model() -> str:
     """The CPU's model name (/proc/cpuinfo), or what the platform says."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+    return next((line.split(":", 1)[1].strip() for line in cpuinfo_lines() if line.startswith("model name")),
+                platform.processor() or platform.machine())
 
 
 def vector_flags() -> list[str]:

@@ -1,8 +1,8 @@
 """A directory of result records, safe for many concurrent writers.
 
 Layout: ``ROOT/<claim id>/<timestamp>-<random>.json``, one record per file. Each record is
-written atomically (:mod:`repro.atomic`), so a reader never sees half a record and concurrent writers (SLURM array tasks) never
-overwrite each other. A writer that owns a record (the local main job) names it instead,
+written atomically (:mod:`repro.files.writer`), so a reader never sees half a record and concurrent
+writers (SLURM array tasks) never overwrite each other. A writer that owns a record (the local main job) names it instead,
 ``ROOT/<claim id>/<name>.json`` (e.g. ``reproduce-local.json``), and replaces it in place on every
 run, so a regenerated store changes files rather than deleting and adding them.
 """
@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from repro import jsonfile
-from repro.atomic import atomic_write_text
+from repro.files import reader
+from repro.files.writer import atomic_write_text
 from repro.errors import ResultError
 from repro.results.provenance import Provenance
 from repro.results.record_schema import record_problem
@@ -108,7 +108,7 @@ class ResultStore:
     Every record read is validated (:mod:`repro.results.record_schema`); with ``expected`` (claim id ->
     the paper's value, e.g. ``{c.id: c.expected for c in claims}``) also against its claim. A file
     that is not ``<claim id>/<name>.json`` is a stray and named, never passed over (the hidden
-    temporary files of writes in progress, :mod:`repro.atomic`, excepted)."""
+    temporary files of writes in progress, :mod:`repro.files.writer`, excepted)."""
 
     def __init__(self, root: str | os.PathLike[str], *, skip_invalid: bool = False,
                  expected: Mapping[str, Any] | None = None) -> None:
@@ -128,7 +128,8 @@ class ResultStore:
         elif not name or "/" in name or name.startswith("."):
             raise ResultError(f"result record name {name!r} must be a plain file name")
         path = self.root / result.claim_id / f"{name}.json"
-        atomic_write_text(path, json.dumps(result.to_dict(), indent=2, sort_keys=True, default=str) + "\n")
+        atomic_write_text(path, json.dumps(result.to_dict(), indent=2, sort_keys=True, default=str) + "\n",
+                          within=self.root)
         return path
 
     def read_all(self) -> list[Result]:
@@ -143,8 +144,12 @@ class ResultStore:
             raise ResultError(f"{self.root}: results directory is not a directory")
         results = []
         self.skipped = []
-        for path in sorted(p for p in self.root.rglob("*") if not p.is_dir()):
+        for path in sorted(p for p in self.root.rglob("*") if p.is_symlink() or not p.is_dir()):
             try:
+                if path.is_dir():   # rglob does not descend into it: its records would go unread, silently
+                    raise ResultError(f"{path}: a symbolic link to a folder ({os.path.realpath(path)}); a results "
+                                      "folder holds its claims' folders itself (copy the records in, or give that "
+                                      "folder as another --results)")
                 if not _in_progress(path):
                     results.append((path, self._read(path)))
             except ResultError as err:
@@ -158,31 +163,11 @@ class ResultStore:
         if len(relative.parts) != 2 or path.suffix != ".json":
             raise ResultError(f"{path}: not a result record (a results folder holds <claim id>/<name>.json files "
                               "only)")
-        data = jsonfile.read(path, "result record", error=ResultError, allow_nan=True)
+        data = reader.read_json(path, "result record", error=ResultError, allow_nan=True)
         why = record_problem(data, relative.parts[0], self.expected)
         if why is not None:
             raise ResultError(f"{path}: {why}")
         return Result.from_dict(data, source=str(path))
-
-    def latest(self) -> dict[str, Result]:
-        """The newest record of each claim (by provenance date). Two records of one claim with the same
-        newest date that disagree (another measured value or outcome) are a conflict no date resolves:
-        refused naming both files, never one of them chosen."""
-        by_claim: dict[str, list[tuple[Path, Result]]] = {}
-        for path, res in self.read_records():
-            by_claim.setdefault(res.claim_id, []).append((path, res))
-        newest: dict[str, Result] = {}
-        for claim_id, records in by_claim.items():
-            date = max(r.provenance.date for _, r in records)
-            tied = [(p, r) for p, r in records if r.provenance.date == date]
-            first_path, first = tied[0]
-            for path, res in tied[1:]:
-                if disagree(first, res):
-                    raise ResultError(f"{first_path} and {path}: two records of claim {claim_id} dated {date} "
-                                      f"disagree (measured {first.measured!r}, scale {first.provenance.scale!r} vs "
-                                      f"{res.measured!r}, scale {res.provenance.scale!r}); remove the wrong one")
-            newest[claim_id] = tied[-1][1]
-        return newest
 
 
 def disagree(a: Result, b: Result) -> bool:
@@ -199,5 +184,5 @@ def disagree(a: Result, b: Result) -> bool:
 
 def _in_progress(path: Path) -> bool:
     """A hidden temporary file of an atomic write of a record (``.<name>.json.<writer>.tmp``,
-    :mod:`repro.atomic`): a write in progress, or a killed one the next writer removes."""
+    :mod:`repro.files.writer`): a write in progress, or a killed one the next writer removes."""
     return path.name.startswith(".") and path.name.endswith(".tmp") and ".json." in path.name

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from repro import jsonfile
+from repro.files import reader
 from repro.errors import ResultError
 from repro.eval.seeds import SeedSummary, over_seeds
 from repro.model import TABLE3_ROWS
@@ -111,7 +111,7 @@ def _records(result_dirs: Iterable[Path], skipped: list[str], skip_invalid: bool
 
 
 def _read(path: Path, folder: str) -> Result:
-    data = jsonfile.read(path, "result record", error=ResultError, allow_nan=True)
+    data = reader.read_json(path, "result record", error=ResultError, allow_nan=True)
     why = record_problem(data, folder)
     if why is not None:
         raise ResultError(f"{path}: {why}")
@@ -141,7 +141,7 @@ def collect(result_dirs: Iterable[Path], *, skip_invalid: bool = False) -> dict[
         by_scale.setdefault(parse_id(result.claim_id)[0], []).append((path, result))
     tables = {}
     for scale, records in sorted(by_scale.items()):
-        newest = max(records, key=lambda pr: pr[1].provenance.date)[1]
+        newest = max(records, key=lambda pr: pr[1].provenance.instant)[1]
         signature = str(newest.extra["signature"])
         kept = [(p, r) for p, r in records if str(r.extra["signature"]) == signature]
         others = sorted({str(r.extra["signature"]) for _, r in records} - {signature})
@@ -161,8 +161,8 @@ def _table(scale: str, signature: str, records: list[tuple[Path, Result]], notes
         every.setdefault((metric, row, seed), []).append((path, result))
     grouped: dict[tuple[str, str], dict[int, tuple[Path, Result]]] = {}
     for (metric, row, seed), found in every.items():
-        date = max(r.provenance.date for _, r in found)
-        tied = [(p, r) for p, r in found if r.provenance.date == date]   # two records of one seed: the newer counts
+        date = max(r.provenance.instant for _, r in found)
+        tied = [(p, r) for p, r in found if r.provenance.instant == date]   # two records of one seed: the newer counts
         for path, result in tied[1:]:
             if disagree(tied[0][1], result):
                 raise ResultError(f"{tied[0][0]} and {path}: two records of {metric} of row {row}, seed {seed}, dated "

@@ -26,7 +26,8 @@ from typing import Any
 
 import torch
 
-from repro.atomic import atomic_write_text
+from repro.errors import UsageError
+from repro.files.writer import atomic_write_text, make_dirs
 from repro.results.provenance import git_commit
 from repro.runtime import Runtime
 from repro.selftest.diagnostics import diagnostics
@@ -46,7 +47,7 @@ def run_selftest(runtime: Runtime, *, quick: bool, out_dir: Path, data_dir: Path
     ``json_path`` the summary (and its ``.md``) is rewritten after every stage, so that a run stopped
     from outside leaves what it measured. With ``budget`` (seconds) a stage whose estimate no longer
     fits in what is left is ``skipped`` with the reason ``budget``."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    make_dirs(out_dir)
     ctx = Context(runtime, quick, out_dir, data_dir, checkout_root(), say)
     began, started = time.monotonic(), _dt.datetime.now(_dt.timezone.utc)
     results: dict[str, StageResult] = {}
@@ -126,10 +127,20 @@ def _short(value: Any) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
+def readable_path(json_path: Path) -> Path:
+    """Where the readable summary of ``json_path`` goes: beside it, as ``.md``; a ``json_path`` that is
+    that file itself (``--json summary.md``) is refused, as one summary would overwrite the other."""
+    readable = json_path.with_suffix(".md")
+    if readable == json_path:
+        raise UsageError(f"{json_path}: the JSON summary would be overwritten by the readable one, which is written "
+                         "beside it as .md; give the JSON summary another name (e.g. .json)")
+    return readable
+
+
 def write(summary: dict[str, Any], json_path: Path) -> Path:
     """The JSON summary at ``json_path`` and the readable one beside it (``.md``), each written whole."""
+    readable = readable_path(json_path)
     atomic_write_text(json_path, json.dumps(summary, indent=2, default=str) + "\n")
-    readable = json_path.with_suffix(".md")
     atomic_write_text(readable, render(summary))
     return readable
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import dataclasses
-import json
 import multiprocessing
 import os
 import re
@@ -24,8 +23,10 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from repro.atomic import atomic_write_text
 from repro.audit.on_device import on_device
+from repro.errors import ResultError
+from repro.files.reader import read_json
+from repro.files.writer import atomic_write_text, make_dirs, open_log
 from repro.audit.repro_adapter import ReproAdapter
 from repro.benchmarks import gpu as gpu_benchmark
 from repro.benchmarks import job_path
@@ -205,7 +206,7 @@ class CpuVerdicts:
     def __init__(self, ctx: Context, only: Sequence[str]) -> None:
         self.json = ctx.out_dir / "claims-cpu.json"
         empty = ctx.out_dir / "claims-cpu-results"
-        empty.mkdir(parents=True, exist_ok=True)
+        make_dirs(empty, ctx.out_dir)
         package_root = str(Path(__file__).resolve().parents[2])
         # the CPU's verdicts, from a process that cannot reach a GPU (nor can the ranks it forks: on the
         # H200 three group probes erred in such a process with the GPU visible, and passed in-process)
@@ -213,7 +214,7 @@ class CpuVerdicts:
                "PYTHONPATH": os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)}
         command = [sys.executable, "-m", "repro", "check", "--device", "cpu", "--json", str(self.json),
                    "--results", str(empty), *(arg for prefix in only for arg in ("--only", prefix))]
-        self.log = (ctx.out_dir / "claims-cpu.log").open("w", encoding="utf-8")
+        self.log = open_log(ctx.out_dir / "claims-cpu.log", within=ctx.out_dir)
         self.process = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT, env=env)
 
     def verdicts(self) -> tuple[dict[str, str], dict[str, str]]:
@@ -222,7 +223,7 @@ class CpuVerdicts:
         self.log.close()
         if code not in (0, 1) or not self.json.is_file():
             raise StageFailed(f"repro check on the CPU exited {code}; its log: {self.log.name}")
-        records = json.loads(self.json.read_text(encoding="utf-8"))
+        records = read_json(self.json, "the CPU's verdicts", error=ResultError, allow_nan=True)
         return {r["id"]: r["status"] for r in records}, {r["id"]: str(r.get("detail") or "") for r in records}
 
     def close(self) -> None:
@@ -290,7 +291,7 @@ def cuda_tests(ctx: Context) -> tuple[dict[str, Any], list[Target]]:
                "--deselect", COVERED_BY_CLAIMS, "tests"]
     done = subprocess.run(command, cwd=ctx.checkout, capture_output=True, text=True, timeout=420, check=False)
     output = done.stdout + done.stderr
-    atomic_write_text(ctx.out_dir / "cuda-tests.log", output)
+    atomic_write_text(ctx.out_dir / "cuda-tests.log", output, within=ctx.out_dir)
     summary_line = pytest_summary(output)
     counts = {kind: int(n) for n, kind in re.findall(r"(\d+) (passed|failed|skipped|deselected|xfailed|xpassed|"
                                                      r"warnings?|errors?)", summary_line)}

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from repro.data.text_lines import read_lines
 from repro.errors import DataError
+from repro.files.writer import atomic_write_text, make_dirs
 
 #: Multi30k's files behind each split (train, val, test_2016_flickr).
 MULTI30K = {"train": ("multi30k/train.en", "multi30k/train.de"), "dev": ("multi30k/val.en", "multi30k/val.de"),
@@ -16,16 +18,15 @@ WMT_SAMPLE = {split: (f"opennmt-wmt-ende-sample/src-{name}.txt", f"opennmt-wmt-e
 
 
 def _cut(data_dir: Path, out: Path, files: dict[str, tuple[str, str]], sizes: dict[str, int | None]) -> Path:
-    out.mkdir(parents=True, exist_ok=True)
+    make_dirs(out)
     for split, (src, tgt) in files.items():
         n = sizes.get(split)
         for name, lang in ((src, "en"), (tgt, "de")):
             path = data_dir / name
             if not path.is_file():
                 raise DataError(f"{path}: not found (the shared data sets: --data-dir or REPRO_DATA_DIR)")
-            lines = path.read_text(encoding="utf-8").split("\n")
-            lines = lines[:-1] if lines and lines[-1] == "" else lines
-            (out / f"{split}.{lang}").write_text("\n".join(lines[:n]) + "\n", encoding="utf-8")
+            lines = read_lines(path)
+            atomic_write_text(out / f"{split}.{lang}", "\n".join(lines[:n]) + "\n", within=out)
     return out
 
 

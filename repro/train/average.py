@@ -17,7 +17,7 @@ import torch
 
 from repro.errors import CheckpointError
 from repro.train.checkpoint import checkpoint_path, list_checkpoints, load_checkpoint, save_checkpoint
-from repro.train.lineage import KEY as LINEAGE, check_same_run, lineage_of
+from repro.train.lineage import FIELDS as LINEAGE_FIELDS, KEY as LINEAGE, check_same_run, lineage_of, require_lineage
 
 
 def average_state_dicts(states: list[dict[str, torch.Tensor]], names: list[str]) -> dict[str, torch.Tensor]:
@@ -40,13 +40,17 @@ def average_state_dicts(states: list[dict[str, torch.Tensor]], names: list[str])
     return {k: (v / len(states)).to(first[k].dtype) if first[k].is_floating_point() else v for k, v in total.items()}
 
 
-def average_checkpoints(paths: list[str | os.PathLike[str]], device: str | torch.device = "cpu") -> dict[str, Any]:
+def average_checkpoints(paths: list[str | os.PathLike[str]], device: str | torch.device = "cpu", *,
+                        allow_no_lineage: bool = False) -> dict[str, Any]:
     """A checkpoint (model weights and configs only) holding the average of ``paths``, computed on
-    ``device`` and returned on the CPU."""
+    ``device`` and returned on the CPU. A checkpoint without a readable lineage is refused unless
+    ``allow_no_lineage``; then the average has no lineage either and lists them in ``lineage_unchecked``."""
     if not paths:
         raise CheckpointError("no checkpoints to average")
     states = [load_checkpoint(p) for p in paths]
     names = [str(p) for p in paths]
+    unchecked = [name for state, name in zip(states, names)
+                 if not require_lineage(state, name, allow=allow_no_lineage, doing="averaging it")]
     for state, name in zip(states[1:], names[1:]):
         if state["model_config"] != states[0]["model_config"]:
             raise CheckpointError(f"{name}: model configuration differs from {names[0]}")
@@ -60,18 +64,18 @@ def average_checkpoints(paths: list[str | os.PathLike[str]], device: str | torch
         **({"recipe": states[-1]["recipe"]} if "recipe" in states[-1] else {}),
         "step": states[-1].get("step", 0),
         "averaged_from": [str(Path(p).name) for p in paths],
-        **({LINEAGE: lineage_of(states[-1])} if lineage_of(states[-1]) else {}),
+        **({"lineage_unchecked": unchecked} if unchecked else {LINEAGE: lineage_of(states[-1])}),
     }
 
 
 def write_average(paths: list[str | os.PathLike[str]], output: str | os.PathLike[str],
-                  device: str | torch.device = "cpu") -> Path:
+                  device: str | torch.device = "cpu", *, allow_no_lineage: bool = False) -> Path:
     """Average the checkpoints ``paths`` (on ``device``) into the checkpoint file ``output``."""
-    return save_checkpoint(Path(output), average_checkpoints(paths, device))
+    return save_checkpoint(Path(output), average_checkpoints(paths, device, allow_no_lineage=allow_no_lineage))
 
 
 def average_last(out_dir: str | os.PathLike[str], k: int, output: str | os.PathLike[str] | None = None,
-                 device: str | torch.device = "cpu") -> Path:
+                 device: str | torch.device = "cpu", *, allow_no_lineage: bool = False) -> Path:
     """Average the newest ``k`` checkpoints of a run into ``output`` (default OUT_DIR/average_last{k}.pt)."""
     paths = list_checkpoints(out_dir)
     if not paths:
@@ -79,7 +83,7 @@ def average_last(out_dir: str | os.PathLike[str], k: int, output: str | os.PathL
     if len(paths) < k:
         raise CheckpointError(f"{Path(out_dir) / 'checkpoints'}: asked to average the last {k} checkpoints, found {len(paths)}")
     output = Path(output) if output else Path(out_dir) / f"average_last{k}.pt"
-    return write_average(paths[-k:], output, device)
+    return write_average(paths[-k:], output, device, allow_no_lineage=allow_no_lineage)
 
 
 def average_of_run(states: Sequence[dict[str, torch.Tensor]], k: int, model_config: dict[str, Any]) -> dict[str, torch.Tensor]:
@@ -87,6 +91,7 @@ def average_of_run(states: Sequence[dict[str, torch.Tensor]], k: int, model_conf
     first, one every 10 updates): the run is written to a temporary directory and averaged there
     by :func:`average_last`, the evaluation's own path (for the audit of Section 6.1)."""
     with tempfile.TemporaryDirectory(prefix="repro-average-") as tmp:
-        for i, state in enumerate(states, start=1):
-            save_checkpoint(checkpoint_path(tmp, 10 * i), {"model": state, "model_config": model_config, "step": 10 * i})
+        for i, state in enumerate(states, start=1):   # a run of no vocabulary or data file: a lineage of None
+            save_checkpoint(checkpoint_path(tmp, 10 * i), {"model": state, "model_config": model_config, "step": 10 * i,
+                                                           LINEAGE: dict.fromkeys(LINEAGE_FIELDS)})
         return load_checkpoint(average_last(tmp, k))["model"]

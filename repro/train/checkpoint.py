@@ -6,7 +6,11 @@ a file written by anything else is refused by name. Training checkpoints live at
 model, Adam's moments, the step (the schedule of Eq. 3 is a function of it), the torch and
 Python RNG states, the data position of the batcher, and the run's lineage (the SHA-256 of its
 vocabulary and training data, :mod:`repro.train.lineage`). Weights that are NaN or infinite are
-refused where a checkpoint is loaded.
+refused where a checkpoint is loaded, and so is an optimizer state that is (Adam's moments holding
+NaN would make the next update NaN however finite the weights are). A checkpoint is read by the one
+reader (:func:`repro.files.reader.load_torch`: a regular file, no pickle) and refused before it is
+read when it is larger than the memory this machine has free; it is written by the one writer, in
+its run's folder (``within``).
 """
 
 from __future__ import annotations
@@ -18,8 +22,13 @@ from typing import Any
 
 import torch
 
-from repro.atomic import atomic_open
 from repro.errors import CheckpointError
+from repro.files.reader import inspect, load_torch
+from repro.files.writer import atomic_open, remove
+from repro.files.strict_json import nesting_depth
+from repro.limits import NESTING
+from repro.machine_memory import too_large
+from repro.validation import problem
 
 FORMAT = "repro-checkpoint"
 VERSION = 1
@@ -30,41 +39,98 @@ def checkpoint_path(out_dir: str | os.PathLike[str], step: int) -> Path:
     return Path(out_dir) / "checkpoints" / f"step_{step:08d}.pt"
 
 
-def save_checkpoint(path: str | os.PathLike[str], state: dict[str, Any]) -> Path:
-    """Write ``state`` to ``path`` so that a reader (or a crash) sees the old file or the whole new one."""
+def save_checkpoint(path: str | os.PathLike[str], state: dict[str, Any], *,
+                    within: str | os.PathLike[str] | None = None) -> Path:
+    """Write ``state`` to ``path`` so that a reader (or a crash) sees the old file or the whole new one;
+    ``within``: the run's folder the file belongs to (default: the file's own folder)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     state = {"format": FORMAT, "version": VERSION, **state}
-    with atomic_open(path, "wb") as fh:
+    with atomic_open(path, "wb", within=within) as fh:
         torch.save(state, fh)
     return path
+
+
+def _non_finite(value: Any, where: str) -> tuple[str, str] | None:
+    """(where, "NaN"/"infinite") of the first floating tensor in ``value`` (nested dicts and lists)
+    holding a value that is not finite, or None."""
+    stack = [(value, where)]
+    while stack:
+        item, at = stack.pop()
+        if isinstance(item, torch.Tensor):
+            if item.is_floating_point() and not bool(torch.isfinite(item).all()):
+                return at, "NaN" if bool(torch.isnan(item).any()) else "infinite"
+        elif isinstance(item, dict):
+            stack.extend((v, f"{at}.{k}") for k, v in item.items())
+        elif isinstance(item, (list, tuple)):
+            stack.extend((v, f"{at}[{i}]") for i, v in enumerate(item))
+    return None
+
+
+#: What a checkpoint holds besides its tensors, by type: each part's owner checks its fields (the model's
+#: configuration :class:`~repro.model.TransformerConfig`, the recipe's decoding settings, the lineage).
+METADATA_SCHEMA: dict = {
+    "type": "object",
+    "required": ["model", "model_config"],
+    "properties": {
+        "step": {"type": "integer", "minimum": 0},
+        "model": {"type": "object"},
+        "model_config": {"type": "object"},
+        "train_config": {"type": "object"},
+        "recipe": {"type": "object", "properties": {"name": {"type": "string"}, "decode": {"type": ["object", "null"]}}},
+        "optimizer": {"type": "object"},
+        "rng": {"type": "object"},
+        "data": {"type": "object"},
+        "averaged_from": {"type": "array", "items": {"type": "string"}},
+        "lineage_unchecked": {"type": "array", "items": {"type": "string"}},
+    },
+}
+
+
+def _check_metadata(state: dict[str, Any], path: Path) -> None:
+    """Refuse a checkpoint whose parts are not of their types, nested past the bound, or whose
+    weights are not tensors named by text (a crafted file), naming the file and the part."""
+    plain = {k: v for k, v in state.items() if k not in ("model", "optimizer", "rng")}
+    if nesting_depth(plain) > NESTING.hard:
+        raise CheckpointError(f"{path}: its metadata nest deeper than {NESTING.hard} levels ({NESTING.why})")
+    why = problem({**plain, **{k: state[k] for k in ("model", "optimizer", "rng") if k in state}}, METADATA_SCHEMA,
+                  nan_allowed_in=("model", "optimizer", "rng"))
+    if why is not None:
+        raise CheckpointError(f"{path}: checkpoint {why}")
+    if not all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state["model"].items()):
+        raise CheckpointError(f"{path}: the model weights are not a dict of tensors named by text")
 
 
 def load_checkpoint(path: str | os.PathLike[str], map_location: str | torch.device = "cpu") -> dict[str, Any]:
     """Read a checkpoint written by :func:`save_checkpoint`; anything else raises CheckpointError naming the file."""
     path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"{path}: checkpoint file not found")
+    size = inspect(path, "checkpoint file", error=CheckpointError).st_size
+    if (why := too_large(2 * size, f"{path}: the checkpoint")) is not None:   # the file read, then its tensors
+        raise CheckpointError(why)
     try:
-        state = torch.load(path, map_location=map_location, weights_only=True)
+        state = load_torch(path, "checkpoint", map_location=map_location, error=CheckpointError)
+    except (CheckpointError, MemoryError):
+        raise
     except Exception as err:  # torch raises many types here (UnpicklingError, RuntimeError, KeyError, EOFError...)
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise CheckpointError(
             f"{path}: not a readable checkpoint (truncated, corrupt or not a torch file: {first[:200]})"
         ) from None
-    if not isinstance(state, dict) or state.get("format") != FORMAT:
+    if not isinstance(state, dict) or not isinstance(state.get("format"), str) or state["format"] != FORMAT:
         raise CheckpointError(f"{path}: foreign checkpoint (not written by repro: no '{FORMAT}' marker)")
-    if state.get("version") != VERSION:
-        raise CheckpointError(f"{path}: checkpoint version {state.get('version')!r}, this repro reads {VERSION}")
+    if not isinstance(state.get("version"), int) or state["version"] != VERSION:
+        raise CheckpointError(f"{path}: checkpoint version {str(state.get('version'))[:40]!r}, this repro reads {VERSION}")
     if "model" not in state or "model_config" not in state:
         raise CheckpointError(f"{path}: checkpoint lacks the model weights or the model configuration")
-    if not isinstance(state["model"], dict):
-        raise CheckpointError(f"{path}: the model weights are not a dict of tensors")
+    _check_metadata(state, path)
     for name, value in state["model"].items():
         if isinstance(value, torch.Tensor) and value.is_floating_point() and not bool(torch.isfinite(value).all()):
             kind = "NaN" if bool(torch.isnan(value).any()) else "infinite"
             raise CheckpointError(f"{path}: weight '{name}' holds {kind} values (a diverged or corrupt run); "
                                   "use an earlier checkpoint")
+    found = _non_finite(state.get("optimizer"), "optimizer")
+    if found is not None:
+        raise CheckpointError(f"{path}: the optimizer state '{found[0]}' holds {found[1]} values (a diverged or "
+                              "corrupt run: the next update would make every weight NaN); use an earlier checkpoint")
     return state
 
 
@@ -89,5 +155,5 @@ def prune_checkpoints(out_dir: str | os.PathLike[str], keep: int) -> list[Path]:
     paths = list_checkpoints(out_dir)
     doomed = paths[:-keep] if keep > 0 else []
     for path in doomed:
-        path.unlink(missing_ok=True)
+        remove(path, within=out_dir)
     return doomed

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from repro import jsonfile
+from repro.files import reader
 from repro.data.vocab import SPLITS
 from repro.errors import ConfigError
 from repro.limits import SEED, THREADS
@@ -212,10 +212,10 @@ def recipe_identity(train: dict[str, Any], decode: dict[str, Any] | None = None)
 
 
 def read_json_config(path: str | Path) -> dict[str, Any]:
-    """A JSON object from ``path``, read strictly (:mod:`repro.jsonfile`: a key given twice, NaN and
+    """A JSON object from ``path``, read strictly (:mod:`repro.files.strict_json`: a key given twice, NaN and
     Infinity are refused); a missing file or bad JSON is a ConfigError naming file and line."""
     path = Path(path)
-    data = jsonfile.read(path, "training config", error=ConfigError)
+    data = reader.read_json(path, "training config", error=ConfigError)
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a training config must be a JSON object")
     return data

@@ -14,7 +14,6 @@ the files and of each array) reuses it; otherwise it says why on stderr and enco
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -29,6 +28,8 @@ from repro.data.corpora import Dataset, get_dataset, resolve_data_dir, with_spli
 from repro.data.synthetic import SYNTHETIC, SyntheticCorpus
 from repro.data.vocab import SharedVocab
 from repro.errors import ConfigError, DataError
+from repro.files.reader import read_json
+from repro.files.writer import make_dirs
 from repro.train.config import TrainConfig
 
 Examples = list[tuple[list[int], list[int]]]
@@ -140,7 +141,7 @@ def _prepared(cfg: TrainConfig, src_path: Path, tgt_path: Path, origin: str = "r
     pairs = EncodedPairs.load(folder, manifest, _say_stale(folder) if origin == "reused" else None)
     if pairs is None:
         return None
-    saved = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    saved = read_json(folder / "manifest.json", "encoded corpus's manifest", error=DataError)
     lines = list(saved.get("filtered_lines", []))
     vocab = SharedVocab.load(vocab_file)
     pairs.check_ids(folder, len(vocab), vocab_file)
@@ -153,8 +154,7 @@ def _prepare(cfg: TrainConfig, src_path: Path, tgt_path: Path) -> TrainingData:
     if not corpus.pairs:  # refused before the run directory or a vocabulary is written
         raise DataError(f"{src_path}, {tgt_path}: training corpus of dataset '{cfg.dataset}' is empty; "
                         "training needs at least one sentence pair")
-    out_dir = Path(cfg.out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = make_dirs(cfg.out_dir)
     texts = [s for s, _ in corpus.pairs] + [t for _, t in corpus.pairs]
     vocab = load_or_train_vocab(out_dir / "vocab.json", texts, cfg.vocab_size, cfg.bpe_split)
     examples, dropped = encode_pairs(vocab, corpus.pairs, cfg.max_len)
@@ -168,5 +168,5 @@ def _prepare(cfg: TrainConfig, src_path: Path, tgt_path: Path) -> TrainingData:
                         f"max_len={cfg.max_len} wordpieces; nothing is left to train on (raise max_len)")
     encoded = EncodedPairs.from_lists(examples)
     encoded.save(out_dir / "encoded", {**_manifest(cfg, src_path, tgt_path, out_dir / "vocab.json"),
-                                       "filtered_lines": lines})
+                                       "filtered_lines": lines}, within=out_dir)
     return TrainingData(vocab, encoded, len(vocab), len(dropped), lines, (src_path, tgt_path))

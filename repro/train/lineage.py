@@ -5,8 +5,13 @@ Every training checkpoint carries ``lineage = {"vocab_sha256", "data_sha256", "v
 (None where the run had no such file: the synthetic corpus), and a reader compares it before use:
 decoding with another run's vocabulary of the same size (``translate``, ``evaluate``), averaging
 checkpoints of different runs (``average``, Section 6.1) and resuming over a replaced vocabulary or
-corpus are refused, naming both files. Checkpoints written before lineage was recorded are
-read as before.
+corpus are refused, naming both files.
+
+A checkpoint without a readable lineage (the field removed, or not an object of those three
+fields) cannot be told from another run's, so ``translate``, ``evaluate``, ``average`` and a resume
+refuse it by name (:func:`require_lineage`) unless the user says ``--allow-no-lineage``; then it is
+used with a warning, and what it produced says so (the report of ``evaluate``, the averaged
+checkpoint's ``lineage_unchecked``, the resumed run's checkpoints' ``lineage.unchecked_from``).
 """
 
 from __future__ import annotations
@@ -17,7 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from repro.content_hash import file_sha256, text_sha256
-from repro.errors import CheckpointError
+from repro.errors import CheckpointError, ReproError
+from repro.files.reader import read_json
+from repro.files.text_decoding import warn
 
 KEY = "lineage"
 #: The training fields that make a run what it is: checkpoints that differ in one are of different runs
@@ -35,18 +42,51 @@ def run_lineage(out_dir: str | os.PathLike[str]) -> dict[str, Any]:
     vocab = file_sha256(vocab_file) if vocab_file.is_file() else None
     data = None
     try:
-        manifest = json.loads((out_dir / "encoded" / "manifest.json").read_text(encoding="utf-8"))
+        manifest = read_json(out_dir / "encoded" / "manifest.json", "encoded corpus's manifest")
         files = manifest["files"]
         data = text_sha256(json.dumps({"sources": sorted(v["sha256"] for v in files.values()),
                                        "max_len": manifest.get("max_len")}, sort_keys=True))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    except (ReproError, KeyError, TypeError, AttributeError):
         pass
     return {"vocab_sha256": vocab, "data_sha256": data, "vocab_file": str(vocab_file.resolve()) if vocab else None}
+
+
+#: The fields every lineage holds (each a string, or None where the run had no such file).
+FIELDS = ("vocab_sha256", "data_sha256", "vocab_file")
+#: The flag that lets a checkpoint without a readable lineage be used.
+ALLOW_FLAG = "--allow-no-lineage"
 
 
 def lineage_of(state: dict[str, Any]) -> dict[str, Any]:
     value = state.get(KEY)
     return value if isinstance(value, dict) else {}
+
+
+def readable_lineage(state: dict[str, Any]) -> dict[str, Any] | None:
+    """The checkpoint's lineage if it holds :data:`FIELDS`, each a string or None; else None."""
+    value = state.get(KEY)
+    if not isinstance(value, dict) or any(k not in value or not isinstance(value[k], (str, type(None))) for k in FIELDS):
+        return None
+    return value
+
+
+def require_lineage(state: dict[str, Any], checkpoint: str | os.PathLike[str], *, allow: bool, doing: str) -> bool:
+    """Whether the checkpoint's lineage is readable; without one, CheckpointError naming the file, or
+    (``allow``: the user's ``--allow-no-lineage``) a warning and False, for the caller to record."""
+    if readable_lineage(state) is not None:
+        return True
+    value = state.get(KEY, _MISSING)
+    why = (f"has no field '{KEY}'" if value is _MISSING else
+           f"field '{KEY}' is {type(value).__name__} {str(value)[:60]!r}, not an object of {', '.join(FIELDS)}")
+    if not allow:
+        raise CheckpointError(f"{checkpoint}: {why}, so the vocabulary and data it was trained on cannot be checked: "
+                              f"{doing} refused (another run's checkpoint would be used without a word); pass "
+                              f"{ALLOW_FLAG} to use it anyway")
+    warn(f"{checkpoint}: {why}; {doing} anyway ({ALLOW_FLAG}): its vocabulary and training data are not checked")
+    return False
+
+
+_MISSING = object()
 
 
 def check_vocab_file(state: dict[str, Any], checkpoint: str | os.PathLike[str], vocab_file: str | os.PathLike[str]) -> None:

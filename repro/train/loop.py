@@ -28,23 +28,25 @@ from tqdm import tqdm
 
 from repro.data.batching import TokenBatcher
 from repro.data.buckets import BucketBatcher
-from repro.data.synthetic import SYNTHETIC, SyntheticCorpus
-from repro.errors import CheckpointError
+from repro.data.synthetic import SyntheticCorpus
+from repro.errors import CheckpointError, ConfigError
+from repro.machine_memory import too_large
 from repro.model import Transformer, TransformerConfig, count_parameters
 from repro.model.attention import train_with_shape_free_kernels
 from repro.model.precision import Precision
-from repro.runtime import Runtime
+from repro.runtime import Runtime, resolve_device
 from repro.train.cadence import CheckpointCadence
-from repro.train.checkpoint import checkpoint_path, list_checkpoints, load_checkpoint, prune_checkpoints, save_checkpoint
+from repro.train.checkpoint import checkpoint_path, list_checkpoints, prune_checkpoints, save_checkpoint
 from repro.train.compile_cache import use_compile_cache
 from repro.train.compiled import CompiledObjective, compiles
 from repro.train.config import TrainConfig
 from repro.train.data import prepare_training_data
-from repro.train.lineage import KEY as LINEAGE, check_resume, run_lineage
+from repro.train.lineage import ALLOW_FLAG, KEY as LINEAGE, run_lineage
 from repro.train.loss import TranslationLoss, loss_impl_for
 from repro.train.metrics_log import MetricsLog
 from repro.train.optimizer import optimizer_for
 from repro.train.prefetch import Prefetcher, Sequential
+from repro.train.resume import restore
 from repro.train.progress_line import EVERY_LOGGED, progress_line
 from repro.train.run_record import write_run_record
 from repro.train.step_clock import StepClock
@@ -203,6 +205,22 @@ def build(cfg: TrainConfig, examples: Sequence[tuple[Sequence[int], Sequence[int
     return Trainer(cfg, model_cfg, model, objective, optimizer, batcher, runtime, plan, _recipe_record(cfg, recipe))
 
 
+#: Bytes per weight that training holds: the weights, their gradients and Adam's two moments, in fp32.
+TRAINING_BYTES_PER_WEIGHT = 16
+
+
+def _fits(cfg: TrainConfig) -> None:
+    """Refuse a model whose training state does not fit this machine's free memory (the device's, on
+    a GPU), before anything is prepared, probed or allocated (:mod:`repro.machine_memory`); its size
+    counted from the config, with the vocabulary size the config asks for."""
+    model_cfg = cfg.model_config(cfg.vocab_size)
+    needed = TRAINING_BYTES_PER_WEIGHT * model_cfg.parameter_estimate()
+    what = f"training a model of about {model_cfg.parameter_estimate():.3g} weights (d_model={model_cfg.d_model})"
+    why = too_large(needed, what, device=resolve_device(cfg.device))
+    if why is not None:
+        raise ConfigError(why)
+
+
 def _recipe_record(cfg: TrainConfig, recipe: dict[str, Any] | None) -> dict[str, Any]:
     """The recipe to write into checkpoints: the caller's (its training part must be ``cfg``), or
     ``cfg`` alone when the caller has no recipe (its decoding then defaults to Section 6.1's)."""
@@ -219,6 +237,7 @@ def train(cfg: TrainConfig, *, synthetic: SyntheticCorpus | None = None, runtime
     per job by rank 0; the synthetic corpus when the dataset is ``synthetic``), resuming when possible;
     rank 0 then writes the run's record (:mod:`repro.train.run_record`)."""
     began = (kwargs.get("clock") or time.monotonic)()
+    _fits(cfg)
     runtime = runtime or runtime_of(cfg)
     data = prepare_training_data(cfg, synthetic, rank=runtime.rank, world_size=runtime.world_size)
     summary = run(cfg, data.examples, data.vocab_size, runtime=runtime, began=began, **kwargs)
@@ -243,6 +262,7 @@ def run(
     clock: Callable[[], float] | None = None,
     evaluate: Callable[[torch.nn.Module, int], dict[str, float]] | None = None,
     began: float | None = None,
+    allow_no_lineage: bool = False,
 ) -> TrainSummary:
     """The loop itself, on already encoded ``examples``; ``on_step(step)`` is called after each update,
     ``on_built(trainer)`` once the trainer is built (and restored, when resuming). ``recipe``
@@ -250,7 +270,9 @@ def run(
     ``evaluate(model, step)`` (rank 0, at every checkpoint) returns dev metrics such as ``{"dev_ppl": ...}``
     for the metrics log; its time counts neither in tokens/s nor in the logged elapsed time.
     ``began`` (on ``clock``): when the job's training began, data preparation included (default: now);
-    the summary's ``step_time`` splits the wall time since then (:mod:`repro.train.step_clock`)."""
+    the summary's ``step_time`` splits the wall time since then (:mod:`repro.train.step_clock`).
+    ``allow_no_lineage``: resume from a checkpoint without a readable lineage (:mod:`repro.train.lineage`);
+    the checkpoints after it record ``lineage.unchecked_from``."""
     say = log or (lambda msg: print(msg, file=sys.stderr))
     clock = clock or time.monotonic
     timing = StepClock(clock, clock() if began is None else began)
@@ -258,10 +280,10 @@ def run(
     trainer = build(cfg, examples, vocab_size, make_batcher, runtime, recipe)
     say(f"repro train: {trainer.plan.describe()}")
     say(f"repro train: {trainer.runtime.describe()}")
-    step = 0
+    step, unchecked = 0, {}
     existing = list_checkpoints(out_dir)
     if existing:
-        step = _restore(existing[-1], trainer)
+        step, unchecked = restore(existing[-1], trainer, allow_no_lineage)
         say(f"repro train: resumed from {existing[-1]} (step {step})")
     if on_built is not None:
         on_built(trainer)
@@ -288,7 +310,7 @@ def run(
                             else None, data_state.get("epoch", ""))
             if due:
                 saving = clock()
-                written.append(_save(out_dir, step, trainer, data_state))
+                written.append(_save(out_dir, step, trainer, data_state, unchecked))
                 prune_checkpoints(out_dir, cfg.keep_checkpoints)
                 timing.exclude("checkpoint_s", clock() - saving)
                 cadence.written()
@@ -306,7 +328,9 @@ def run(
         elapsed_s=elapsed, first_loss=progress.first_loss,
         extra={**trainer.precision.provenance(), "device": str(trainer.device),
                "steps_run": step - resumed_from, "step_time": timing.summary(),
-               "parameters": count_parameters(trainer.model), "update_plan": trainer.plan.to_dict()},
+               "parameters": count_parameters(trainer.model), "update_plan": trainer.plan.to_dict(),
+               **({"lineage": f"resumed from {unchecked['unchecked_from']} without a readable lineage "
+                              f"({ALLOW_FLAG})"} if unchecked else {})},
     )
 
 
@@ -392,9 +416,11 @@ def first_update_gradients(cfg: TrainConfig, examples: Sequence[tuple[Sequence[i
             "loss": loss_sum / max(tgt_tokens, 1), "grads": grads}
 
 
-def _save(out_dir: Path, step: int, trainer: Trainer, data_state: dict[str, Any]) -> Path:
+def _save(out_dir: Path, step: int, trainer: Trainer, data_state: dict[str, Any],
+          unchecked: dict[str, str]) -> Path:
     """The checkpoint after update ``step``; ``data_state`` is the batcher's position after the
-    batches that update consumed (the prefetcher may have read further)."""
+    batches that update consumed (the prefetcher may have read further); ``unchecked``: the
+    ``unchecked_from`` of a run resumed without a readable lineage, kept in every later lineage."""
     return save_checkpoint(checkpoint_path(out_dir, step), {
         "step": step,
         "model": trainer.model.state_dict(),
@@ -405,46 +431,5 @@ def _save(out_dir: Path, step: int, trainer: Trainer, data_state: dict[str, Any]
         "rng": {"torch": torch.get_rng_state(), "python": random.getstate(),
                 "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []},
         "data": data_state,
-        LINEAGE: run_lineage(out_dir),
-    })
-
-
-def _restore(path: Path, trainer: Trainer) -> int:
-    state = load_checkpoint(path)
-    check_resume(state, path, trainer.cfg.out_dir)
-    written_with = (state.get("train_config") or {}).get("vocab_size")
-    if trainer.cfg.dataset != SYNTHETIC and written_with is not None and written_with != trainer.cfg.vocab_size:
-        raise CheckpointError(f"{path}: written by a run with vocab_size={written_with} (its vocabulary has "
-                              f"{trainer.model_cfg.src_vocab_size} entries); resuming with vocab_size="
-                              f"{trainer.cfg.vocab_size} would record a vocabulary the model does not have: "
-                              "give the run's vocab_size, or train into another out_dir")
-    mine = trainer.model_cfg.to_dict()
-    theirs = TransformerConfig.from_dict(state["model_config"]).to_dict()
-    if theirs != mine:
-        diff = sorted(k for k in mine if theirs.get(k) != mine[k])
-        raise CheckpointError(f"{path}: written for another model (fields {', '.join(diff)} differ); "
-                              "use another out_dir or the same configuration")
-    for key in ("optimizer", "rng", "data", "step"):
-        if key not in state:
-            raise CheckpointError(f"{path}: not a training checkpoint (no '{key}'); cannot resume from it")
-    try:
-        trainer.model.load_state_dict(state["model"])
-        trainer.optimizer.load_state_dict(state["optimizer"])
-    except (RuntimeError, ValueError, KeyError) as err:
-        raise CheckpointError(f"{path}: does not fit this model/optimizer ({str(err).splitlines()[0][:200]})") from None
-    torch.set_rng_state(state["rng"]["torch"])
-    random.setstate(_as_random_state(state["rng"]["python"]))
-    if torch.cuda.is_available() and state["rng"].get("cuda"):
-        torch.cuda.set_rng_state_all(state["rng"]["cuda"])
-    # rank 0 wrote the checkpoint; every rank has taken the same number of batches (the shards are
-    # padded to equal length), so rank 0's (epoch, offset) is every rank's, in its own shard
-    data = state["data"]
-    if isinstance(data, dict) and "shard" in data and data.get("num_shards") == trainer.world_size:
-        data = {**data, "shard": trainer.rank}
-    trainer.batcher.load_state_dict(data)
-    return int(state["step"])
-
-
-def _as_random_state(value: Iterable) -> tuple:
-    version, internal, gauss = value
-    return (version, tuple(internal), gauss)
+        LINEAGE: {**run_lineage(out_dir), **unchecked},
+    }, within=out_dir)

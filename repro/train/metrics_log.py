@@ -1,13 +1,23 @@
-"""The metrics log: one CSV row per logged step (pandas.read_csv reads it), TensorBoard optional."""
+"""The metrics log: one CSV row per logged step (:func:`read_log` reads it), TensorBoard optional.
+
+It is appended to through the one writer (:func:`repro.files.writer.open_append`: never through a
+symbolic link, in the run's folder) and read through the one reader.
+"""
 
 from __future__ import annotations
 
 import csv
+import io
 import os
 from pathlib import Path
 from typing import Any
 
-from repro.errors import WRITE_FAULTS, cannot_write
+import pandas as pd
+
+from repro.errors import WRITE_FAULTS, ResultError, cannot_write
+from repro.files.reader import read_text
+from repro.files.writer import atomic_write_text, make_dirs, open_append
+from repro.limits import TEXT_BYTES
 
 #: ``dev_ppl`` and ``dev_accuracy`` (token accuracy) are filled at checkpoints when the loop is given a dev
 #: evaluation, empty elsewhere; ``padding``: the share of the logged update's passes (on this device) that is PAD.
@@ -21,10 +31,10 @@ class MetricsLog:
 
     def __init__(self, path: str | os.PathLike[str], resume_step: int = 0, tensorboard: bool = False) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        make_dirs(self.path.parent)
         self._truncate_after(resume_step)
         new = not self.path.exists() or self.path.stat().st_size == 0
-        self._fh = self.path.open("a", newline="", encoding="utf-8")
+        self._fh = open_append(self.path, newline="")
         # A log begun by an older version keeps its header (and drops the columns it lacks).
         self._writer = csv.DictWriter(self._fh, fieldnames=COLUMNS if new else self._header(), extrasaction="ignore")
         if new:
@@ -34,28 +44,32 @@ class MetricsLog:
         if tensorboard:
             try:
                 from torch.utils.tensorboard import SummaryWriter
-                self._tb = SummaryWriter(str(self.path.parent / "tensorboard"))
+                # TensorBoard writes its own files: into a real folder of the run, made by the one writer
+                self._tb = SummaryWriter(str(make_dirs(self.path.parent / "tensorboard", self.path.parent)))
             except ImportError:  # tensorboard is optional
                 self._tb = None
 
+    def _text(self) -> str:
+        return read_text(self.path, "metrics log", limit=TEXT_BYTES.hard, error=ResultError)
+
     def _header(self) -> list[str]:
-        with self.path.open(newline="", encoding="utf-8") as fh:
-            return next(csv.reader(fh), None) or list(COLUMNS)
+        return next(csv.reader(io.StringIO(self._text(), newline="")), None) or list(COLUMNS)
 
     def _truncate_after(self, step: int) -> None:
         if not self.path.exists():
             return
-        with self.path.open(newline="", encoding="utf-8") as fh:
-            rows = list(csv.DictReader(fh))
-        kept = [r for r in rows if r.get("step", "").isdigit() and int(r["step"]) <= step]
+        try:
+            rows = list(csv.DictReader(io.StringIO(self._text(), newline="")))
+        except csv.Error as err:
+            raise ResultError(f"{self.path}: not a readable metrics log ({err})") from None
+        kept = [r for r in rows if (r.get("step") or "").isdigit() and int(r["step"]) <= step]
         if len(kept) == len(rows):
             return
-        tmp = self.path.with_suffix(".csv.tmp")
-        with tmp.open("w", newline="", encoding="utf-8") as fh:
-            writer = csv.DictWriter(fh, fieldnames=COLUMNS, extrasaction="ignore")
-            writer.writeheader()
-            writer.writerows(kept)
-        os.replace(tmp, self.path)
+        out = io.StringIO(newline="")
+        writer = csv.DictWriter(out, fieldnames=COLUMNS, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(kept)
+        atomic_write_text(self.path, out.getvalue())
 
     def log(self, row: dict[str, Any]) -> None:
         try:
@@ -74,3 +88,13 @@ class MetricsLog:
         self._fh.close()
         if self._tb is not None:
             self._tb.close()
+
+
+def read_log(path: str | os.PathLike[str]) -> pd.DataFrame:
+    """A metrics log as pandas reads it (through the one reader); an unreadable one is a ResultError
+    naming it."""
+    text = read_text(path, "metrics log", limit=TEXT_BYTES.hard, error=ResultError)
+    try:
+        return pd.read_csv(io.StringIO(text))
+    except (ValueError, pd.errors.ParserError) as err:
+        raise ResultError(f"{path}: not a readable metrics log ({str(err).splitlines()[0][:200]})") from None

@@ -24,6 +24,7 @@ from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 from repro.data.batching import collate
 from repro.data.synthetic import SyntheticCorpus
+from repro.files.writer import remove
 from repro.train.checkpoint import checkpoint_path, list_checkpoints, load_checkpoint, save_checkpoint, step_of
 from repro.train.config import TrainConfig
 from repro.train.loop import build, run
@@ -89,8 +90,9 @@ def update_rates(steps: Sequence[int], d_model: int, warmup_steps: int, base: Tr
             if existing and step > 1:
                 state = load_checkpoint(existing[-1])
                 for path in existing:
-                    path.unlink()
-                save_checkpoint(checkpoint_path(tmp, step - 1), {**_without_marker(state), "step": step - 1})
+                    remove(path, within=tmp)
+                save_checkpoint(checkpoint_path(tmp, step - 1), {**_without_marker(state), "step": step - 1},
+                                within=tmp)
             with optimizer_steps() as seen, _threads_kept():
                 run(run_cfg.replace(max_steps=step), examples, 8, log=_quiet)
             rates[step] = seen[-1]
@@ -140,7 +142,7 @@ def pruned_run(cfg: TrainConfig, out_dir: str | Path, updates: int, examples: li
         run(run_cfg.replace(max_steps=1), examples, vocab_size, log=_quiet, clock=clock)
         first = _without_marker(load_checkpoint(list_checkpoints(out_dir)[0]))
         for step in range(2, updates):
-            save_checkpoint(checkpoint_path(out_dir, step), {**first, "step": step})
+            save_checkpoint(checkpoint_path(out_dir, step), {**first, "step": step}, within=out_dir)
         files_dated_against_steps(out_dir)
         run(run_cfg.replace(max_steps=updates), examples, vocab_size, log=_quiet, clock=clock)
     return [step_of(p) for p in list_checkpoints(out_dir)]
@@ -172,9 +174,9 @@ def last_update(cfg: TrainConfig, guess: int | None = None, limit: int = 1 << 24
 
         def updates_after(done: int) -> bool:
             for path in list_checkpoints(tmp):
-                path.unlink()
+                remove(path, within=tmp)
             if done:
-                save_checkpoint(checkpoint_path(tmp, done), {**_without_marker(first), "step": done})
+                save_checkpoint(checkpoint_path(tmp, done), {**_without_marker(first), "step": done}, within=tmp)
             made = []
 
             def stop(step: int) -> None:

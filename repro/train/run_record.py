@@ -28,8 +28,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from repro import jsonfile
-from repro.atomic import atomic_write_text
+from repro.files import reader
+from repro.files.writer import atomic_write_text
 from repro.content_hash import file_sha256
 from repro.errors import ReproError
 from repro.results.provenance import git_commit, hardware_description
@@ -48,7 +48,7 @@ def _corpus(out_dir: Path, dataset: str, trained: int, filtered: int) -> dict[st
                               "trained": trained, "files": []}
     manifest = out_dir / "encoded" / "manifest.json"
     if manifest.is_file():
-        files = jsonfile.read(manifest, "encoded corpus manifest", error=ReproError).get("files") or {}
+        files = reader.read_json(manifest, "encoded corpus manifest", error=ReproError).get("files") or {}
         corpus["files"] = [{"path": path, **entry} for path, entry in files.items()]
     return corpus
 
@@ -64,7 +64,7 @@ def _previous_sessions(path: Path) -> list[dict[str, Any]]:
     if not path.is_file():
         return []
     try:
-        sessions = jsonfile.read(path, "run record", error=ReproError).get("sessions")
+        sessions = reader.read_json(path, "run record", error=ReproError).get("sessions")
     except (ReproError, AttributeError) as err:
         print(f"repro train: WARNING: {path}: not a readable run record ({err}); writing a new one", file=sys.stderr)
         return []

@@ -7,6 +7,7 @@ regular file is an error (exit 2), not "no submissions".
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import subprocess
@@ -58,3 +59,48 @@ def test_submissions_that_is_a_file_is_an_error(tmp_path, capsys):
     assert main(["status", "--state-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert str(tmp_path / "submissions") in err and "no submissions" not in err
+
+
+def _submitit_like(folder: Path) -> subprocess.Popen:
+    """A live process whose command line is submitit's local job runner's, for ``folder``."""
+    code = "import sys, time; print('up', flush=True); time.sleep(60)"
+    proc = subprocess.Popen([sys.executable, "-c", code, "-m", "submitit.local._local", str(folder)],
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "up"
+    return proc
+
+
+def test_an_old_records_pid_now_another_submitit_job_reads_lost(tmp_path, capsys):
+    """Issue 45: a record without a start whose pid a job runner of *another* submission now holds."""
+    other = _submitit_like(tmp_path / "submitit" / "another-submission")
+    try:
+        _ledger(tmp_path, {"job_id": str(other.pid)})
+        assert _states(tmp_path, capsys) == ["LOST"]
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_an_old_records_pid_reused_by_a_later_runner_of_its_own_folder_reads_lost(tmp_path, capsys):
+    """The runner names the record's very folder but started long after the record was made (2026-01-01)."""
+    later = _submitit_like(tmp_path / "submitit" / "s1")
+    try:
+        _ledger(tmp_path, {"job_id": str(later.pid)})
+        assert _states(tmp_path, capsys) == ["LOST"]
+    finally:
+        later.kill()
+        later.wait()
+
+
+def test_an_old_records_own_runner_reads_running(tmp_path, capsys):
+    runner = _submitit_like(tmp_path / "submitit" / "s1")
+    try:
+        Ledger(tmp_path).write(SubmissionRecord(
+            id="s1", experiment="smoke", profile="local", executor="local",
+            created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            folder=str(tmp_path / "submitit" / "s1"), results_dir=None, job_name="j",
+            jobs=[{"name": "smoke", "job_id": str(runner.pid)}]))
+        assert _states(tmp_path, capsys) == ["RUNNING"]
+    finally:
+        runner.kill()
+        runner.wait()

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from repro.data.text_lines import read_lines, split_lines
+from repro.data.text_lines import read_lines
+from repro.files.text_decoding import split_lines
 from tests.cli_run import run
 
 SENTENCES = ["Ein Mann fährt Fahrrad auf der Straße .", "Zwei Hunde spielen im Schnee vor dem Haus .",

@@ -63,7 +63,7 @@ def test_one_tree_per_line_reader_names_the_line(tmp_path):
     path.write_text("(S (NN a))\n(S (NN b)\n")
     with pytest.raises(DataError, match="gold.trees line 2"):
         read_tree_lines(path)
-    with pytest.raises(DataError, match="cannot read"):
+    with pytest.raises(DataError, match="not found"):
         read_trees(tmp_path / "missing.mrg")
 
 

@@ -120,18 +120,18 @@ def test_a_failing_renderer_leaves_the_previous_report(claims_dir, results_dir, 
 def test_a_failing_write_leaves_the_previous_report(claims_dir, results_dir, tmp_path, monkeypatch):
     import importlib
 
-    publish = importlib.import_module("repro.report.publish")
+    writer = importlib.import_module("repro.files.writer")   # the one writer stages the report's files
     out = tmp_path / "out"
     old = _previous_report(out)
-    real, calls = publish._stage, []
+    real, calls = writer.temporary_file, []
 
-    def stage_then_fail(path, content):
+    def stage_then_fail(path):
         calls.append(path)
         if len(calls) == 3:
             raise OSError("disk full")
-        return real(path, content)
+        return real(path)
 
-    monkeypatch.setattr(publish, "_stage", stage_then_fail)
+    monkeypatch.setattr(writer, "temporary_file", stage_then_fail)
     with pytest.raises(OSError):
         generate([results_dir], out, claims_dir=claims_dir)
     assert {p.name: p.read_text() for p in out.iterdir()} == old

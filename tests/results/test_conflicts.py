@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from repro.report.newest import latest
 from repro.results import Provenance, Result, ResultStore
 from tests.scaled.conftest import write_row
 from tests.cli_run import run
@@ -59,7 +60,7 @@ def test_report_takes_the_newer_of_two_dates_and_equal_copies(tmp_path, claims_d
     _record(store, 1.0, "b", date="2025-01-01T00:00:00+00:00")   # an older conflict, superseded
     _record(store, 31.57, "c")
     _record(store, 31.57, "d")   # the same value twice is no conflict
-    assert store.latest()["x.bleu"].measured == 31.57
+    assert latest(store)["x.bleu"].measured == 31.57
     rc, _, err = run(capsys, "report", "--results", str(store.root), "--claims-dir", str(claims_dir),
                      "--out", str(tmp_path / "out"), "--no-attention")
     assert rc == 0, err

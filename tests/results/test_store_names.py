@@ -13,6 +13,7 @@ import pytest
 
 from repro.cli import main
 from repro.errors import ResultError
+from repro.report.newest import latest
 from repro.results import Provenance, Result, ResultStore
 from repro.results.provenance import git_commit, source_identity
 
@@ -27,7 +28,7 @@ def test_named_record_is_replaced_in_place_and_others_kept(tmp_path):
     first = store.write(Result("c", 2.0, prov("2026-01-02")), "reproduce-local")
     second = store.write(Result("c", 3.0, prov("2026-01-03")), "reproduce-local")
     assert first == second == tmp_path / "c" / "reproduce-local.json" and other.exists()
-    assert store.latest()["c"].measured == 3.0
+    assert latest(store)["c"].measured == 3.0
     with pytest.raises(ResultError):
         store.write(Result("c", 1.0, prov()), "../escape")
 
@@ -35,7 +36,7 @@ def test_named_record_is_replaced_in_place_and_others_kept(tmp_path):
 def test_ci95_round_trips_and_is_validated(tmp_path):
     path = ResultStore(tmp_path).write(Result("c", 27.0, prov(), ci95=(26.1, 27.9)))
     data = json.loads(path.read_text())
-    assert data["ci95"] == [26.1, 27.9] and ResultStore(tmp_path).latest()["c"].ci95 == (26.1, 27.9)
+    assert data["ci95"] == [26.1, 27.9] and latest(ResultStore(tmp_path))["c"].ci95 == (26.1, 27.9)
     data["ci95"] = [28, 27]
     path.write_text(json.dumps(data))
     with pytest.raises(ResultError, match="ci95"):

@@ -11,13 +11,18 @@ from repro.model import Transformer, TransformerConfig
 from repro.train import checkpoint as ckpt
 from repro.train.average import average_checkpoints, average_last
 from repro.train.checkpoint import checkpoint_path, list_checkpoints, load_checkpoint, save_checkpoint
+from repro.train.lineage import FIELDS
 
 CFG = TransformerConfig(src_vocab_size=16, tgt_vocab_size=16, n_layers=1, d_model=8, d_ff=16, n_heads=2)
 
 
+#: The lineage of a run without a vocabulary or data file (the synthetic corpus's).
+NO_FILES = {"lineage": dict.fromkeys(FIELDS)}
+
+
 def model_state(seed):
     torch.manual_seed(seed)
-    return {"model": Transformer(CFG).state_dict(), "model_config": CFG.to_dict(), "step": seed}
+    return {"model": Transformer(CFG).state_dict(), "model_config": CFG.to_dict(), "step": seed, **NO_FILES}
 
 
 def test_roundtrip_and_no_temp_files(tmp_path):
@@ -103,7 +108,8 @@ def test_averaging_refuses_mismatched_checkpoints(tmp_path):
     save_checkpoint(tmp_path / "a.pt", model_state(1))
     other = CFG.replace(d_ff=32)
     torch.manual_seed(0)
-    save_checkpoint(tmp_path / "b.pt", {"model": Transformer(other).state_dict(), "model_config": CFG.to_dict()})
+    save_checkpoint(tmp_path / "b.pt", {"model": Transformer(other).state_dict(), "model_config": CFG.to_dict(),
+                                        **NO_FILES})
     with pytest.raises(CheckpointError, match=r"b\.pt: parameter '.*' has shape"):
         average_checkpoints([tmp_path / "a.pt", tmp_path / "b.pt"])
     # every checkpoint's configuration is compared with the first's, the second included

@@ -215,3 +215,97 @@ def test_translate_keeps_one_output_line_per_input_line(runs, tmp_path, capsys):
                        "--input", str(source), "--max-len-offset", "2", "--greedy")
     assert rc == 0, err
     assert out.count("\n") == 2
+
+
+# -- issue 45, item 4: lineage is required; optimizer state is finite --------------------------------
+
+LINEAGE_DAMAGE = {
+    "removed": lambda lineage: None,
+    "a string": lambda lineage: "vocab.json of run a",
+    "a field missing": lambda lineage: {k: v for k, v in lineage.items() if k != "vocab_sha256"},
+    "a number for a hash": lambda lineage: {**lineage, "data_sha256": 12},
+}
+
+
+def _without_lineage(runs, tmp_path: Path, damage: str) -> Path:
+    """A copy of run a whose newest checkpoint's lineage is damaged (removed when ``None``)."""
+    target = copy_run(runs, tmp_path)
+    path = target / "checkpoints" / "step_00000002.pt"
+    state = load_checkpoint(path)
+    state.pop("format"), state.pop("version")
+    changed = LINEAGE_DAMAGE[damage](state.pop("lineage"))
+    save_checkpoint(path, state if changed is None else {**state, "lineage": changed})
+    return target
+
+
+def _verb(verb: str, runs, target: Path, out: Path) -> list[str]:
+    ckpt = str(target / "checkpoints" / "step_00000002.pt")
+    return {"translate": ["translate", "--checkpoint", ckpt, "--input", str(runs["input"]), "--max-len-offset", "2",
+                          "--greedy"],
+            "evaluate": ["evaluate", "--checkpoint", ckpt, "--data-dir", str(runs["data"]), "--max-len-offset", "2",
+                         "--greedy", "--ppl-split", "none"],
+            "average": ["average", "--checkpoints", ckpt, "--output", str(out)],
+            "resume": train_args(runs["data"], target, 3)}[verb]
+
+
+@pytest.mark.parametrize("damage", list(LINEAGE_DAMAGE))
+@pytest.mark.parametrize("verb", ["translate", "evaluate", "average", "resume"])
+def test_a_checkpoint_without_a_readable_lineage_is_refused(runs, tmp_path, capsys, verb, damage):
+    target = _without_lineage(runs, tmp_path, damage)
+    out = tmp_path / "avg.pt"
+    rc, stdout, err = run(capsys, *_verb(verb, runs, target, out))
+    line = refusal(err)
+    assert rc == 2 and stdout == "" and "step_00000002.pt" in line and "lineage" in line and "--allow-no-lineage" in line
+    assert not out.exists() and not (target / "checkpoints" / "step_00000003.pt").exists()
+
+
+@pytest.mark.parametrize("verb", ["translate", "evaluate", "average", "resume"])
+def test_allow_no_lineage_uses_it_and_the_output_says_so(runs, tmp_path, capsys, verb):
+    target = _without_lineage(runs, tmp_path, "removed")
+    out = tmp_path / "avg.pt"
+    rc, stdout, err = run(capsys, *_verb(verb, runs, target, out), "--allow-no-lineage")
+    assert rc == 0, err
+    assert "WARNING" in err and "step_00000002.pt" in err and "--allow-no-lineage" in err
+    if verb == "evaluate":
+        assert "--allow-no-lineage" in json.loads(stdout)["lineage"]
+    elif verb == "average":
+        state = load_checkpoint(out)
+        assert "lineage" not in state and state["lineage_unchecked"] == [str(target / "checkpoints" /
+                                                                            "step_00000002.pt")]
+    elif verb == "resume":
+        assert "without a readable lineage" in json.loads(stdout)["lineage"]
+        lineage = load_checkpoint(target / "checkpoints" / "step_00000003.pt")["lineage"]
+        assert lineage["unchecked_from"].endswith("step_00000002.pt") and len(lineage["vocab_sha256"]) == 64
+
+
+def test_nonfinite_optimizer_state_is_refused_like_nonfinite_weights(runs, tmp_path, capsys):
+    target = copy_run(runs, tmp_path)
+    path = target / "checkpoints" / "step_00000002.pt"
+    state = load_checkpoint(path)
+    state.pop("format"), state.pop("version")
+    moments = next(iter(state["optimizer"]["state"].values()))
+    assert all(bool(torch.isfinite(v).all()) for v in state["model"].values() if v.is_floating_point())
+    moments["exp_avg_sq"].view(-1)[0] = float("nan")   # the weights stay finite
+    save_checkpoint(path, state)
+    rc, _, err = run(capsys, *train_args(runs["data"], target, 3))
+    line = refusal(err)
+    assert rc == 2 and str(path) in line and "optimizer" in line and "exp_avg_sq" in line and "NaN" in line
+    assert not (target / "checkpoints" / "step_00000003.pt").exists()
+
+
+@pytest.mark.parametrize("verb", ["translate", "average", "evaluate"])
+def test_an_output_that_is_one_of_the_inputs_is_refused(runs, tmp_path, capsys, verb):
+    target = copy_run(runs, tmp_path)
+    ckpt = target / "checkpoints" / "step_00000002.pt"
+    source = tmp_path / "in.en"
+    source.write_text("A man reads a book .\n")
+    reference = runs["data"] / "multi30k" / "test_2016_flickr.de"
+    before = {p: p.read_bytes() for p in (ckpt, source, reference)}
+    argv = {"translate": ["translate", "--checkpoint", str(ckpt), "--input", str(source), "--output", str(source),
+                          "--greedy", "--max-len-offset", "2"],
+            "average": ["average", "--checkpoints", str(ckpt), "--output", str(ckpt)],
+            "evaluate": ["evaluate", "--checkpoint", str(ckpt), "--data-dir", str(runs["data"]), "--hypotheses",
+                         str(reference), "--greedy", "--max-len-offset", "2"]}[verb]
+    rc, _, err = run(capsys, *argv)
+    assert rc == 2 and "one of this command's inputs" in refusal(err)
+    assert {p: p.read_bytes() for p in before} == before
