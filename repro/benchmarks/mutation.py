@@ -41,6 +41,8 @@ from pathlib import Path
 from typing import Any
 
 from repro.benchmarks.mutation_summary import classify, write_summary
+from repro.files.reader import read_bytes, read_text
+from repro.files.writer import atomic_write_text, make_dirs, remove
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path("reports/mutation")
@@ -49,7 +51,7 @@ TIMEOUT_FACTOR, START_S, FULL_TIMEOUT_S = 6.0, 120.0, 400.0
 
 
 def _plan() -> dict[str, Any]:
-    return tomllib.loads((ROOT / HERE / "plan.toml").read_text(encoding="utf-8"))
+    return tomllib.loads(read_text(ROOT / HERE / "plan.toml", "mutation plan"))
 
 
 def group_files(group: dict[str, Any]) -> list[str]:
@@ -59,7 +61,7 @@ def group_files(group: dict[str, Any]) -> list[str]:
 def _digest(root: Path, paths: list[Path]) -> str:
     h = hashlib.sha256()
     for p in sorted(paths):
-        h.update(str(p.relative_to(root)).encode() + b"\0" + p.read_bytes())
+        h.update(str(p.relative_to(root)).encode() + b"\0" + read_bytes(p, "source file"))
     return h.hexdigest()[:16]
 
 
@@ -73,7 +75,7 @@ def _scratch(name: str) -> Path:
     byte code (a mutated file is recompiled, the others are not)."""
     dest = Path(tempfile.gettempdir()) / f"repro-mutation-{name}"
     shutil.rmtree(dest, ignore_errors=True)
-    dest.mkdir(parents=True)
+    make_dirs(dest)
     archive = subprocess.run(["git", "archive", "HEAD"], cwd=ROOT, check=True, capture_output=True).stdout
     subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
     subprocess.run([sys.executable, "-m", "compileall", "-q", "--invalidation-mode", "checked-hash", "repro"],
@@ -96,7 +98,7 @@ def claim_map(scratch: Path, files: list[str], reuse: bool = False) -> dict[str,
     key = _digest(scratch, [*(p for p in scratch.glob("repro/**/*.py") if "benchmarks" not in p.parts),
                             *scratch.glob("claims/*")])
     if path.exists():
-        cached = json.loads(path.read_text(encoding="utf-8"))
+        cached = json.loads(read_text(path, "claim map"))
         if (cached.get("source_digest") == key or reuse) and set(files) <= set(cached["calls"]):
             if cached.get("source_digest") != key:
                 print("mutation: reusing a claim map traced at another source", file=sys.stderr)
@@ -105,8 +107,8 @@ def claim_map(scratch: Path, files: list[str], reuse: bool = False) -> dict[str,
     out = scratch / "claim_map.json"
     subprocess.run([sys.executable, "-m", "repro.benchmarks.mutation_map", "--out", str(out), "--files", *everything],
                    cwd=scratch, env=_env(scratch), check=True)
-    traced = json.loads(out.read_text(encoding="utf-8")) | {"source_digest": key}
-    path.write_text(json.dumps(traced, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    traced = json.loads(read_text(out, "claim map")) | {"source_digest": key}
+    atomic_write_text(path, json.dumps(traced, indent=1, sort_keys=True) + "\n")
     return traced
 
 
@@ -172,7 +174,7 @@ def _tests_for(files: list[str]) -> list[str]:
     for path in ROOT.glob("tests/**/test_*.py"):
         if path.parent.name in ("claims", "mutations"):
             continue
-        text = path.read_text(encoding="utf-8")
+        text = read_text(path, "source file")
         if any(m in text for m in modules) or any(path.parent.name == pkg and stem.search(text) for pkg, stem in named):
             found.append(str(path.relative_to(ROOT)))
     return sorted(found)
@@ -181,14 +183,14 @@ def _tests_for(files: list[str]) -> list[str]:
 def _broken_claims(report: Path) -> list[str]:
     if not report.exists():
         return []
-    records = json.loads(report.read_text(encoding="utf-8"))
+    records = json.loads(read_text(report, "cosmic-ray report"))
     return [r["id"] for r in records if r["status"] in ("fail", "error", "inconclusive")]
 
 
 def _run_one(spec: Any, command: str, timeout: float, report: Path) -> tuple[str, list[str], str, float]:
     from cosmic_ray.mutating import mutate_and_test
 
-    report.unlink(missing_ok=True)
+    remove(report, within=report.parent)
     began = time.perf_counter()
     result = mutate_and_test([spec], command, timeout)
     seconds = time.perf_counter() - began
@@ -237,8 +239,8 @@ def _run_group(name: str, plan: dict[str, Any], sample: int | None, seed: int | 
     seed = plan["seed"] if seed is None else seed
     out = ROOT / HERE / f"{name}.json"
     digests = {f: _digest(scratch, [scratch / f]) for f in files}
-    previous = json.loads(out.read_text(encoding="utf-8")) if out.exists() else {"rows": []}
-    equivalent = [e for e in tomllib.loads((ROOT / HERE / "classified.toml").read_text(encoding="utf-8"))["mutant"]
+    previous = json.loads(read_text(out, "mutation rows")) if out.exists() else {"rows": []}
+    equivalent = [e for e in tomllib.loads(read_text(ROOT / HERE / "classified.toml", "classified mutants"))["mutant"]
                   if e["kind"] == "equivalent"]
     done = {(r["file"], r["operator"], r["occurrence"]): r for r in previous["rows"]
             if digests.get(r["file"]) == r["file_digest"]
@@ -247,7 +249,7 @@ def _run_group(name: str, plan: dict[str, Any], sample: int | None, seed: int | 
         init([Path(f) for f in files], db, {})
         specs = sorted((item.mutations[0] for item in db.work_items),
                        key=lambda s: (str(s.module_path), s.operator_name, s.occurrence))
-    spans = {f: annotation_spans(Path(f).read_text(encoding="utf-8")) for f in files}
+    spans = {f: annotation_spans(read_text(f, "source file")) for f in files}
     annotations = [s for s in specs if _in_annotation(s, spans)]
     specs = [s for s in specs if not _in_annotation(s, spans)]
     chosen = specs if not sample or sample >= len(specs) else random.Random(seed).sample(specs, sample)
@@ -276,7 +278,7 @@ def _pytest_command(tests: list[str]) -> str:
 def _mutant_row(spec: Any, traced: dict[str, Any] | None, tests: list[str], scratch: Path, digest: str,
                 with_tests: bool) -> dict:
     path = str(spec.module_path)
-    source = Path(path).read_text(encoding="utf-8")
+    source = read_text(path, "source file")
     line = spec.start_pos[0]
     function = enclosing_function(source, line)
     report = scratch / "mutant.json"
@@ -295,7 +297,7 @@ def _mutant_row(spec: Any, traced: dict[str, Any] | None, tests: list[str], scra
     tests_outcome = None
     if with_tests and traced is not None and outcome == "survived":  # do the tests catch what the claims let through?
         tests_outcome = _run_one(spec, _pytest_command(_tests_for([path])), FULL_TIMEOUT_S * 2, report)[0]
-    if Path(path).read_text(encoding="utf-8") != source:
+    if read_text(path, "source file") != source:
         raise SystemExit(f"mutation: {path} was not restored after a mutant; stopping")
     return {"file": path, "file_digest": digest, "operator": spec.operator_name, "occurrence": spec.occurrence,
             "line": line, "function": function, "runner": runner, "outcome": outcome, "tests_outcome": tests_outcome,
@@ -315,7 +317,7 @@ def _write(out: Path, name: str, group: dict, files: list[str], generated: int, 
            "equivalent_annotations": in_annotations, "sample": sample, "seed": seed,
            "commit": commit, "rows": rows}
     tmp = out.with_suffix(".tmp")
-    tmp.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    atomic_write_text(tmp, json.dumps(doc, indent=1) + "\n")
     tmp.replace(out)
 
 

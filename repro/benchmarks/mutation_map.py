@@ -26,6 +26,7 @@ from typing import Any
 from repro.audit.on_device import on_device
 from repro.audit.repro_adapter import ReproAdapter
 from repro.checks import run_checks, select_claims
+from repro.files.writer import atomic_write_text
 from repro.runtime import Runtime
 
 
@@ -70,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--files", nargs="+", type=Path, required=True)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
-    args.out.write_text(json.dumps(trace_claims(args.files), indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    atomic_write_text(args.out, json.dumps(trace_claims(args.files), indent=1, sort_keys=True) + "\n")
     return 0
 
 

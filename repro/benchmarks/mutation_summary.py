@@ -23,6 +23,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from repro.files.reader import read_text
+from repro.files.writer import atomic_write_text
+
 OUTCOMES = ("killed", "timeout", "survived", "incompetent", "no-test")
 
 
@@ -63,8 +66,8 @@ def _percent(value: float | None) -> str:
 
 
 def write_summary(folder: Path) -> Path:
-    classified = tomllib.loads((folder / "classified.toml").read_text(encoding="utf-8")).get("mutant", [])
-    groups = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(folder.glob("*.json"))
+    classified = tomllib.loads(read_text(folder / "classified.toml", "classified mutants")).get("mutant", [])
+    groups = [json.loads(read_text(p, "mutation rows")) for p in sorted(folder.glob("*.json"))
               if p.name not in ("summary.json", "claim_map.json")]
     out: dict[str, Any] = {"groups": [], "classified": classified}
     lines = ["# Mutation testing: summary", "",
@@ -100,7 +103,7 @@ def write_summary(folder: Path) -> Path:
         what = row["diff"].replace("\n", " → ").replace("|", "\\|")
         lines.append(f"| {group} | `{row['file']}:{row['line']}` | `{what}` | {row.get('tests_outcome') or '-'} | "
                      + (f"{entry['kind']}: {entry['reason']}" if entry else "**not classified: a gap**") + " |")
-    (folder / "summary.json").write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
+    atomic_write_text(folder / "summary.json", json.dumps(out, indent=1) + "\n")
     path = folder / "summary.md"
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    atomic_write_text(path, "\n".join(lines) + "\n")
     return path

@@ -30,6 +30,7 @@ from repro.claims.compare import finite
 from repro.claims.outcome import CheckContext, Measurement
 from repro.data.corpora import get_dataset
 from repro.eval.bleu import paper_tokens, score
+from repro.files.writer import atomic_write_text
 
 HYPOTHESES = [
     "Die Donau-Dampfschifffahrt ist heute schön & ruhig .",
@@ -125,8 +126,8 @@ def target_language(claim: Claim, ctx: CheckContext) -> Measurement:
         corpus, tokens = BY_LANGUAGE[dataset.tgt_lang]
         with tempfile.TemporaryDirectory(prefix="repro-bleu-lang-") as tmp:
             src, tgt = Path(tmp) / "test.src", Path(tmp) / "test.tgt"
-            src.write_text("x\n" * len(corpus["references"]), encoding="utf-8")
-            tgt.write_text("".join(r + "\n" for r in corpus["references"]), encoding="utf-8")
+            atomic_write_text(src, "x\n" * len(corpus["references"]), within=tmp)
+            atomic_write_text(tgt, "".join(r + "\n" for r in corpus["references"]), within=tmp)
             local = dataclasses.replace(dataset, splits={"test": (src, tgt)}, tokenized=False)
             with mock.patch.object(translation, "translate", lambda *a, **k: list(corpus["hypotheses"])):
                 ours = finite(translation.evaluate_bleu(None, None, local, "test").paper.score,
