@@ -7,6 +7,7 @@ cannot say where it came from cannot be cited.
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import hashlib
 import json
 import os
@@ -96,10 +97,12 @@ def git_commit(repo: Path | None = None) -> str:
     return f"{sha}-dirty" if dirty else sha
 
 
+@functools.lru_cache(maxsize=4)
 def source_identity(root: Path | None = None) -> str:
     """What names the code when no commit can: ``no-git:repro-<version>:sha256-<12 hex>``, the installed
     version and a content hash of the package's source files (``repro/**/*.py`` and the claims it
-    ships, by relative path and content), the same for the same code wherever it is installed."""
+    ships, by relative path and content), the same for the same code wherever it is installed; hashed
+    once per process (the code does not change under a running process)."""
     package = (root or PROJECT_ROOT) / "repro"
     digest = hashlib.sha256()
     files = sorted(p for p in package.rglob("*") if p.is_file() and p.suffix in (".py", ".toml", ".csv")
