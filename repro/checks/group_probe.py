@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import socket
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,8 @@ from repro.train.loop import build, run
 from repro.train.update_step import TrainingDiverged
 
 WORLD = 2
+#: A group that has not finished by then is stuck (it takes seconds): the probe says so rather than hang.
+RANKS_TIMEOUT_S = 300.0
 #: Items a sharded evaluation maps (an odd count: the ranks take unequal shares).
 SHARD_ITEMS = 11
 
@@ -111,8 +114,15 @@ def observe_group(cfg: TrainConfig, vocab: int, passes: list[list[list]], exampl
         # fork where there is one: the ranks need not import torch and repro again (seconds each);
         # spawn where this process has started CUDA (a forked child may not touch it again)
         method = "fork" if "fork" in mp.get_all_start_methods() and not torch.cuda.is_initialized() else "spawn"
-        mp.start_processes(_rank, args=(_free_port(), folder, cfg, vocab, passes, examples), nprocs=WORLD,
-                           join=True, start_method=method)
+        ranks = mp.start_processes(_rank, args=(_free_port(), folder, cfg, vocab, passes, examples), nprocs=WORLD,
+                                   join=False, start_method=method)
+        deadline = time.monotonic() + RANKS_TIMEOUT_S
+        while not ranks.join(timeout=1.0):
+            if time.monotonic() > deadline:   # a rank waits on a collective the other never enters
+                for process in ranks.processes:
+                    process.kill()
+                raise TimeoutError(f"the {WORLD} ranks did not finish within {RANKS_TIMEOUT_S:.0f} s: one waits on a "
+                                   "collective the other never enters (did they take different numbers of passes?)")
         seen = []
         for r in range(WORLD):   # tensors, numbers, text as JSON: no pickled objects
             seen.append(tensor_json.read(Path(folder) / f"rank{r}.json"))
