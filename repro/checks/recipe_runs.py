@@ -30,6 +30,7 @@ from repro.claims.claim import Claim
 from repro.claims.compare import finite, max_abs, max_abs_diff
 from repro.claims.outcome import CheckContext, Inconclusive, Measurement, NotRun
 from repro.data.batching import TokenBatcher, collate
+from repro.data.buckets import BucketBatcher
 from repro.data.corpus import read_parallel
 from repro.data.corpora import get_dataset, resolve_data_dir
 from repro.data.vocab import BOS, EOS, SharedVocab
@@ -88,11 +89,33 @@ def tokens_per_update(claim: Claim, ctx: CheckContext) -> Measurement:
         largest = max(largest, *(max(b.src.numel(), b.tgt_out.numel()) for b in batches))
     measured = [round(statistics.mean(src)), round(statistics.mean(tgt))]
     over = largest > cfg.max_tokens_per_device  # a device's pass may hold no more than its cap, padding included
-    return Measurement(measured, False if over else None, (
+    split = shards_split_the_epoch(cfg, examples, world)
+    return Measurement(measured, False if over or split else None, (
         f"{plan.describe()}; {updates} updates of {SAMPLE}: real source {min(src)}-{max(src)}, target "
         f"{min(tgt)}-{max(tgt)} per update; padded {round(statistics.mean(p for p, _ in padded))} + "
         f"{round(statistics.mean(t for _, t in padded))}; the largest pass holds {largest} padded tokens"
-        + (f" (over the device's cap of {cfg.max_tokens_per_device})" if over else "")))
+        + (f" (over the device's cap of {cfg.max_tokens_per_device})" if over else "") + (f"; {split}" if split else "")))
+
+
+def shards_split_the_epoch(cfg: TrainConfig, examples: list, world: int, epochs: int = 3) -> str:
+    """What is wrong, if anything, with how the ranks' batchers share each epoch: together they must
+    take every pass one process would cut at their budget, each once, and no other; a rank's share
+    is padded with repeats only up to the same number of passes as the others' (``""``: nothing)."""
+    ranks = [batcher_for(cfg, examples, world, rank) for rank in range(world)]
+    one = ranks[0]
+    whole = (BucketBatcher(examples, one.max_tokens, seed=one.seed, budget=one.budget, max_sentences=one.max_sentences,
+                           step=one.step) if isinstance(one, BucketBatcher) else
+             TokenBatcher(examples, one.max_tokens, shuffle=True, seed=one.seed, budget=one.budget,
+                          max_sentences=one.max_sentences))
+    for epoch in range(epochs):
+        want = [tuple(b.tolist()) for b in whole.epoch_batches(epoch)]
+        got = [[tuple(b.tolist()) for b in rank.epoch_batches(epoch)] for rank in ranks]
+        share = -(-len(want) // world)
+        if any(len(g) != share for g in got) or sorted({b for g in got for b in g}) != sorted(set(want)) \
+                or sum(map(len, got)) - len(want) >= world:
+            return (f"epoch {epoch}: the {world} ranks take {[len(g) for g in got]} passes, one process cuts "
+                    f"{len(want)} (each rank must take {share}, together every pass once)")
+    return ""
 
 
 @checker("run.batch_by_length")

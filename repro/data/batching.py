@@ -185,12 +185,18 @@ class TokenBatcher:
         batches = self._pack(order)
         if self.shuffle:
             batches = [batches[j] for j in rng.permutation(len(batches))]
-        if self.num_shards > 1:
-            per_shard = math.ceil(len(batches) / self.num_shards)
-            padded = [batches[j % len(batches)] for j in range(per_shard * self.num_shards)]
-            batches = padded[self.shard :: self.num_shards]
+        batches = self._my_share(batches)
         self._plan = (epoch, batches)
         return batches
+
+    def _my_share(self, batches: list[np.ndarray]) -> list[np.ndarray]:
+        """This shard's passes of an epoch's ``batches``: every ``num_shards``-th, the list first padded
+        with its own first passes to a multiple of ``num_shards`` (every rank takes as many)."""
+        if self.num_shards == 1 or not batches:
+            return batches
+        per_shard = math.ceil(len(batches) / self.num_shards)
+        padded = [batches[j % len(batches)] for j in range(per_shard * self.num_shards)]
+        return padded[self.shard :: self.num_shards]
 
     def __len__(self) -> int:
         """Batches per epoch for this shard."""

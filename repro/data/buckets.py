@@ -86,12 +86,7 @@ class BucketBatcher(TokenBatcher):
             played += 1
             batches, pending = self._play(played, pending)
         self._played = (played, pending)
-        if self.num_shards > 1 and batches:
-            per_shard = math.ceil(len(batches) / self.num_shards)
-            padded = [batches[j % len(batches)] for j in range(per_shard * self.num_shards)]
-            batches = padded[self.shard :: self.num_shards]
-        elif self.num_shards > 1:
-            batches = []
+        batches = self._my_share(batches)
         self._plan = (epoch, batches)
         return batches
 
