@@ -9,7 +9,9 @@ kernel binaries. A job whose graph is unchanged then skips inductor's and Triton
 traces (dynamo still runs). torch keeps them under the temporary directory by default
 (``/tmp/torchinductor_<user>``), which a cluster node often empties between jobs; a job here keeps
 them under ``$REPRO_CACHE_DIR/inductor`` (default ``~/.cache/repro/inductor``). A
-``TORCHINDUCTOR_CACHE_DIR`` set by the user wins.
+``TORCHINDUCTOR_CACHE_DIR`` set by the user wins, unless it is torch's own default: inductor writes
+that into the environment at its first compilation, so a job compiled after a benchmark in the same
+process (the H200's selftest) would otherwise have taken it for the user's choice.
 """
 
 from __future__ import annotations
@@ -20,18 +22,11 @@ from pathlib import Path
 __all__ = ["compile_cache_dir", "use_compile_cache"]
 
 
-#: ``TORCHINDUCTOR_CACHE_DIR`` as the user set it, read when repro is imported: inductor writes its own
-#: default (the temporary directory) into the environment at its first compilation, and a later
-#: reading of the variable would take that for the user's choice (the H200's selftest compiled its
-#: benchmark first and then kept the job's graphs under /tmp).
-USER_SETTING = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
-
-
 def compile_cache_dir() -> Path:
     """The directory compiled graphs and kernels are kept in (see the module's docstring)."""
     explicit = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
-    if explicit and explicit != USER_SETTING and explicit == _inductor_default():
-        explicit = None   # written by inductor's first compilation, not by the user
+    if explicit and os.path.abspath(explicit) == _inductor_default():
+        explicit = None   # what inductor writes at its first compilation: no choice of the user's
     if explicit:
         return Path(explicit)
     root = os.environ.get("REPRO_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "repro")

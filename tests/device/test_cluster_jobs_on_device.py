@@ -18,6 +18,8 @@ import pytest
 from repro.cluster.experiments import Plan, plan_jobs
 from repro.cluster.job import TrainingJob
 from repro.cluster.profiles import parse_profile
+from repro.measures.claimed import claim_requests
+from repro.measures.run_dev import DEV_REQUEST, measures_dev
 from repro.parsing.prepare import prepare, sample_groups
 from repro.results import ResultStore
 
@@ -65,8 +67,11 @@ def test_job_trains_and_evaluates_on_the_device(device, experiment: str, job_dat
     assert summary["steps"] == 4 and summary["device"] == ("cpu" if device.name == "cpu" else "cuda:0")
     stored = {r.claim_id: r for r in ResultStore(tmp_path / "results").read_all()}
     assert claims | {f"run.{spec['name']}"} == set(stored)
-    # every claim measured by the registry (repro.measures), each model measurement on the job's device
-    assert {c[0] for c in registry_calls} == claims
+    # every claim measured by the registry (repro.measures), and the run's own dev evaluation (token
+    # accuracy, issue 44) where no claim measures the dev split; each model measurement on the job's device
+    assert {c[0] for c in registry_calls} - {DEV_REQUEST.result_id} == claims
+    assert (DEV_REQUEST.result_id in {c[0] for c in registry_calls}) == (not measures_dev(
+        claim_requests(sorted(claims))))
     assert {c[2] for c in registry_calls if c[2] is not None} == {summary["device"]}
     for claim in claims:
         result = stored[claim]
