@@ -10,8 +10,9 @@ measures, on ``--device`` (auto: CUDA when present):
   recipe's precision (``auto``: bf16 on a GPU that computes it), eager and under ``torch.compile``;
 - ``torch.nn.Transformer`` of the same size, same tokens and precision, eager: the peer;
 
-in alternating rounds (every case once per round, so all see the same load), median of ``--steps``
-rounds after ``--warmup``. MFU = model FLOPs of the update / seconds / the measured peak of the
+in alternating rounds (every case once per round, so all see the same load), each round ``--block``
+updates back to back as the training loop launches them (the host reads an update's figures once the
+next is launched), median of ``--steps`` rounds after ``--warmup``. MFU = model FLOPs of the update / seconds / the measured peak of the
 compute dtype, with model FLOPs = 6 x (the matrix products' weights x the tokens that pass through
 them), attention scores excluded (:func:`repro.benchmarks.train_speed.training_flops`). The paper's
 own runs reached about 31 % (base) and 42 % (big) of 8 P100s by the same count.
@@ -51,7 +52,7 @@ from repro.train.compiled import CompiledObjective, CompileWatch
 from repro.train.loss import TranslationLoss, loss_impl_for
 from repro.train.optimizer import build_optimizer
 from repro.train.schedule import PAPER_WARMUP_STEPS
-from repro.train.update_step import update
+from repro.train.update_step import InFlight, ReadLate, launch_update
 
 
 def sustained_rate(device: torch.device, dtype: torch.dtype, n: int, seconds: float) -> float:
@@ -71,15 +72,27 @@ def sustained_rate(device: torch.device, dtype: torch.dtype, n: int, seconds: fl
 
 
 def _stepper(objective: nn.Module, model: nn.Module, batch: Batch, runtime: Runtime, d_model: int):
+    """One update per call, launched as the training loop launches it (:func:`launch_update`: on one GPU
+    with fused Adam the host does not wait for the device); the caller reads the last one's figures."""
     optimizer, steps = build_optimizer(model), iter(range(1, 10**9))
     on_device = batch.to(runtime.device)
 
-    def step() -> float:
-        stats = update(objective, optimizer, [on_device], runtime.device, step=next(steps), d_model=d_model,
-                       warmup_steps=PAPER_WARMUP_STEPS, precision=runtime.precision)
-        synchronize(runtime.device)
-        return stats.loss_per_token
+    def step() -> InFlight:
+        return launch_update(objective, optimizer, [on_device], runtime.device, step=next(steps), d_model=d_model,
+                             warmup_steps=PAPER_WARMUP_STEPS, precision=runtime.precision)
     return step
+
+
+def _timed_block(step, block: int, device: torch.device) -> float:
+    """Wall seconds of ``block`` updates back to back, the device drained at the end; each update's
+    figures read one update late, as the loop reads them."""
+    synchronize(device)
+    start, late = time.perf_counter(), ReadLate()
+    for _ in range(block):
+        late.push(step())
+    late.drain()   # raises on a non-finite loss: a diverged case is no figure
+    synchronize(device)
+    return time.perf_counter() - start
 
 
 def measure_model(size: str, runtime: Runtime, batch: Batch, args: argparse.Namespace, peak_tflops: float) -> dict:
@@ -101,9 +114,8 @@ def measure_model(size: str, runtime: Runtime, batch: Batch, args: argparse.Name
     watch = CompileWatch()
     for i in range(args.warmup + args.steps):
         for name, fn in cases.items():
-            start = time.perf_counter()
-            fn()
-            (seconds if i >= args.warmup else warming)[name].append(time.perf_counter() - start)
+            block = args.block if i >= args.warmup else 1
+            (seconds if i >= args.warmup else warming)[name].append(_timed_block(fn, block, runtime.device) / block)
     flops = training_flops(ours, batch.src_tokens, batch.tgt_tokens)
     tokens = batch.src_tokens + batch.tgt_tokens
     out: dict[str, Any] = {"parameters": count_parameters(ours), "model_flops_per_update": flops, "cases": {}}
@@ -136,6 +148,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--vocab", type=positive_int, default=37000)
     parser.add_argument("--steps", type=positive_int, default=10, help="measured rounds (median reported)")
     parser.add_argument("--warmup", type=non_negative_int, default=3, help="unmeasured rounds first (compilation happens here)")
+    parser.add_argument("--block", type=positive_int, default=None,
+                        help="updates per measured round, back to back (default: 5 on a GPU, 1 on a CPU)")
     parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
                         help="also time the step under torch.compile (default: on a GPU only)")
     parser.add_argument("--peak-n", type=positive_int, default=None, help="matrix size of the peak (default 8192 GPU, 2048 CPU)")
@@ -148,6 +162,7 @@ def main(argv: list[str] | None = None) -> dict:
     args.compile = gpu if args.compile is None else args.compile
     args.kernels = gpu if args.kernels is None else args.kernels
     sentences = args.sentences or (780 if gpu else 64)
+    args.block = args.block or (5 if gpu else 1)
     batch = make_batch(sentences, args.length, args.vocab)
     n = args.peak_n or (8192 if gpu else 2048)
     if gpu:

@@ -1,11 +1,11 @@
 """The job's own path, timed: does the training job run as fast as the benchmark's update?
 
-``repro bench gpu`` times the loop's ``update()`` on one fixed batch already on the device. A
+``repro bench gpu`` times the loop's update (``launch_update``) on one fixed batch already on the device. A
 training job does more around it: the batcher packs real sentence pairs by length (Section 5.1),
 every pass has another shape and carries padding, passes may be accumulated, the compiled objective
 meets those shapes, and on a GPU the prefetcher collates and pins the next batches in a thread while
 the main thread launches kernels. This measures that path as the job runs it, from the loop's own
-pieces (:func:`repro.train.loop.build`, :func:`repro.train.loop.batches_for`, ``Trainer.update``) on
+pieces (:func:`repro.train.loop.build`, :func:`repro.train.loop.batches_for`, ``Trainer.launch``) on
 real text prepared as a job prepares it (:func:`repro.train.data.prepare_training_data`), with no
 checkpoint writes and no evaluation, and beside it, in alternating rounds on the same model and
 optimizer, the fixed-shape update at the job's own tokens per update (``sentences x 32`` tokens per
@@ -13,7 +13,9 @@ side, as ``repro bench gpu`` builds it, rounded to the job's mean real tokens pe
 
 Each round runs ``--block`` updates of the job, then ``--block`` fixed-shape updates, each block
 timed between two device synchronisations; the figures are medians over ``--steps`` rounds after
-``--warmup`` updates of each. Tokens per second count real tokens (source + target, no padding).
+``--warmup`` updates of each. As in the loop, an update's figures are read once the next update is
+launched (:class:`repro.train.update_step.ReadLate`; on one GPU with fused Adam the host so never waits
+inside an update). Tokens per second count real tokens (source + target, no padding).
 The first update of the job, which compiles the objective where the loop compiles it, is timed
 apart (``compile_s``), as are the other warm-up updates (``warmup_s``); ``compilations`` is
 dynamo's count of graphs compiled (:data:`repro.train.compiled.COMPILATIONS` is the stated bound).
@@ -57,6 +59,7 @@ from repro.train.compiled import COMPILATIONS, CompileWatch, compiles
 from repro.train.config import COMPILE_MODES, TrainConfig
 from repro.train.data import prepare_training_data
 from repro.train.loop import Trainer, batches_for, build
+from repro.train.update_step import ReadLate
 
 __all__ = ["FIXED_LENGTH", "QUICK_MODEL", "job_config_for", "measure", "main"]
 
@@ -148,27 +151,29 @@ def _measure(trainer: Trainer, steps: int, block: int, warmup: int, kernels: boo
     job_tokens: list[int] = []
     padded: list[int] = []
 
+    late = ReadLate()   # the loop's order: an update's figures read once the next is launched
+
     def job_update() -> int:
         micro, _ = next(batches)
-        stats = trainer.update(micro, next(step))
+        late.push(trainer.launch(micro, next(step)))
         padded.append(sum(b.src.numel() + b.tgt_out.numel() for b in micro))
-        job_tokens.append(stats.src_tokens + stats.tgt_tokens)
-        return stats.src_tokens + stats.tgt_tokens
+        job_tokens.append(sum(b.src_tokens + b.tgt_tokens for b in micro))   # one process: the update's tokens
+        return job_tokens[-1]
 
     try:
         watch = CompileWatch()
-        compile_s = _timed(device, job_update)
-        warmup_s = _timed(device, lambda: [job_update() for _ in range(max(warmup - 1, 0))])
+        compile_s = _timed(device, job_update, late)
+        warmup_s = _timed(device, lambda: [job_update() for _ in range(max(warmup - 1, 0))], late)
         per_side = statistics.mean(job_tokens) / 2
         sentences = max(2, round(per_side / FIXED_LENGTH))
         fixed = make_batch(sentences, FIXED_LENGTH, trainer.model_cfg.src_vocab_size).to(device)
         fixed_tokens = fixed.src_tokens + fixed.tgt_tokens
 
         def fixed_update() -> int:
-            trainer.update([fixed], next(step))
+            late.push(trainer.launch([fixed], next(step)))
             return fixed_tokens
 
-        fixed_warmup_s = _timed(device, lambda: [fixed_update() for _ in range(max(warmup, 1))])
+        fixed_warmup_s = _timed(device, lambda: [fixed_update() for _ in range(max(warmup, 1))], late)
         warm_graphs = watch.graphs
         job_tokens.clear()
         padded.clear()
@@ -180,7 +185,7 @@ def _measure(trainer: Trainer, steps: int, block: int, warmup: int, kernels: boo
             graphs = watch.graphs
             for name, fn in (("job", job_update), ("fixed", fixed_update)):
                 counted: list[int] = []
-                round_seconds[name] = _timed(device, lambda: counted.extend(fn() for _ in range(block)))
+                round_seconds[name] = _timed(device, lambda: counted.extend(fn() for _ in range(block)), late)
                 round_tokens[name] = sum(counted)
             if watch.graphs != graphs:
                 discarded.append(round(sum(round_seconds.values()), 3))
@@ -190,6 +195,7 @@ def _measure(trainer: Trainer, steps: int, block: int, warmup: int, kernels: boo
                 tokens[name].append(round_tokens[name])
         profiles = ({name: profile_kernels(fn, device) for name, fn in (("job", job_update), ("fixed", fixed_update))}
                     if (device.type == "cuda" if kernels is None else kernels) else None)
+        late.drain()
     finally:
         batches.close()
     if not seconds["job"]:
@@ -223,11 +229,14 @@ def _measure(trainer: Trainer, steps: int, block: int, warmup: int, kernels: boo
     return out
 
 
-def _timed(device: torch.device, fn: Callable[[], Any]) -> float:
-    """Wall seconds of ``fn``, between two synchronisations of ``device``."""
+def _timed(device: torch.device, fn: Callable[[], Any], late: ReadLate | None = None) -> float:
+    """Wall seconds of ``fn``, between two synchronisations of ``device``; the figures of the last
+    update ``late`` holds read before the second (a non-finite loss raises)."""
     synchronize(device)
     start = time.perf_counter()
     fn()
+    if late is not None:
+        late.drain()
     synchronize(device)
     return time.perf_counter() - start
 

@@ -22,6 +22,7 @@ from repro.data.batching import collate
 from repro.data.vocab import EOS, PAD
 from repro.train.loop import build
 from repro.train.update_step import TrainingDiverged
+from repro.train.compiled import CompiledObjective
 from repro.train.loss import TranslationLoss
 
 #: The loss scale handed to the objective (the loop's world size / target tokens): both forms must apply it.
@@ -131,13 +132,14 @@ def update_arithmetic(claim: Claim, ctx: CheckContext) -> Measurement:
 @checker("run.smoothing_spread")
 def smoothing_spread(claim: Claim, ctx: CheckContext) -> Measurement:
     """Section 5.4's smoothing in each form of the projection loss the loop can run (``chunked``:
-    the fused kernel of the CPU; ``dense``: the GPU's and torch.compile's), inside the job's
+    the fused kernel of the CPU; ``dense``: the GPU's, eager and as ``torch.compile`` traces it into
+    the compiled objective, forward and backward, with its own backward formula), inside the job's
     objective (:class:`~repro.train.loss.TranslationLoss`): the target distribution q read off
     the gradient of the logits (softmax(z) - q) against q written out here (``1 - eps`` on the
     label, 0 on PAD, ``eps / (V - 2)`` on every other token), on a vocabulary of 12 where a
     share of 1/V shows; the loss value must be H(q, p) times the scale the loop hands the
     objective (and its gradient so scaled), its NLL -log p(y) unscaled. Measured: the largest
-    |q - q_ref| over both forms."""
+    |q - q_ref| over the three."""
     own(ctx)
     epsilon = job_config(claim.params.get("experiment", "table2-base-ende")).label_smoothing
     vocab, width = 12, 16   # width >= V: the gradient of the hidden states gives back that of the logits
@@ -152,14 +154,17 @@ def smoothing_spread(claim: Claim, ctx: CheckContext) -> Measurement:
     q_ref.scatter_(1, flat[keep][:, None], 1.0 - epsilon)
     start = torch.randn(2, 5, width, generator=gen, dtype=torch.float64)
     worst, rows = 0.0, []
-    for impl in ("chunked", "dense"):
+    for form in ("chunked", "dense", "dense, compiled"):
+        impl = form.split(",")[0]
         hidden = start.clone().requires_grad_(True)
         objective = TranslationLoss(_ProjectionOnly(hidden, weight), epsilon, impl=impl)
+        if form.endswith("compiled"):   # the graph a compiled job's objective traces, forward and backward
+            objective = CompiledObjective(objective, backend="aot_eager")
         # the scale the loop hands it (world size / the update's target tokens), as a device tensor
         loss, nll, _ = objective(target, target, target, torch.tensor(SCALE))
         loss = loss / SCALE
         (grad_hidden,) = torch.autograd.grad(loss, [hidden])
-        finite(grad_hidden, f"the {impl} loss's gradient")
+        finite(grad_hidden, f"the {form} loss's gradient")
         # dL/dh = (softmax(z) - q) W, W of full row rank: dL/dz = dL/dh W^T (W W^T)^-1
         grad = (grad_hidden.reshape(-1, width) @ weight.t() @ torch.linalg.inv(weight @ weight.t()))
         logp = (start.reshape(-1, width) @ weight.t()).log_softmax(-1)
@@ -171,7 +176,7 @@ def smoothing_spread(claim: Claim, ctx: CheckContext) -> Measurement:
         nll_ref = float(-logp[keep].gather(1, flat[keep][:, None]).sum())
         nll_err = abs(float(nll) - nll_ref) / abs(nll_ref)
         worst = max(worst, diff, pad_grad, value_err, nll_err)
-        rows.append(f"{impl}: max |q - q_ref| {diff:.1e}, gradient at padding {pad_grad:.1e}, loss against "
+        rows.append(f"{form}: max |q - q_ref| {diff:.1e}, gradient at padding {pad_grad:.1e}, loss against "
                     f"H(q_ref, p) {value_err:.1e} relative, NLL {nll_err:.1e} relative")
     return Measurement(worst, detail=f"eps {epsilon}, V = {vocab}: " + "; ".join(rows))
 

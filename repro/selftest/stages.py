@@ -64,7 +64,7 @@ def gpu_bench(ctx: Context) -> tuple[dict[str, Any], list[Target]]:
         args += ["--models", "base", "--sentences", "4", "--length", "8", "--vocab", "500", "--steps", "1",
                  "--warmup", "1", "--peak-n", "128", "--peak-seconds", "0.05", "--no-compile", "--precision", "fp32"]
     elif ctx.gpu:
-        args += ["--steps", "5", "--warmup", "2", "--peak-seconds", "2"]
+        args += ["--steps", "4", "--block", "4", "--warmup", "2", "--peak-seconds", "2"]
     found = gpu_benchmark.main(args)
     figures: dict[str, Any] = {"peak_tflops": found["peak_tflops"], "precision": found["precision"],
                                "conditions": found["conditions"]}

@@ -50,7 +50,7 @@ from repro.train.resume import restore
 from repro.train.progress_line import EVERY_LOGGED, progress_line
 from repro.train.run_record import write_run_record
 from repro.train.step_clock import StepClock
-from repro.train.update_step import TrainingDiverged, UpdateStats, accumulate, update, world
+from repro.train.update_step import InFlight, TrainingDiverged, UpdateStats, accumulate, launch_update, world
 from repro.train.update_plan import UpdatePlan, plan_update
 
 __all__ = ["TrainSummary", "Trainer", "TrainingDiverged", "batcher_for", "batches_for", "build",
@@ -137,9 +137,14 @@ class Trainer:
 
     def update(self, micro: Sequence, step: int) -> UpdateStats:
         """Update ``step`` (counted from 1) on this update's micro-batches (:mod:`repro.train.update_step`)."""
-        return update(self.objective, self.optimizer, micro, self.device, step=step, d_model=self.model_cfg.d_model,
-                      warmup_steps=self.cfg.warmup_steps, lr_scale=self.cfg.lr_scale, world_size=self.world_size,
-                      precision=self.precision)
+        return self.launch(micro, step).result()
+
+    def launch(self, micro: Sequence, step: int) -> InFlight:
+        """Update ``step`` launched; its figures read later where the device allows it
+        (:func:`~repro.train.update_step.launch_update`: one GPU with fused Adam)."""
+        return launch_update(self.objective, self.optimizer, micro, self.device, step=step,
+                             d_model=self.model_cfg.d_model, warmup_steps=self.cfg.warmup_steps,
+                             lr_scale=self.cfg.lr_scale, world_size=self.world_size, precision=self.precision)
 
     @property
     def device(self) -> torch.device:
@@ -294,28 +299,47 @@ def run(
     batches = batches_for(trainer)
     written: list[Path] = []
     start = clock()
+    waiting: tuple[InFlight, dict[str, Any]] | None = None   # an update launched, its figures not yet read
+
+    def settle(launched: InFlight, data_state: dict[str, Any], due: bool) -> None:
+        """Read update ``launched.step``'s figures; log them; at a due step, evaluate and checkpoint."""
+        try:
+            stats = launched.result()
+        except TrainingDiverged as err:
+            raise TrainingDiverged(f"{err}; the last checkpoint is {(list_checkpoints(out_dir) or ['none'])[-1]}") \
+                from None
+        progress.record(stats, _evaluate(evaluate, trainer, progress, timing, launched.step)
+                        if due and evaluate is not None else None, data_state.get("epoch", ""))
+        if due:
+            saving = clock()
+            written.append(_save(out_dir, launched.step, trainer, data_state, unchecked))
+            prune_checkpoints(out_dir, cfg.keep_checkpoints)
+            timing.exclude("checkpoint_s", clock() - saving)
+            cadence.written()
+
     try:
         while step < cfg.max_steps:
             step += 1
             timing.start_update()
             micro, data_state = next(batches)
             try:
-                stats = trainer.update(micro, step)
+                launched = trainer.launch(micro, step)
             except TrainingDiverged as err:
                 raise TrainingDiverged(f"{err}; the last checkpoint is {(list_checkpoints(out_dir) or ['none'])[-1]}") \
                     from None
-            timing.end_update()
+            if waiting is not None:   # the previous update's figures, read once this one is launched
+                settle(*waiting, due=False)
+                waiting = None
             due = cadence.due(step) and trainer.rank == 0
-            progress.record(stats, _evaluate(evaluate, trainer, progress, timing, step) if due and evaluate is not None
-                            else None, data_state.get("epoch", ""))
-            if due:
-                saving = clock()
-                written.append(_save(out_dir, step, trainer, data_state, unchecked))
-                prune_checkpoints(out_dir, cfg.keep_checkpoints)
-                timing.exclude("checkpoint_s", clock() - saving)
-                cadence.written()
+            if launched.deferred and not due and step < cfg.max_steps:
+                waiting = (launched, data_state)
+            else:   # a checkpoint holds an update whose figures were read, and before the next one
+                settle(launched, data_state, due)
+            timing.end_update()
             if on_step is not None:
                 on_step(step)
+        if waiting is not None:
+            settle(*waiting, due=False)
     finally:
         batches.close()
         progress.close()

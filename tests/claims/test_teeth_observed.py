@@ -75,8 +75,8 @@ def patched(target, name: str, value) -> Iterator[None]:
 
 def rate_one_update_late():
     """The loop applies Eq. 3 one update late (update k at the rate of k - 1)."""
-    original = loop.update
-    return patched(loop, "update", lambda *a, **k: original(*a, **{**k, "step": max(k["step"] - 1, 1)}))
+    original = loop.launch_update
+    return patched(loop, "launch_update", lambda *a, **k: original(*a, **{**k, "step": max(k["step"] - 1, 1)}))
 
 
 def weight_decay():

@@ -125,9 +125,9 @@ def test_a_run_on_real_text_compiles_within_the_bound(graphs, monkeypatch, bound
     if not bounded:
         monkeypatch.setattr(loop, "CompiledObjective", PlainCompile)
     shapes: list[tuple[int, int, int]] = []
-    update = loop.Trainer.update
-    monkeypatch.setattr(loop.Trainer, "update", lambda self, micro, step: (
-        shapes.extend((b.src.size(0), b.src.size(1), b.tgt_in.size(1)) for b in micro), update(self, micro, step))[1])
+    launch = loop.Trainer.launch
+    monkeypatch.setattr(loop.Trainer, "launch", lambda self, micro, step: (
+        shapes.extend((b.src.size(0), b.src.size(1), b.tgt_in.size(1)) for b in micro), launch(self, micro, step))[1])
     data = tiny_multi30k(tmp_path / "data", {"train": 600, "dev": 4, "test": 4})
     cfg = TrainConfig(dataset=str(data), vocab_size=300, tokens_per_batch=300, max_tokens_per_device=300,
                       max_steps=100, warmup_steps=10, max_len=60, checkpoint_every_steps=0,

@@ -130,3 +130,84 @@ def test_dense_loss_ignores_a_non_finite_pad_row():
     loss, nll, tokens = dense_projection_loss(hidden, torch.randn(9, 4), torch.tensor([3, PAD]), epsilon=0.1,
                                               pad_id=PAD)
     assert math.isfinite(loss.item()) and math.isfinite(nll.item()) and tokens.item() == 1
+
+
+def _backward_graph(fn, *args):
+    """The backward graph that ``torch.compile`` hands its compiler for ``fn(*args).backward()``."""
+    from torch._dynamo.backends.common import aot_autograd
+
+    graphs = {}
+
+    def keep(name):
+        def compiler(gm, _inputs):
+            graphs[name] = gm
+            return gm.forward
+        return compiler
+
+    compiled = torch.compile(fn, backend=aot_autograd(fw_compiler=keep("forward"), bw_compiler=keep("backward")),
+                             dynamic=False, fullgraph=True)
+    compiled(*args).backward()
+    return graphs["backward"]
+
+
+def test_the_dense_loss_gradient_is_one_element_wise_pass():
+    """Issue 42: the logits' gradient over 25000 x 37000 values, compiled, is formed by element-wise
+    ops only, which inductor fuses into one kernel reading the logits once and writing their
+    gradient once; no (n, V) op of the backward graph is a scatter, a gather's or a select's backward,
+    or a fill of zeros (autograd's own formula for the forward scatters into a zeroed fp32 buffer)."""
+    from repro.train.loss import dense_projection_loss
+
+    n, vocab, width = 6, 40, 8
+    hidden = torch.randn(n, width, requires_grad=True)
+    weight = torch.randn(vocab, width, requires_grad=True)
+    target = torch.tensor([5, 7, PAD, 9, 11, 13])
+    graph = _backward_graph(lambda h, w: dense_projection_loss(h, w, target, epsilon=0.1, pad_id=PAD)[0],
+                            hidden, weight)
+    wide = []
+    for node in graph.graph.nodes:
+        val = node.meta.get("val")
+        if node.op == "call_function" and isinstance(val, torch.Tensor) and val.numel() == n * vocab:
+            wide.append(node.target)
+    assert wide, "no (n, V) op found in the backward graph"
+    allowed = {torch.ops.aten.mm.default, torch.ops.aten.t.default, torch.ops.aten.permute.default,
+               torch.ops.aten.view.default, torch.ops.aten.expand.default}
+    not_element_wise = [str(op) for op in wide
+                        if op not in allowed and torch.Tag.pointwise not in getattr(op, "tags", ())]
+    assert not not_element_wise, f"the logits' gradient is not element-wise: {not_element_wise}"
+
+
+def test_the_dense_loss_under_bf16_autocast_stays_within_its_stated_tolerance():
+    """The dense loss as a GPU job runs it (bf16 products under autocast, fp32 softmax): loss within
+    1e-2 relative and gradients within 2e-2 of the largest gradient, against the fp64 reference."""
+    from repro.train.loss import dense_projection_loss
+
+    torch.manual_seed(1)
+    hidden = torch.randn(32, 64, dtype=torch.float64)
+    weight = torch.randn(300, 64, dtype=torch.float64) / 8
+    target = torch.randint(1, 300, (32,))
+    target[-5:] = PAD
+    results = []
+    for mixed in (False, True):
+        h = (hidden if not mixed else hidden.float()).clone().requires_grad_()
+        w = (weight if not mixed else weight.float()).clone().requires_grad_()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=mixed):
+            loss, nll, _ = dense_projection_loss(h, w, target, epsilon=0.1, pad_id=PAD)
+        loss.backward()
+        results.append((float(loss), float(nll), h.grad.double(), w.grad.double()))
+    (ref_loss, ref_nll, ref_gh, ref_gw), (loss, nll, gh, gw) = results
+    assert loss == pytest.approx(ref_loss, rel=1e-2) and nll == pytest.approx(ref_nll, rel=1e-2)
+    for got, want in ((gh, ref_gh), (gw, ref_gw)):
+        assert torch.isfinite(got).all() and (got - want).abs().max() <= 2e-2 * want.abs().max()
+    assert gh[-5:].abs().max() == 0
+
+
+def test_a_non_finite_pad_row_gives_no_non_finite_gradient():
+    """A PAD position whose hidden state went bad gets a zero gradient, not 0 x NaN."""
+    from repro.train.loss import dense_projection_loss
+
+    hidden = torch.ones(2, 4)
+    hidden[1] = float("nan")
+    hidden.requires_grad_()
+    loss, _, _ = dense_projection_loss(hidden, torch.randn(9, 4), torch.tensor([3, PAD]), epsilon=0.1, pad_id=PAD)
+    loss.backward()
+    assert torch.isfinite(hidden.grad).all() and hidden.grad[1].abs().max() == 0
