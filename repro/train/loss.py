@@ -181,22 +181,22 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
         nll = lse - z.gather(1, target[:, None]).squeeze(1)
         others = (vocab - 1) * lse - (z.sum(-1) - z[:, pad_id]) - nll   # sum over k not in {y, PAD}
         loss = (1.0 - epsilon) * nll + epsilon / (vocab - 2) * others
-        ctx.save_for_backward(logits, target, lse)
+        # the class indices, made here beside the logits (a backward pass may run where no device is current)
+        ctx.save_for_backward(logits, target, lse, torch.arange(vocab, device=logits.device))
         ctx.epsilon, ctx.pad_id = epsilon, pad_id
         ctx.mark_non_differentiable(nll)
         return loss, nll
 
     @staticmethod
     def backward(ctx, grad_loss: Tensor, _grad_nll: Tensor):  # type: ignore[override]
-        logits, target, lse = ctx.saved_tensors
+        logits, target, lse, classes = ctx.saved_tensors
         vocab, eps = logits.size(-1), ctx.epsilon
-        classes = torch.arange(vocab, device=logits.device)
         p = (_widened(logits) - lse[:, None]).exp()
         # softmax(z) - q, in the logits' (widened) precision
         grad = torch.where(classes == target[:, None], p - (1.0 - eps),
                            torch.where(classes == ctx.pad_id, p, p - eps / (vocab - 2)))
         # a PAD row weighs 0, even where its logits are not finite (0 x NaN would be NaN)
-        grad = torch.where((target == ctx.pad_id)[:, None], 0.0, grad * grad_loss[:, None])
+        grad = (grad * grad_loss[:, None]).masked_fill((target == ctx.pad_id)[:, None], 0.0)
         return grad.to(logits.dtype), None, None, None
 
 
