@@ -13,7 +13,9 @@ split here, by name:
 - ``evaluation_s``: the dev evaluations at checkpoints;
 - ``checkpoint_s``: writing and pruning checkpoints;
 - ``steady_s``: the other updates, each timed from fetching its batches to the end of its optimizer
-  step (the update ends with a host sync, so the wall clock sees the device's work).
+  step (the update ends with a host sync, so the wall clock sees the device's work; on one GPU with
+  fused Adam that sync reads the previous update's figures, so each update's time is the device's
+  pace, one update behind).
 
 The step time is the median of the steady updates; its interval is their 2.5-97.5 percentile range,
 which contains the median by construction. A run too short to have a steady update says so
