@@ -301,18 +301,20 @@ def run(
     start = clock()
     waiting: tuple[InFlight, dict[str, Any]] | None = None   # an update launched, its figures not yet read
 
-    def settle(launched: InFlight, data_state: dict[str, Any], due: bool) -> None:
-        """Read update ``launched.step``'s figures; log them; at a due step, evaluate and checkpoint."""
+    def read(launched: InFlight) -> UpdateStats:
         try:
-            stats = launched.result()
+            return launched.result()
         except TrainingDiverged as err:
             raise TrainingDiverged(f"{err}; the last checkpoint is {(list_checkpoints(out_dir) or ['none'])[-1]}") \
                 from None
-        progress.record(stats, _evaluate(evaluate, trainer, progress, timing, launched.step)
+
+    def settle(stats: UpdateStats, data_state: dict[str, Any], due: bool) -> None:
+        """Log update ``stats.step``; at a due step, evaluate and checkpoint."""
+        progress.record(stats, _evaluate(evaluate, trainer, progress, timing, stats.step)
                         if due and evaluate is not None else None, data_state.get("epoch", ""))
         if due:
             saving = clock()
-            written.append(_save(out_dir, launched.step, trainer, data_state, unchecked))
+            written.append(_save(out_dir, stats.step, trainer, data_state, unchecked))
             prune_checkpoints(out_dir, cfg.keep_checkpoints)
             timing.exclude("checkpoint_s", clock() - saving)
             cadence.written()
@@ -327,19 +329,20 @@ def run(
             except TrainingDiverged as err:
                 raise TrainingDiverged(f"{err}; the last checkpoint is {(list_checkpoints(out_dir) or ['none'])[-1]}") \
                     from None
-            if waiting is not None:   # the previous update's figures, read once this one is launched
-                settle(*waiting, due=False)
-                waiting = None
+            # the previous update's figures, read once this one is launched (one GPU, fused Adam)
+            earlier = (read(waiting[0]), waiting[1]) if waiting is not None else None
+            timing.end_update()
             due = cadence.due(step) and trainer.rank == 0
             if launched.deferred and not due and step < cfg.max_steps:
-                waiting = (launched, data_state)
-            else:   # a checkpoint holds an update whose figures were read, and before the next one
-                settle(launched, data_state, due)
-            timing.end_update()
+                waiting, current = (launched, data_state), None
+            else:   # a checkpoint holds an update whose figures were read, before the next one is launched
+                waiting, current = None, read(launched)
+            if earlier is not None:
+                settle(*earlier, due=False)
+            if current is not None:
+                settle(current, data_state, due)
             if on_step is not None:
                 on_step(step)
-        if waiting is not None:
-            settle(*waiting, due=False)
     finally:
         batches.close()
         progress.close()
