@@ -21,6 +21,7 @@ BENCHMARKS = {
     "gpu": "the paper's update on one device, base and big, eager and compiled, MFU and the peer",
     "mutation": "mutation testing by cosmic-ray: the mutants the claims (paper-level code) and the tests (machinery) "
                 "kill (pip install -e .[mutation]; reports/mutation/)",
+    "loss_pass": "the dense loss's passes over the logits: repro's one-pass backward against autograd's formula",
     "jobpath": "the training job's own path (batcher, accumulation, compiled objective, prefetch) against the "
                "fixed-shape update at the same tokens per update",
 }

@@ -167,9 +167,10 @@ def _widened(logits: Tensor) -> Tensor:
 class _SmoothedCrossEntropy(torch.autograd.Function):
     """Per row of the logits ``z`` (n, V): H(q, softmax(z)) and -log p_y (not differentiated), in fp32.
 
-    The backward pass is one element-wise expression, ``(exp(z - lse) - q) * g``, with ``q`` written
-    as index comparisons (``1 - eps`` where ``k == y``, 0 where ``k == PAD``, else ``eps / (V - 2)``): compiled,
-    it is one kernel that reads the logits once and writes their gradient once. Autograd's own
+    The backward pass is ``(exp(z - lse) - q) * g``. Compiled, it is one element-wise expression, ``q``
+    written as index comparisons (``1 - eps`` where ``k == y``, 0 where ``k == PAD``, else
+    ``eps / (V - 2)``): one kernel that reads the logits once and writes their gradient once. Eager,
+    it is formed in place in one fp32 buffer. Autograd's own
     formula for the forward below (``gather``'s and ``select``'s backward) scatters into a zeroed
     fp32 (n, V) buffer first: two more passes over 25000 x 37000 values per update of the paper."""
 
@@ -191,12 +192,20 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
     def backward(ctx, grad_loss: Tensor, _grad_nll: Tensor):  # type: ignore[override]
         logits, target, lse, classes = ctx.saved_tensors
         vocab, eps = logits.size(-1), ctx.epsilon
-        p = (_widened(logits) - lse[:, None]).exp()
-        # softmax(z) - q, in the logits' (widened) precision
-        grad = torch.where(classes == target[:, None], p - (1.0 - eps),
-                           torch.where(classes == ctx.pad_id, p, p - eps / (vocab - 2)))
-        # a PAD row weighs 0, even where its logits are not finite (0 x NaN would be NaN)
-        grad = (grad * grad_loss[:, None]).masked_fill((target == ctx.pad_id)[:, None], 0.0)
+        off = eps / (vocab - 2)
+        pad_rows = (target == ctx.pad_id)[:, None]
+        if torch.compiler.is_compiling():
+            # element-wise only: inductor makes it one kernel (read the logits, write their gradient)
+            p = (_widened(logits) - lse[:, None]).exp()
+            grad = torch.where(classes == target[:, None], p - (1.0 - eps),
+                               torch.where(classes == ctx.pad_id, p, p - off))
+            # a PAD row weighs 0, even where its logits are not finite (0 x NaN would be NaN)
+            return (grad * grad_loss[:, None]).masked_fill(pad_rows, 0.0).to(logits.dtype), None, None, None
+        # eager: in place in one fp32 buffer (index comparisons over (n, V) would allocate more)
+        grad = _widened(logits).sub(lse[:, None]).exp_().sub_(off)
+        grad[:, ctx.pad_id] += off
+        grad.scatter_add_(1, target[:, None], grad.new_full((target.numel(), 1), -(1.0 - eps - off)))
+        grad.mul_(grad_loss[:, None]).masked_fill_(pad_rows, 0.0)
         return grad.to(logits.dtype), None, None, None
 
 
@@ -210,9 +219,16 @@ def dense_projection_loss(hidden: Tensor, weight: Tensor, target: Tensor, *, eps
     their gradient is formed in one element-wise pass (:class:`_SmoothedCrossEntropy`)."""
     if weight.size(0) <= 2:
         raise ValueError("label smoothing needs a vocabulary of more than 2 tokens")
-    hidden, target = hidden.reshape(-1, hidden.size(-1)), target.reshape(-1)
-    logits = hidden @ weight.t()
-    loss, nll = _SmoothedCrossEntropy.apply(logits, target, float(epsilon), int(pad_id))
+    hidden = hidden.reshape(-1, hidden.size(-1))
+    return smoothed_cross_entropy(hidden @ weight.t(), target, epsilon=epsilon, pad_id=pad_id, scale=scale)
+
+
+def smoothed_cross_entropy(logits: Tensor, target: Tensor, *, epsilon: float, pad_id: int,
+                           scale: float | Tensor = 1.0) -> tuple[Tensor, Tensor, Tensor]:
+    """Section 5.4's loss on logits (n, V): (sum of H(q, p) over non-PAD targets x ``scale``, NLL sum,
+    non-PAD targets), tensors; the logits' gradient in one element-wise pass."""
+    target = target.reshape(-1)
+    loss, nll = _SmoothedCrossEntropy.apply(logits.reshape(target.numel(), -1), target, float(epsilon), int(pad_id))
     pad = target == pad_id
     return loss.masked_fill(pad, 0.0).sum() * scale, nll.masked_fill(pad, 0.0).sum(), (~pad).sum()
 
