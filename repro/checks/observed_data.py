@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from repro.checks.registry import checker
+from repro.checks.observed_records import own_evaluations, sessions
 from repro.claims.claim import Claim
 from repro.claims.outcome import CheckContext, Contradiction, Measurement, NotRun
 from repro.data.test_sets import identity, paper_test_set
@@ -89,6 +90,9 @@ def corpus(claim: Claim, ctx: CheckContext) -> Measurement:
     encoded = files.encoded
     if encoded is not None:
         manifest = files.path / "encoded" / "manifest.json"
+        arrays, why = files.encoded_pairs
+        if arrays is None and any((manifest.parent / f"{name}.npy").exists() for name in ("src", "src_offsets")):
+            raise Contradiction(f"{manifest}: {why}", pairs)   # the encoded arrays are what the run trained on
         if encoded.get("pairs") != trained:
             raise Contradiction(f"{files.record_path}: field 'corpus.trained' is {trained}, but {manifest} holds "
                                 f"{encoded.get('pairs')!r} encoded pairs", pairs)
@@ -127,12 +131,10 @@ def _scored_now(path: Path, recorded: dict[str, Any], what: str, field: str) -> 
 
 def scored_records(files: Any, split: str, measures: tuple[str, ...] = ()) -> list[tuple[Path, Any]]:
     """The run's evaluation records of ``split`` (of the given measurements, when named)."""
-    out = []
-    for path, result in files.evaluations.values():
+    def wanted(result: Any) -> bool:
         extra = result.provenance.extra
-        if extra.get("split") == split and (not measures or str(extra.get("measure", "")).startswith(measures)):
-            out.append((path, result))
-    return out
+        return extra.get("split") == split and (not measures or str(extra.get("measure", "")).startswith(measures))
+    return own_evaluations(files, wanted)
 
 
 def check_scored(path: Path, result: Any) -> dict[str, Any]:
@@ -181,27 +183,27 @@ def hardware(claim: Claim, ctx: CheckContext) -> Measurement:
     """The devices each session of the run trained on, as its record says (one machine with 8 P100 in the paper)."""
     files = ctx.target
     paper_job(claim, files)
-    sessions = (files.record or {}).get("sessions") or []
-    if not sessions:
+    found = sessions(files)
+    if not found:
         raise NotRun(missing("the run's record of the devices it trained on", files.record_path))
     plan = (files.record or {}).get("update_plan") or {}
-    for i, session in enumerate(sessions):
+    for i, session in enumerate(found):
         devices = session.get("devices", 1)
         if isinstance(devices, bool) or not isinstance(devices, int) or devices < 1:
             raise Contradiction(f"{files.record_path}: field 'sessions[{i}].devices' is {devices!r}, not a number of "
                                 "devices", devices)
-    last = sessions[-1]
+    last = found[-1]
     if plan.get("world_size") is not None and last.get("devices") is not None and plan["world_size"] != last["devices"]:
-        raise Contradiction(f"{files.record_path}: field 'sessions[{len(sessions) - 1}].devices' is {last['devices']}, "
+        raise Contradiction(f"{files.record_path}: field 'sessions[{len(found) - 1}].devices' is {last['devices']}, "
                             f"field 'update_plan.world_size' {plan['world_size']}", last["devices"])
     seen = []
-    for session in sessions:
+    for session in found:
         where = f"{session.get('devices', 1)} x {_device_name(session)}"
         if where not in seen:
             seen.append(where)
     value = "; ".join(seen)
-    paper = all(s.get("devices") == 8 and "P100" in str(s.get("hardware", "")) for s in sessions)
-    detail = f"{len(sessions)} session(s) on {value}"
+    paper = all(s.get("devices") == 8 and "P100" in str(s.get("hardware", "")) for s in found)
+    detail = f"{len(found)} session(s) on {value}"
     if paper:
         return Measurement(claim.expected, passed=True, detail=detail)
     return Measurement(value, passed=False, departs=True, detail=f"{detail}; the paper: {claim.expected}")
@@ -210,7 +212,9 @@ def hardware(claim: Claim, ctx: CheckContext) -> Measurement:
 def _device_name(session: dict[str, Any]) -> str:
     """The device's name from a session's hardware line ("1x NVIDIA H100 80GB HBM3 (CUDA 12.8), torch ...",
     "CPU AMD EPYC (avx2 ...), 2 cores, ...")."""
-    text = str(session.get("hardware") or session.get("device") or "unknown")
+    if not session.get("hardware"):
+        return f"{session.get('device') or 'unknown'} (the session records no hardware)"
+    text = str(session["hardware"])
     if "x " in text.split(" (")[0]:
         return text.split("x ", 1)[1].split(" (")[0]
     return text.split(" (")[0]

@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from repro.checks.observed_data import check_scored, translations_file
+from repro.checks.observed_records import kept_steps, own_evaluations
+from repro.checks.observed_records import sessions as all_sessions
 from repro.checks.registry import checker
 from repro.checks.step_time import normalised
 from repro.claims.claim import Claim
@@ -21,11 +23,13 @@ from repro.eval.bleu import read_lines, score
 from repro.measures.run_dev import DEV_REQUEST
 from repro.observed.gate import not_counted
 from repro.observed.judge import judge, paper_job
-from repro.observed.run_files import missing
 from repro.recipes import PAPER_STEP_SECONDS
 from repro.results.normalise import NotComparable
-from repro.results.provenance import config_hash
 from repro.train.checkpoint import step_of
+
+
+#: The BLEU protocol of each BLEU measurement (:func:`repro.eval.bleu.score`; its signature begins ``protocol:<it>|``).
+BLEU_PROTOCOLS = {"bleu.tokenized-compound-split": "paper", "bleu.sacrebleu": "sacrebleu"}
 
 
 def _steps(names: list[str], where: str) -> list[int]:
@@ -42,9 +46,7 @@ def checkpoints(claim: Claim, ctx: CheckContext) -> Measurement:
     (Section 5.2: 0.4 s base, 1.0 s big); the kept checkpoints must lie on the recipe's spacing."""
     files = ctx.target
     job = paper_job(claim, files)
-    if not files.checkpoints:
-        raise NotRun(missing("the run's checkpoints", files.path / "checkpoints"))
-    steps = _steps([p.name for p in files.checkpoints], str(files.path / "checkpoints"))
+    steps = kept_steps(files)
     every, minutes = int(files.train.get("checkpoint_every_steps") or 0), float(files.train.get("checkpoint_every_minutes") or 0)
     final = steps[-1]
     if every and not minutes:
@@ -68,8 +70,8 @@ def checkpoints(claim: Claim, ctx: CheckContext) -> Measurement:
 def _model_records(files: Any) -> list[tuple[Any, Any]]:
     """The evaluations of the run's trained model for its claims (its own dev evaluation of ``repro train``,
     of the newest checkpoint, left out)."""
-    return [(p, r) for p, r in files.evaluations.values()
-            if isinstance(r.provenance.extra.get("averaged_from"), list) and r.claim_id != DEV_REQUEST.result_id]
+    return own_evaluations(files, lambda r: isinstance(r.provenance.extra.get("averaged_from"), list)
+                           and r.claim_id != DEV_REQUEST.result_id)
 
 
 @checker("observed.average", audits=False, evidence="run")
@@ -96,10 +98,12 @@ def average(claim: Claim, ctx: CheckContext) -> Measurement:
             raise Contradiction(f"{path}: field '{field}' lists {names}, but the model it scored, {averaged.path}, was "
                                 f"averaged from {averaged.averaged_from}", names)
     steps = _steps(names, f"{first_path}: field '{field}'")
-    kept = _steps([p.name for p in files.checkpoints], str(files.path / "checkpoints"))
-    final = files.newest.step if files.newest is not None else None
-    if steps != sorted(set(steps)) or (final is not None and steps[-1] != final) or \
-            (set(steps) <= set(kept) and steps != kept[-len(steps):]):
+    kept = kept_steps(files)
+    final = kept[-1]
+    # the run's last checkpoints: none kept after the first averaged that is not averaged, and each averaged
+    # one kept unless the run's keep_checkpoints pruned it before the oldest it kept
+    if steps != sorted(set(steps)) or steps[-1] != final or [s for s in kept if s >= steps[0]] != \
+            [s for s in steps if s >= kept[0]]:
         raise Contradiction(f"{first_path}: field '{field}' lists {names}: not the run's last {len(names)} checkpoint(s) "
                             f"(its checkpoints: updates {', '.join(map(str, kept[-max(len(names), 3):]))}; its last "
                             f"update {final})", names)
@@ -118,8 +122,7 @@ def search(claim: Claim, ctx: CheckContext) -> Measurement:
     files = ctx.target
     paper_job(claim, files)
     name = claim.params["setting"]
-    records = [(p, r) for p, r in files.evaluations.values()
-               if str(r.provenance.extra.get("measure", "")).startswith(("bleu.", "f1."))]
+    records = own_evaluations(files, lambda r: str(r.provenance.extra.get("measure", "")).startswith(("bleu.", "f1.")))
     if not records:
         raise NotRun(f"needs another run: {files.path / 'evaluations'} holds no evaluation that searched (BLEU or F1)")
     asked = (files.recipe.get("decode") or {}).get(name)
@@ -149,7 +152,7 @@ def _rescored(files: Any, path: Any, result: Any) -> float | None:
     if not hyps.is_file() or not ref.is_file():   # another machine's run: not recomputed here
         return None
     hypotheses, references = read_lines(hyps), read_lines(ref)
-    if str(result.provenance.extra.get("measure")) == "bleu.sacrebleu":
+    if BLEU_PROTOCOLS.get(str(result.provenance.extra.get("measure"))) == "sacrebleu":
         return score(hypotheses, references, "sacrebleu").score
     try:
         dataset = get_dataset(str(files.train.get("dataset")), resolve_data_dir(files.train.get("data_dir")))
@@ -163,11 +166,15 @@ def protocol(claim: Claim, ctx: CheckContext) -> Measurement:
     """The BLEU protocol of the run's BLEU evaluations, each recomputed from its translations and reference."""
     files = ctx.target
     paper_job(claim, files)
-    records = [(p, r) for p, r in files.evaluations.values() if str(r.provenance.extra.get("measure", "")).startswith("bleu.")]
+    records = own_evaluations(files, lambda r: str(r.provenance.extra.get("measure", "")).startswith("bleu."))
     if not records:
         raise NotRun(f"needs another run: {files.path / 'evaluations'} holds no BLEU evaluation")
     for path, result in records:
         finite(result.measured, f"{path}: field 'measured'")
+        measure, signature = str(result.provenance.extra.get("measure")), str(result.provenance.bleu_signature or "")
+        if measure in BLEU_PROTOCOLS and signature and not signature.startswith(f"protocol:{BLEU_PROTOCOLS[measure]}|"):
+            raise Contradiction(f"{path}: field 'provenance.extra.measure' is {measure!r}, but its BLEU was computed "
+                                f"as field 'provenance.bleu_signature' says: {signature.split('|')[0]!r}", measure)
         again = _rescored(files, path, result)
         if again is not None and abs(round(again, 2) - float(result.measured)) > 0.011:
             raise Contradiction(f"{path}: field 'measured' is {result.measured!r}, but its translations scored against "
@@ -193,25 +200,10 @@ def _record_for(files: Any, claim_id: str, measure: str | None, split: str | Non
     return None
 
 
-def recorded_recipe(files: Any, path: Path, result: Any) -> None:
-    """An evaluation's ``config_hash`` must be the hash of the recipe it keeps, and that recipe the run's
-    (records written before evaluations kept their recipe are not compared: the gate never counts them)."""
-    identity = result.provenance.extra.get("recipe_identity")
-    if not isinstance(identity, dict):
-        return
-    if config_hash(identity) != result.provenance.config_hash:
-        raise Contradiction(f"{path}: field 'provenance.config_hash' is {result.provenance.config_hash!r}, but the "
-                            f"recipe it keeps (provenance.extra.recipe_identity) hashes to {config_hash(identity)!r}",
-                            result.provenance.config_hash)
-    if result.provenance.config_hash != files.recipe_hash:
-        raise Contradiction(f"{path}: field 'provenance.config_hash' is {result.provenance.config_hash!r}, but the run's "
-                            f"recipe (its checkpoint's) hashes to {files.recipe_hash!r}", result.provenance.config_hash)
-
-
 def same_step_time(files: Any, path: Path, result: Any) -> None:
     """A step time an evaluation stored must be the one the run's record holds for its last session."""
     stored = (result.extra.get("step_time") or {}).get("steady_s_per_update")
-    sessions = (files.record or {}).get("sessions") or []
+    sessions = all_sessions(files)
     own = ((sessions[-1] if sessions else {}).get("step_time") or {}).get("steady_s_per_update")
     if stored is not None and own is not None and stored != own:
         raise Contradiction(f"{path}: field 'extra.step_time.steady_s_per_update' is {stored!r}, but "
@@ -221,7 +213,9 @@ def same_step_time(files: Any, path: Path, result: Any) -> None:
 def _own_step_time(claim: Claim, files: Any) -> Measurement:
     """Section 5.2's step time as the run's record has it (no evaluation stored one): the steady-state
     seconds per update of its longest session, compared only on the paper's hardware and recipe."""
-    sessions = [s for s in (files.record or {}).get("sessions") or [] if (s.get("step_time") or {}).get("steady_updates")]
+    for path, result in own_evaluations(files, lambda r: r.provenance.extra.get("measure") in RUN_MEASURES):
+        same_step_time(files, path, result)
+    sessions = [s for s in all_sessions(files) if (s.get("step_time") or {}).get("steady_updates")]
     if not sessions:
         raise NotRun(f"needs another run: {files.record_path} holds no session with a steady update")
     longest = max(sessions, key=lambda s: s["step_time"]["steady_updates"])
@@ -253,7 +247,7 @@ def metric(claim: Claim, ctx: CheckContext) -> Measurement:
                      + (f" on the {split} split" if split else ""))
     path, result = found
     finite(result.measured, f"{path}: field 'measured'")
-    recorded_recipe(files, path, result)
+    own_evaluations(files, lambda r: r is result)   # of this run
     if measure in RUN_MEASURES:
         same_step_time(files, path, result)
     text = f"{path.name}: {result.measured} {result.unit or ''} on {result.provenance.dataset}".replace("  ", " ")

@@ -17,18 +17,11 @@ from repro.claims.claim import Claim
 from repro.claims.compare import finite
 from repro.claims.outcome import CheckContext, Contradiction, Measurement, NotRun
 from repro.observed.judge import judge, paper_job
-from repro.observed.replay import MAX_REPLAYED, encoded_corpus, replayed_tokens
+from repro.observed.replay import MAX_REPLAYED, replayed_tokens
+from repro.checks.observed_records import built_as_recipe, logged_rows, sessions
 from repro.observed.run_files import missing
 from repro.train.config import TrainConfig
 from repro.train.schedule import learning_rate
-
-
-def _log(files: Any) -> list:
-    if files.metrics is None:
-        raise NotRun(missing("the metrics log: the rate and tokens of the logged updates", files.metrics_path))
-    if not files.metrics:
-        raise NotRun(f"needs another run: {files.metrics_path} logs no update")
-    return files.metrics
 
 
 def _newest(files: Any):
@@ -56,14 +49,11 @@ def eq3(claim: Claim, ctx: CheckContext) -> Measurement:
     lr_scale; the newest checkpoint's Adam rate against Eq. 3 at its step."""
     files = ctx.target
     paper_job(claim, files)
-    rows, newest, cfg = _log(files), _newest(files), _config(files)
+    rows, newest, cfg = logged_rows(files), _newest(files), _config(files)
     d_model = int(newest.model_config["d_model"])
     recorded(files, "train", "warmup_steps", cfg.warmup_steps)
     worst, where = 0.0, ""
     for row in rows:
-        finite(row.lr, f"{files.metrics_path} line {row.line} (step {row.step}): lr")
-        if row.step < 1:
-            raise Contradiction(f"{files.metrics_path} line {row.line}: step {row.step}; updates count from 1", row.step)
         wanted = learning_rate(row.step, d_model, cfg.warmup_steps, cfg.lr_scale)
         error = abs(row.lr - wanted) / wanted
         if error > worst:
@@ -91,10 +81,8 @@ def warmup(claim: Claim, ctx: CheckContext) -> Measurement:
     which must be the run's recipe's; the recipe's when no logged update lies inside the warm-up."""
     files = ctx.target
     paper_job(claim, files)
-    rows, cfg = _log(files), _config(files)
+    rows, cfg = logged_rows(files), _config(files)
     d_model = int(_newest(files).model_config["d_model"])
-    for row in rows:
-        finite(row.lr, f"{files.metrics_path} line {row.line} (step {row.step}): lr")
     inside = [r for r in rows if r.lr > 0
               and r.lr < cfg.lr_scale * d_model ** -0.5 * r.step ** -0.5 * (1 - 1e-9)]
     if inside:
@@ -140,12 +128,12 @@ def tokens(claim: Claim, ctx: CheckContext) -> Measurement:
     batchers (:mod:`repro.observed.replay`), against the counts of every logged update; their median."""
     files = ctx.target
     paper_job(claim, files)
-    rows, cfg = _log(files), _config(files)
+    rows, cfg = logged_rows(files), _config(files)
     for row in rows:
         for side in ("src_tokens", "tgt_tokens"):
             finite(getattr(row, side), f"{files.metrics_path} line {row.line} (step {row.step}): {side}")
     steps = int((files.record or {}).get("steps") or rows[-1].step)
-    examples, why = encoded_corpus(files.path / "encoded")
+    examples, why = files.encoded_pairs
     if examples is not None:
         replayed = min(steps, MAX_REPLAYED)
         counts = replayed_tokens(cfg, examples, _world_size(files), replayed)
@@ -183,13 +171,9 @@ def updates(claim: Claim, ctx: CheckContext) -> Measurement:
                             f"checkpoint {newest.path.name} is of update {steps}", files.record.get("steps"))
     if newest.path.name != f"step_{steps:08d}.pt":
         raise Contradiction(f"{newest.path}: holds update {steps}, named for another", steps)
-    rows = files.metrics or []
-    for before, row in zip(rows, rows[1:]):
-        if row.step <= before.step:
-            raise Contradiction(f"{files.metrics_path} line {row.line}: step {row.step} after step {before.step}", row.step)
-    if rows and rows[-1].step != steps:
-        raise Contradiction(f"{files.metrics_path} line {rows[-1].line}: the log ends at step {rows[-1].step}, the run's "
-                            f"newest checkpoint at update {steps}", rows[-1].step)
+    sessions(files)
+    if files.metrics:
+        logged_rows(files)   # the log's rows are the run's updates, in order, to its last
     departures = []
     if cfg.max_steps != claim.expected:
         departures.append(f"max_steps {cfg.max_steps}")
@@ -206,7 +190,7 @@ def setting(claim: Claim, ctx: CheckContext) -> Measurement:
     paper_job(claim, files)
     newest, key = _newest(files), claim.params["key"]
     if key == "dropout":
-        value = newest.model_config.get("dropout")
+        value = built_as_recipe(files).get("dropout")
         where = f"the model config of {newest.path.name}"
     else:
         value = newest.train_config.get(key, files.train.get(key))
@@ -228,7 +212,7 @@ def dimensions(claim: Claim, ctx: CheckContext) -> Measurement:
     files = ctx.target
     paper_job(claim, files)
     newest = _newest(files)
-    shapes, config = newest.shapes, newest.model_config
+    shapes, config = newest.shapes, built_as_recipe(files)
     try:
         h = int(config["n_heads"])
         value = {"N_encoder": _layers(shapes, "encoder_layers"), "N_decoder": _layers(shapes, "decoder_layers"),

@@ -4,7 +4,8 @@ A run directory (``repro train``'s ``--out-dir``, a ``repro submit`` job's ``out
 ``runs/local``) holds:
 
 - ``run.json``: the run's own record (:mod:`repro.train.run_record`);
-- ``checkpoints/step_*.pt``: the resolved recipe, the model as built and Adam's state (the newest is read);
+- ``checkpoints/step_*.pt``: the resolved recipe, the model as built and Adam's state (each kept one is read:
+  its step, config and shapes; the newest is the run's model);
 - ``metrics.csv``: the rate and tokens of every logged update, the dev evaluations;
 - ``vocab.json``: the vocabulary the run learned; ``encoded/manifest.json``: the corpus it encoded;
 - ``evaluations/<id>.json``: each evaluation taken of the run (:func:`repro.measures.keep_in_run`), with
@@ -23,6 +24,7 @@ import csv
 import io
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +35,9 @@ from repro.decode.settings import DecodeSettings
 from repro.errors import CheckpointError, ResultError
 from repro.limits import TEXT_BYTES
 from repro.measures.recording import EVALUATIONS
+from repro.data.encoded import EncodedPairs
 from repro.observed.counterpart import PaperJob, counterpart
+from repro.observed.replay import encoded_corpus
 from repro.results.provenance import config_hash
 from repro.results.record_schema import record_problem
 from repro.results.store import Result
@@ -44,6 +48,11 @@ from repro.validation import problem
 
 _COUNT = {"type": "integer", "minimum": 0}
 _OBJECT_OR_NULL = {"type": ["object", "null"]}
+_SECONDS = {"type": ["number", "null"], "exclusiveMinimum": 0}
+#: A session's step time (:mod:`repro.train.step_clock`): what the step-time claims read of it.
+_STEP_TIME = {"type": ["object", "null"], "properties": {
+    "updates": _COUNT, "steady_updates": _COUNT, "steady_s_per_update": _SECONDS,
+    "ci95_s": {"type": "array", "items": _SECONDS}, "quartiles_s": {"type": "array", "items": _SECONDS}}}
 RUN_SCHEMA: dict = {
     "type": "object",
     "required": ["format", "version", "recipe", "steps", "sessions"],
@@ -65,7 +74,7 @@ RUN_SCHEMA: dict = {
             "type": "object", "required": ["resumed_from", "ended_at"],
             "properties": {"resumed_from": _COUNT, "ended_at": _COUNT, "devices": {"type": "integer", "minimum": 1},
                            "hardware": {"type": "string"}, "device": {"type": ["string", "null"]},
-                           "step_time": _OBJECT_OR_NULL}}},
+                           "step_time": _STEP_TIME}}},
     },
 }
 _IDENTITY = {"type": "object", "properties": {"file": {"type": "string"}, "path": {"type": "string"},
@@ -127,6 +136,7 @@ class RunFiles:
     record: dict[str, Any] | None = None
     metrics: list[LoggedRow] | None = None
     checkpoints: list[Path] = field(default_factory=list)
+    kept: list[Checkpoint] = field(default_factory=list)
     newest: Checkpoint | None = None
     evaluations: dict[str, tuple[Path, Result]] = field(default_factory=dict)
     averaged: dict[str, Checkpoint] = field(default_factory=dict)
@@ -162,6 +172,11 @@ class RunFiles:
         """The hash of the run's recipe identity: what a result of it records as ``config_hash``."""
         return config_hash(recipe_identity(self.train, dict(self.recipe.get("decode") or {})))
 
+    @cached_property
+    def encoded_pairs(self) -> tuple[EncodedPairs | None, str]:
+        """The run's encoded corpus, its arrays checked against its manifest; or None and why not."""
+        return encoded_corpus(self.path / "encoded")
+
     @property
     def metrics_path(self) -> Path:
         return self.path / "metrics.csv"
@@ -190,8 +205,8 @@ class RunFiles:
         if files.metrics_path.is_file():
             files.metrics = read_log(files.metrics_path)
         files.checkpoints = list_checkpoints(path)
-        if files.checkpoints:
-            files.newest = read_checkpoint(files.checkpoints[-1])
+        files.kept = [read_checkpoint(p) for p in files.checkpoints]   # each refused here when it does not load
+        files.newest = files.kept[-1] if files.kept else None
         vocab = path / "vocab.json"
         if vocab.is_file():
             files.vocab_size, files.vocab_sha256 = len(SharedVocab.load(vocab)), file_sha256(vocab)

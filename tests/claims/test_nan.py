@@ -525,12 +525,13 @@ def _paper_run(tmp_path, bad) -> tuple[object, dict[str, Callable]]:
                                        "corpus": {"pairs": 4_500_000, "trained": 4_500_000, "filtered": 0},
                                        "sessions": [{"resumed_from": 0, "ended_at": step, "devices": 8,
                                                      "hardware": "8x NVIDIA P100 (CUDA 12)"}]},
-                     metrics=[LoggedRow(2, step, learning_rate(step, 512), 25000, 25000)],
-                     checkpoints=[newest.path], newest=newest, vocab_size=37000, vocab_sha256="a",
+                     metrics=[LoggedRow(i + 2, s, learning_rate(s, 512), 25000, 25000)   # every log_every updates
+                              for i, s in enumerate(range(recipe["train"]["log_every"], step + 1, recipe["train"]["log_every"]))],
+                     checkpoints=[newest.path], kept=[newest], newest=newest, vocab_size=37000, vocab_sha256="a",
                      evaluations={evaluation.claim_id: (tmp_path / "evaluations" / "e.json", evaluation)})
 
     def row(**change):
-        files.metrics = [dataclasses.replace(files.metrics[0], **change)]
+        files.metrics[-1] = dataclasses.replace(files.metrics[-1], **change)
 
     def evaluated(**change):
         extra = files.evaluations[evaluation.claim_id][1].provenance.extra
@@ -569,9 +570,10 @@ def test_a_run_record_holding_nan_fails(tmp_path, checker, bad):
     files, edits = _paper_run(tmp_path, bad)
     claim = BY_CHECKER.get(checker) or dataclasses.replace(next(c for c in CLAIMS if c.id == "table2.bleu.base-ende"),
                                                            basis="run", checker=checker)
+    before = run_claim(claim, CHECKERS[checker], files)
     edits[checker]()
     record = run_claim(claim, CHECKERS[checker], files)
-    assert record.status == Outcome.FAIL, (checker, record.status, record.detail)
+    assert record.status == Outcome.FAIL and record.detail != before.detail, (checker, record.status, record.detail)
 
 
 def test_every_checker_is_fed_nan_somewhere():

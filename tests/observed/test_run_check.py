@@ -16,10 +16,12 @@ import shutil
 from pathlib import Path
 
 import pytest
+import torch
 
 from repro.checks.run_check import check_run
 from repro.observed.counterpart import counterpart
 from repro.pipeline.local import reproduce_local
+from repro.results.provenance import config_hash
 from tests.cli_run import refusal, run
 
 pytestmark = pytest.mark.xdist_group("observed-run")   # one toy run per worker, shared by the module
@@ -233,3 +235,67 @@ def test_a_malformed_record_is_refused_naming_its_file_and_field(copy: Path, cap
 def test_a_folder_that_is_no_run_is_refused(tmp_path: Path, capsys) -> None:
     rc, _, err = run(capsys, "check", "--run", str(tmp_path))
     assert rc == 2 and "not the folder of a training run" in refusal(err)
+
+
+# -- records that disagree with how the run writes them (each fails the claims that read them) --------
+
+def _edit_checkpoint(path: Path, change) -> None:
+    state = torch.load(path, weights_only=True)
+    change(state)
+    torch.save(state, path)
+
+
+def _drop_row(path: Path, step: int) -> None:
+    rows = list(csv.DictReader((path / "metrics.csv").open()))
+    with (path / "metrics.csv").open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(r for r in rows if r["step"] != str(step))
+
+
+@pytest.mark.parametrize("damage, claims, named", [
+    (lambda p: _drop_row(p, 3), ("observed.eq3.rates", "observed.batch-tokens", "observed.train-steps.base"),
+     "metrics.csv: no row for update 3, which the run logged (log_every 1"),
+    (lambda p: (p / "metrics.csv").write_text((p / "metrics.csv").read_text().splitlines()[0] + "\n"),
+     ("observed.eq3.rates", "observed.warmup-steps", "observed.batch-tokens"), "metrics.csv: no row for update 1"),
+    (lambda p: edit_log(p, 1, "step", "0"), ("observed.warmup-steps", "observed.eq3.rates"),
+     "metrics.csv line 2: step 0; updates count from 1"),
+    (lambda p: (p / "checkpoints" / "step_00000004.pt").rename(p / "checkpoints" / "step_00000003.pt"),
+     ("observed.checkpoint-interval", "observed.average.base"), "step_00000003.pt: holds update 4 (its field 'step')"),
+    (lambda p: (p / "checkpoints" / "step_00000004.pt").unlink(), ("observed.checkpoint-interval",),
+     "step_00000004.pt is missing: the run writes a checkpoint every 2 updates"),
+    (lambda p: _edit_checkpoint(p / "checkpoints" / "step_00000006.pt", lambda s: s["model_config"].update(dropout=0.3)),
+     ("observed.dropout.base", "observed.dimensions.base"),
+     "step_00000006.pt: field 'model_config.dropout' is 0.3, but the run's recipe builds dropout 0.1"),
+    (lambda p: edit_json(p / "run.json", lambda d: d["sessions"][0].update(ended_at=4)),
+     ("observed.hardware", "observed.train-steps.base", "sec5.step-time.base"),
+     "run.json: field 'sessions[0].ended_at' is 4, but field 'steps' is 6"),
+    (lambda p: edit_json(p / "evaluations" / "local.multi30k.bleu.json",
+                         lambda d: d["provenance"]["extra"].update(measure="bleu.tokenized-compound-split")),
+     ("observed.bleu-protocol",), "field 'provenance.extra.measure' is 'bleu.tokenized-compound-split', but its BLEU "
+                                  "was computed as field 'provenance.bleu_signature' says: 'protocol:sacrebleu'"),
+    (lambda p: edit_json(p / "evaluations" / "local.multi30k.ppl.json",
+                         lambda d: d["provenance"]["extra"]["recipe_identity"]["train"].update(seed=9)
+                         or d["provenance"].update(config_hash=config_hash(d["provenance"]["extra"]["recipe_identity"]))),
+     ("observed.average.base",), "local.multi30k.ppl.json: field 'provenance.config_hash'"),
+    (lambda p: edit_json(p / "evaluations" / "local.multi30k.bleu.json",
+                         lambda d: d["provenance"]["extra"].update(steps=7)),
+     ("observed.beam-size", "observed.test-set.table2-ende", "table2.bleu.base-ende"),
+     "field 'provenance.extra.steps' is 7, but the run made 6 updates"),
+    (lambda p: edit_json(p / "encoded" / "manifest.json", lambda d: d.update(pairs=4_500_000))
+     or edit_json(p / "run.json", lambda d: d["corpus"].update(trained=4_500_000, pairs=4_500_000 + d["corpus"]["filtered"])),
+     ("observed.corpus.ende",), "pairs, its manifest says 4500000"),
+])
+def test_records_the_run_did_not_write_so_fail_the_claims_that_read_them(copy: Path, damage, claims, named) -> None:
+    damage(copy)
+    records = verdicts(copy)
+    for claim in claims:
+        assert records[claim].status.value == "fail", (claim, records[claim].detail)
+        assert named in records[claim].detail and str(copy) in records[claim].detail, (claim, records[claim].detail)
+
+
+@pytest.mark.parametrize("value, named", [(-0.4, "less than or equal to the minimum of 0"), ("0.4", "must be of type")])
+def test_a_step_time_that_is_no_duration_is_refused(copy: Path, capsys, value, named: str) -> None:
+    edit_json(copy / "run.json", lambda d: d["sessions"][0]["step_time"].update(steady_s_per_update=value))
+    rc, _, err = run(capsys, "check", "--run", str(copy))
+    assert rc == 2 and "run.json: field 'sessions.0.step_time.steady_s_per_update'" in refusal(err) and named in err

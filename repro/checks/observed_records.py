@@ -1,0 +1,170 @@
+"""What a run's records must say of each other before a statement of the paper is judged on them.
+
+A statement read off one record (a logged rate, a kept checkpoint, an evaluation) counts only when
+that record is one the run wrote as it ran (``repro check --run``):
+
+- the metrics log holds a row for every update the run's last session logged (``log_every`` and its
+  last update), in order, each of an update that happened (:func:`logged_rows`);
+- the kept checkpoints are each of the update they are named for, and are the newest the run's
+  spacing wrote and its ``keep_checkpoints`` kept (:func:`kept_steps`);
+- the sessions of the run's record follow one another and end at its last update (:func:`sessions`);
+- each evaluation record is of this run's recipe (:func:`own_evaluations`);
+- the checkpoint's model config is the model its recipe builds (:func:`built_as_recipe`).
+
+Each failure is a :class:`~repro.claims.outcome.Contradiction` naming the file, the line or field and
+both values: the claims that read the record fail, never pass on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from repro.claims.compare import finite
+from repro.claims.outcome import Contradiction, NotRun
+from repro.observed.run_files import LoggedRow, missing
+from repro.results.provenance import config_hash
+from repro.train.config import TrainConfig
+
+#: The model settings the paper states, which a checkpoint's model config must hold as its recipe builds them.
+STATED_MODEL = ("n_layers", "d_model", "d_ff", "n_heads", "d_k", "d_v", "dropout")
+
+
+def run_steps(files: Any) -> int | None:
+    """The updates the run made: its newest checkpoint's, else its record's."""
+    if files.newest is not None:
+        return files.newest.step
+    steps = (files.record or {}).get("steps")
+    return steps if isinstance(steps, int) else None
+
+
+def sessions(files: Any) -> list[dict[str, Any]]:
+    """The sessions of the run's record, which must follow one another and end at its last update."""
+    found = list((files.record or {}).get("sessions") or [])
+    for i, session in enumerate(found):
+        if session["ended_at"] < session["resumed_from"]:
+            raise Contradiction(f"{files.record_path}: field 'sessions[{i}]' ends at update {session['ended_at']}, "
+                                f"before it resumed (update {session['resumed_from']})", session["ended_at"])
+        if i and session["resumed_from"] < found[i - 1]["ended_at"]:
+            raise Contradiction(f"{files.record_path}: field 'sessions[{i}].resumed_from' is {session['resumed_from']}, "
+                                f"but the session before it ended at update {found[i - 1]['ended_at']}",
+                                session["resumed_from"])
+    steps = (files.record or {}).get("steps")
+    if found and found[-1]["ended_at"] != steps:
+        raise Contradiction(f"{files.record_path}: field 'sessions[{len(found) - 1}].ended_at' is "
+                            f"{found[-1]['ended_at']}, but field 'steps' is {steps!r}: a session is missing",
+                            found[-1]["ended_at"])
+    return found
+
+
+def _last_session_start(files: Any) -> int | None:
+    """The update the run's last session resumed from (None: the run keeps no record of its sessions)."""
+    found = sessions(files)
+    return found[-1]["resumed_from"] if found else None
+
+
+def logged_rows(files: Any) -> list[LoggedRow]:
+    """The rows of the run's metrics log, each of an update that happened (from 1, in order, a finite
+    rate, the last at the run's last update), and one for every update its last session logged."""
+    path = files.metrics_path
+    if files.metrics is None:
+        raise NotRun(missing("the metrics log: the rate and tokens of the logged updates", path))
+    rows, steps = files.metrics, run_steps(files)
+    for before, row in zip([None, *rows], rows):
+        finite(row.lr, f"{path} line {row.line} (step {row.step}): lr")
+        if row.step < 1:
+            raise Contradiction(f"{path} line {row.line}: step {row.step}; updates count from 1", row.step)
+        if before is not None and row.step <= before.step:
+            raise Contradiction(f"{path} line {row.line}: step {row.step} after step {before.step}", row.step)
+    if rows and steps is not None and rows[-1].step != steps:
+        raise Contradiction(f"{path} line {rows[-1].line}: the log ends at step {rows[-1].step}, but the run made "
+                            f"{steps} updates (its newest checkpoint, else {files.record_path.name})", rows[-1].step)
+    every, start = files.train.get("log_every"), _last_session_start(files)
+    if isinstance(every, int) and every > 0 and start is not None and steps is not None:
+        logged = {r.step for r in rows}
+        due = next((s for s in range(start + 1, steps + 1) if (s % every == 0 or s == steps) and s not in logged), None)
+        if due is not None:
+            raise Contradiction(f"{path}: no row for update {due}, which the run logged (log_every {every}; its last "
+                                f"session made updates {start + 1}-{steps}; {len(rows)} row(s) in the log)", due)
+        off = next((r for r in rows if r.step > start and r.step % every and r.step != steps
+                    and r.dev_ppl is None and r.dev_accuracy is None), None)
+        if off is not None:
+            raise Contradiction(f"{path} line {off.line}: step {off.step} is not an update the run logs (log_every "
+                                f"{every}, no dev evaluation on the row)", off.step)
+    if not rows:
+        raise NotRun(f"needs another run: {path} logs no update")
+    return rows
+
+
+def kept_steps(files: Any) -> list[int]:
+    """The updates of the run's kept checkpoints, each the one its file is named for; with a spacing in
+    updates, every checkpoint of it the run's last session wrote and its ``keep_checkpoints`` kept."""
+    folder = files.path / "checkpoints"
+    if not files.kept:
+        raise NotRun(missing("the run's checkpoints", folder))
+    for ckpt in files.kept:
+        if ckpt.path.name != f"step_{ckpt.step:08d}.pt":
+            raise Contradiction(f"{ckpt.path}: holds update {ckpt.step} (its field 'step'), but is named for another",
+                                ckpt.step)
+    steps = [c.step for c in files.kept]
+    every, keep = files.train.get("checkpoint_every_steps") or 0, files.train.get("keep_checkpoints") or 0
+    if keep > 0 and len(steps) > keep:
+        raise Contradiction(f"{folder}: {len(steps)} checkpoints, but the run keeps its newest {keep} "
+                            f"(keep_checkpoints)", len(steps))
+    start = _last_session_start(files)
+    if every > 0 and start is not None:
+        since = max(start, steps[0]) if keep > 0 and len(steps) == keep else start
+        written = range((since // every + 1) * every, steps[-1], every)
+        gone = next((s for s in written if s not in steps), None)
+        if gone is not None:
+            raise Contradiction(f"{folder}: step_{gone:08d}.pt is missing: the run writes a checkpoint every {every} "
+                                f"updates and keeps its newest {keep or 'all'} (kept: updates "
+                                f"{', '.join(map(str, steps))})", gone)
+    return steps
+
+
+def recorded_recipe(files: Any, path: Path, result: Any) -> None:
+    """An evaluation's ``config_hash`` must be the hash of the recipe it keeps, and that recipe the run's
+    (records written before evaluations kept their recipe are not compared: the gate never counts them)."""
+    identity = result.provenance.extra.get("recipe_identity")
+    if not isinstance(identity, dict):
+        return
+    if config_hash(identity) != result.provenance.config_hash:
+        raise Contradiction(f"{path}: field 'provenance.config_hash' is {result.provenance.config_hash!r}, but the "
+                            f"recipe it keeps (provenance.extra.recipe_identity) hashes to {config_hash(identity)!r}",
+                            result.provenance.config_hash)
+    if result.provenance.config_hash != files.recipe_hash:
+        raise Contradiction(f"{path}: field 'provenance.config_hash' is {result.provenance.config_hash!r}, but the run's "
+                            f"recipe (its checkpoint's) hashes to {files.recipe_hash!r}: an evaluation of another run",
+                            result.provenance.config_hash)
+
+
+def own_evaluations(files: Any, wanted: Callable[[Any], bool]) -> list[tuple[Path, Any]]:
+    """The run's evaluation records a claim reads (``wanted``), each of this run's recipe and of no
+    update past its last."""
+    out, steps = [], run_steps(files)
+    for path, result in files.evaluations.values():
+        if not wanted(result):
+            continue
+        recorded_recipe(files, path, result)
+        evaluated = result.provenance.extra.get("steps")
+        if isinstance(evaluated, int) and steps is not None and evaluated > steps:
+            raise Contradiction(f"{path}: field 'provenance.extra.steps' is {evaluated}, but the run made {steps} "
+                                "updates: an evaluation of another run", evaluated)
+        out.append((path, result))
+    return out
+
+
+def built_as_recipe(files: Any) -> dict[str, Any]:
+    """The newest checkpoint's model config, whose stated settings must be the model its recipe builds."""
+    newest, config = files.newest, files.newest.model_config
+    if not files.train:
+        return config
+    built = TrainConfig.from_dict(files.train, source=f"{files.path}: the run's recipe").model_config(
+        config.get("src_vocab_size")).to_dict()
+    for key in STATED_MODEL:
+        if key in config and config[key] != built[key]:
+            raise Contradiction(f"{newest.path}: field 'model_config.{key}' is {config[key]!r}, but the run's recipe "
+                                f"builds {key} {built[key]!r}", config[key])
+    return config
