@@ -75,7 +75,8 @@ def wide_backward_ops(form: Callable, logits: Tensor, target: Tensor) -> list[st
     compiled(leaf).backward()
     wide = logits.numel()
     aten = torch.ops.aten
-    structural = {aten.mm.default, aten.t.default, aten.permute.default, aten.view.default, aten.expand.default}
+    structural = {aten.mm.default, aten.t.default, aten.permute.default, aten.view.default, aten.expand.default,
+                  aten._to_copy.default}   # a dtype cast: element-wise, fused
     return [str(node.target) for node in graphs["backward"].graph.nodes
             if node.op == "call_function" and isinstance(node.meta.get("val"), Tensor)
             and node.meta["val"].numel() == wide and node.target not in structural
@@ -121,10 +122,19 @@ def main(argv: list[str] | None = None) -> dict:
             synchronize(device)
             if i:
                 seconds[name].append(time.perf_counter() - start)
+    found = {}
+    for name, form in FORMS.items():   # the two forms' values, eager, on the same logits
+        logits.grad = None
+        value = form(logits, target, epsilon=0.1, pad_id=0)[0]
+        value.backward()
+        found[name] = (float(value), logits.grad.float().clone())
+    (mine, mine_grad), (ref, ref_grad) = found.values()
     out: dict[str, Any] = {
         "benchmark": "loss_pass", **environment(args.note), "device": str(device), "precision": runtime.precision.name,
         "logits": f"{tokens} x {args.vocab}, {dtype} (5 % PAD rows), forward and backward of the loss alone",
         "cases": {name: {"s": round(statistics.median(v), 5), "spread": spread(v, 5)} for name, v in seconds.items()},
+        "agreement": {"loss_relative": abs(mine - ref) / abs(ref),
+                      "gradient_max_abs_over_largest": float((mine_grad - ref_grad).abs().max() / ref_grad.abs().max())},
         "not_element_wise_backward_ops": {name: wide_backward_ops(form, logits, target)
                                           for name, form in FORMS.items()},
     }
