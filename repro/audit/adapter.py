@@ -171,7 +171,9 @@ class ModelParts:
     called as in teacher-forced training (``tgt_in`` is the decoder's input, shifted right; the
     checks use ids >= 4 and ``pad_id`` must be one of the reserved ids 0-3).
     ``embed_source(tokens)`` returns what the encoder stack receives before positional encoding
-    is added (the scaled embedding); the weight tensors are the raw parameter matrices, each
+    is added (the scaled embedding: where the stack scales, as Pegasus's does, not the bare
+    embedding module; the scale claim reads what the stack receives where ``encoder_input`` is
+    given, and says when ``embed_source`` disagrees); the weight tensors are the raw parameter matrices, each
     vocab x d_model (the output projection too), or ``None`` where the implementation has none.
 
     Optional, for the claims that follow the data through the stacks (``None`` where absent):
@@ -189,6 +191,8 @@ class ModelParts:
     ``encoder_positions(length)`` / ``decoder_positions(length)`` the (length, d_model) table
     that stack adds to its embeddings at positions 0 .. length-1, when the table belongs to the
     built model (a learned table, one per stack) rather than to :meth:`Adapter.positional_encoding`;
+    fewer rows where the model has fewer positions (a learned table of ``max_position_embeddings``
+    rows): the checks read the rows given and say so;
     ``encoder_attention_bias(n)`` / ``decoder_attention_bias(n)`` the additive bias (heads, n, n)
     that stack's self-attention adds to its scores over n positions (T5's relative position
     bias; the decoder's causal mask apart), where the implementation puts position there.

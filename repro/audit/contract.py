@@ -197,8 +197,13 @@ def _checked_parts(what: str, parts: Any, vocab_size: int, d_model: int) -> Mode
 
 
 def _checked_table(what: str, table: Callable[[int], Tensor], d_model: int) -> Callable[[int], Tensor]:
+    """A built model's own table: (length, d_model), or fewer rows where the model has fewer
+    positions (a learned table of ``max_position_embeddings`` rows); the checks read the rows given."""
     def call(length: int) -> Tensor:
-        return _shape(what, table(length), (length, d_model))
+        value = table(length)
+        if isinstance(value, Tensor) and value.dim() == 2 and 1 <= value.shape[0] < length:
+            return _shape(what, value, (value.shape[0], d_model))
+        return _shape(what, value, (length, d_model))
 
     return call
 

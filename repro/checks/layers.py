@@ -9,6 +9,7 @@ import torch
 from repro.checks.census import TRACE_VOCAB, buildable, forward_dimensions, job_dimensions
 from repro.checks.jobs import job_config, own, watches_jobs
 from repro.checks.registry import checker
+from repro.checks.stack_embedding import received_factor
 from repro.checks.vacuity import require_informative
 from repro.claims.claim import Claim
 from repro.claims.compare import finite, max_abs_diff
@@ -107,7 +108,11 @@ def post_norm(claim: Claim, ctx: CheckContext) -> Measurement:
 
 @checker("embedding.scale")
 def embedding_scale(claim: Claim, ctx: CheckContext) -> Measurement:
-    """Section 3.4: embedding(tokens) / weight[tokens], measured; the paper's factor is sqrt(d_model)."""
+    """Section 3.4: the factor between the embedding the encoder receives and the weight's rows;
+    the paper's is sqrt(d_model). Measured on what the encoder's first layer receives where the
+    model exposes it (:mod:`repro.checks.stack_embedding`: a scale applied in the stack, as
+    Pegasus does, is read there whatever ``embed_source`` gives), else, and where that input is no
+    multiple of the rows (a norm on the sum with the positions), on ``ModelParts.embed_source``."""
     d_model = claim.params.get("d_model", 64)
     parts = ctx.target.model(vocab_size=50, d_model=d_model, n_heads=4, d_ff=128, n_layers=1)
     if parts.embed_source is None or parts.source_embedding is None:
@@ -119,6 +124,17 @@ def embedding_scale(claim: Claim, ctx: CheckContext) -> Measurement:
     factor = finite(((emb * raw).sum() / (raw * raw).sum()).item(), "embedding / weight")
     residual = max_abs_diff(emb, factor * raw, "the embedding")
     detail = f"embedding = {factor:.4f} x weight (residual {residual:.1e}); sqrt(d_model) = {math.sqrt(d_model):.4f}"
+    gen = torch.Generator().manual_seed(ctx.seed)
+    stack = received_factor(parts, "encoder", torch.randint(4, 50, (2, 7), generator=gen), gen)
+    if stack is not None and stack.factor is not None:
+        if abs(stack.factor - factor) > 1e-4 * max(1.0, abs(factor)):
+            detail = (f"{stack.seen}; sqrt(d_model) = {math.sqrt(d_model):.4f}; ModelParts.embed_source gives "
+                      f"{factor:.4f} x weight: not what the stack receives (it scales in the stack)")
+        else:
+            detail += f"; {stack.seen}"
+        return Measurement(stack.factor, detail=detail)
+    if stack is not None:
+        detail += f"; read from ModelParts.embed_source: {stack.seen}"
     # Not a multiple of the weight at all: fail whatever the factor.
     return Measurement(factor, False if residual >= 1e-5 else None, detail)
 

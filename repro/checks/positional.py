@@ -8,6 +8,7 @@ from repro.claims.outcome import Absent, CheckContext, Measurement, NotApplicabl
 from repro.checks.registry import checker
 from repro.claims.claim import Claim
 from repro.claims.compare import Worst, finite, max_abs_diff
+from repro.checks.stack_embedding import received_factor
 from repro.checks.sinusoids import PAPER_LAYOUT, NotSinusoidPairs, find_pairs
 
 
@@ -28,10 +29,16 @@ def _tables(ctx: CheckContext, claim: Claim) -> tuple[dict[str, torch.Tensor], s
     length, d_model = claim.params.get("length", 200), claim.params.get("d_model", 512)
     tables, note = declared_tables(ctx, length, d_model)
     for name, table in tables.items():
-        if tuple(table.shape) != (length, d_model):
+        if table.dim() != 2 or table.shape[1] != d_model or not 1 <= table.shape[0] <= length:
             raise ValueError(f"{name} has shape {tuple(table.shape)}, expected {(length, d_model)}")
         tables[name] = finite(table.detach().double(), name)
-    return tables, note
+    return tables, note + _short(tables, length)
+
+
+def _short(tables: dict[str, torch.Tensor], length: int) -> str:
+    """The note on tables of fewer rows than asked: a model with fewer positions, read as it is."""
+    short = [f"{name} has {table.shape[0]} positions" for name, table in tables.items() if table.shape[0] < length]
+    return f"; {', '.join(short)} (the model has no more; {length} asked): read as it is" if short else ""
 
 
 @checker("positional.equations")
@@ -46,11 +53,12 @@ def equations(claim: Claim, ctx: CheckContext) -> Measurement:
     seen: dict[str, float] = {}
     for d_model in claim.params.get("d_models", [16, 64, 512]):
         tables, note = declared_tables(ctx, length, d_model)
+        note += _short(tables, length)
         for name, table in tables.items():
             table = table.detach().double()
-            if tuple(table.shape) != (length, d_model):
+            if table.dim() != 2 or table.shape[1] != d_model or not 1 <= table.shape[0] <= length:
                 return Measurement(float("inf"), False, f"{name}: shape {tuple(table.shape)} for d_model={d_model}")
-            error = max_abs_diff(table, reference_encoding(length, d_model), f"{name} at d_model={d_model}")
+            error = max_abs_diff(table, reference_encoding(table.shape[0], d_model), f"{name} at d_model={d_model}")
             worst.add(error)
             seen[name] = max(seen.get(name, 0.0), error)
     return Measurement(worst.value, detail=f"max abs error {worst.value:.2e} (" + ", ".join(
@@ -243,6 +251,8 @@ def stack_table(ctx: CheckContext, parts, stack: str, length: int, d_model: int)
     positional table and ``NotApplicable`` where it exposes none; it never substitutes one."""
     own = parts.encoder_positions if stack == "encoder" else parts.decoder_positions
     table = own(length) if own is not None else ctx.target.positional_encoding(length, d_model)
+    if table.shape[0] < length:
+        raise ValueError(f"the {stack}'s own table has {table.shape[0]} positions, fewer than the {length} it was fed")
     return table.detach().double()
 
 
@@ -292,14 +302,25 @@ def both_stacks(claim: Claim, ctx: CheckContext) -> Measurement:
     with torch.no_grad():
         received = {"encoder": parts.encoder_input(tokens).double(), "decoder": parts.decoder_input(tokens).double()}
         embedded = {"encoder": parts.embed_source(tokens).double(), "decoder": parts.embed_target(tokens).double()}
+    note = ""
+    for stack in received:  # scaled in the stack, not by the embedding the adapter gives (Pegasus)
+        own = received_factor(parts, stack, tokens, gen)
+        if own is not None and own.factor is not None and _differs(received[stack] - embedded[stack], tables[stack]):
+            weight = parts.source_embedding if stack == "encoder" else parts.target_embedding
+            embedded[stack] = own.factor * weight.detach().cpu()[tokens].double()
+            note += f"; {own.seen}, not what ModelParts.embed_{'source' if stack == 'encoder' else 'target'} gives"
     errors = {k: max_abs_diff(received[k] - embedded[k], tables[k].double().expand_as(received[k]),
                               f"the {k}'s input - embedding") for k in received}
-    note = ""
     normed = [k for k in received if errors[k] > 1e-5 and _is_normalised_sum(received[k], embedded[k] + tables[k])]
     if normed:
         note += (f"; the {' and '.join(normed)} receive{'s' if len(normed) == 1 else ''} LayerNorm(embedding + positions): "
                  "a norm on the sum before the first layer (as BART's layernorm_embedding)")
     return Measurement(max(errors.values()), detail=", ".join(f"{k} {v:.1e}" for k, v in errors.items()) + note)
+
+
+def _differs(rest: torch.Tensor, table: torch.Tensor) -> bool:
+    """Whether what is left of a stack's input after the embedding is not the table (to 1e-5)."""
+    return (rest - table.expand_as(rest)).abs().max().item() > 1e-5
 
 
 def _is_normalised_sum(received: torch.Tensor, total: torch.Tensor) -> bool:

@@ -14,7 +14,12 @@ Each option reproduces one layout the structural checkers once misread:
   of its embeddings, projected): the future leaks into the past by a few units in the last place
   of the logits, below 1e-6 (a correct model moves them by exactly 0);
 * ``wavelength``: the model's own sinusoid tables (one per stack, ``ModelParts.encoder_positions``
-  / ``decoder_positions``) run from 2pi to ``wavelength`` x 2pi; 10000 ** ((d-2)/d) is the paper's.
+  / ``decoder_positions``) run from 2pi to ``wavelength`` x 2pi; 10000 ** ((d-2)/d) is the paper's;
+* ``max_positions``: the model's own tables have this many rows and no more (a table of
+  ``max_position_embeddings`` rows, as Blenderbot's 128): asked for more, they give what they have;
+* ``scale_in_stack``: the stack multiplies the embedding by sqrt(d_model) in its forward pass and
+  the adapter gives the bare embedding module as ``embed_source`` / ``embed_target`` (Pegasus's
+  layout, read by an adapter copied from BART's, whose embedding module scales itself).
 
 Otherwise it is the paper's: post-norm LayerNorm, ReLU, scaled and tied embeddings, residual and
 embedding dropout. The adapter exposes what repro's does for the architecture (no training loop).
@@ -43,6 +48,8 @@ class Layout:
     leak: float = 0.0
     wavelength: float | None = None
     dropout: float = 0.0
+    max_positions: int | None = None
+    scale_in_stack: bool = False
 
 
 def sinusoids(length: int, d_model: int, wavelength: float | None) -> Tensor:
@@ -168,7 +175,8 @@ class Seq2Seq(nn.Module):
         self.dropout = nn.Dropout(layout.dropout)
 
     def positions(self, length: int) -> Tensor:
-        return sinusoids(length, self.d_model, self.layout.wavelength).to(self.embed.weight.device)
+        rows = min(length, self.layout.max_positions or length)
+        return sinusoids(rows, self.d_model, self.layout.wavelength).to(self.embed.weight.device)
 
     def embedded(self, tokens: Tensor) -> Tensor:
         return self.embed(tokens) * math.sqrt(self.d_model)
@@ -203,9 +211,10 @@ class LayoutAdapter(Adapter):
         self.layout, self.name = layout, f"layout probe ({name or layout})"
 
     def _parts(self, net: Seq2Seq, vocab: int) -> ModelParts:
+        embedded = net.embed if self.layout.scale_in_stack else net.embedded
         return ModelParts(
             forward=net, vocab_size=vocab, d_model=net.d_model, pad_id=PAD, module=net,
-            embed_source=net.embedded, embed_target=net.embedded, source_embedding=net.embed.weight,
+            embed_source=embedded, embed_target=embedded, source_embedding=net.embed.weight,
             target_embedding=net.embed.weight, output_projection=net.embed.weight,
             encoder_input=net.encoder_input, decoder_input=net.decoder_input, encode=net.encode,
             encoder_layers=[layer.parts() for layer in net.encoder],

@@ -90,9 +90,12 @@ class LearnedRandomTable(ReproAdapter):
 
 
 class Unscaled(ReproAdapter):
+    """The model's embedding layers do not multiply by sqrt(d_model) (what the stacks receive is
+    measured: an adapter that only reported the bare lookup table, the model scaling, would pass)."""
+
     def model(self, *args, **kwargs):
         parts = super().model(*args, **kwargs)
-        parts.embed_source = parts.module.src_embed.lut
+        parts.module.src_embed.scale = parts.module.tgt_embed.scale = 1.0
         return parts
 
 

@@ -115,12 +115,12 @@ def model_parts(net: BartForConditionalGeneration) -> ModelParts:
         return net(input_ids=src, attention_mask=(src != PAD_ID).long(), decoder_input_ids=tgt_in).logits
 
     def encoder_input(src: Tensor) -> Tensor:
-        return first_layer_input(lambda: encoder(input_ids=src, attention_mask=(src != PAD_ID).long()), encoder.layers[0])
+        return first_layer_input(lambda: encoder(input_ids=src, attention_mask=(src != PAD_ID).long()), encoder.layers)
 
     def decoder_input(tgt: Tensor) -> Tensor:
         memory = torch.zeros(tgt.size(0), 1, net.config.d_model, device=tgt.device)
         return first_layer_input(lambda: decoder(input_ids=tgt, encoder_hidden_states=memory, use_cache=False),
-                                 decoder.layers[0])
+                                 decoder.layers)
 
     def positions(stack: torch.nn.Module) -> Callable[[int], Tensor]:
         return lambda length: stack.embed_positions.weight[POSITION_OFFSET:POSITION_OFFSET + length]

@@ -130,12 +130,12 @@ def model_parts(net: T5ForConditionalGeneration) -> ModelParts:
         return net(input_ids=src, attention_mask=(src != PAD_ID).long(), decoder_input_ids=tgt_in).logits
 
     def encoder_input(src: Tensor) -> Tensor:
-        return first_layer_input(lambda: encoder(input_ids=src, attention_mask=(src != PAD_ID).long()), encoder.block[0])
+        return first_layer_input(lambda: encoder(input_ids=src, attention_mask=(src != PAD_ID).long()), encoder.block)
 
     def decoder_input(tgt: Tensor) -> Tensor:
         memory = torch.zeros(tgt.size(0), 1, net.config.d_model, device=tgt.device)
         return first_layer_input(lambda: decoder(input_ids=tgt, encoder_hidden_states=memory, use_cache=False),
-                                 decoder.block[0])
+                                 decoder.block)
 
     return ModelParts(
         forward=forward, vocab_size=net.config.vocab_size, d_model=net.config.d_model, pad_id=PAD_ID,
