@@ -10,8 +10,6 @@ spawns the two ranks and returns what each saw; the claims compare it with one p
 
 from __future__ import annotations
 
-import os
-import socket
 import tempfile
 import time
 from pathlib import Path
@@ -39,21 +37,16 @@ RANKS_TIMEOUT_S = 300.0
 SHARD_ITEMS = 11
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _grads(trainer) -> dict[str, torch.Tensor]:
     return {n: p.grad.detach().double().clone() for n, p in trainer.model.named_parameters() if p.grad is not None}
 
 
-def _rank(rank: int, port: int, folder: str, cfg: TrainConfig, vocab: int, passes: list[list[list]],
+def _rank(rank: int, folder: str, cfg: TrainConfig, vocab: int, passes: list[list[list]],
           examples: list) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=WORLD)
+    # a rendezvous file in the probe's own folder: no port to race for with another check running beside
+    # (the selftest runs the device's check and the CPU's at once)
+    dist.init_process_group("gloo", init_method=f"file://{Path(folder) / 'rendezvous'}", rank=rank, world_size=WORLD)
     try:
         runtime = Runtime(torch.device("cpu"), Precision("fp32", "the probe's", "cpu"), WORLD, rank, rank)
         seen: dict[str, Any] = {"rank": rank}
@@ -114,7 +107,7 @@ def observe_group(cfg: TrainConfig, vocab: int, passes: list[list[list]], exampl
         # fork where there is one: the ranks need not import torch and repro again (seconds each);
         # spawn where this process has started CUDA (a forked child may not touch it again)
         method = "fork" if "fork" in mp.get_all_start_methods() and not torch.cuda.is_initialized() else "spawn"
-        ranks = mp.start_processes(_rank, args=(_free_port(), folder, cfg, vocab, passes, examples), nprocs=WORLD,
+        ranks = mp.start_processes(_rank, args=(folder, cfg, vocab, passes, examples), nprocs=WORLD,
                                    join=False, start_method=method)
         deadline = time.monotonic() + RANKS_TIMEOUT_S
         while not ranks.join(timeout=1.0):
