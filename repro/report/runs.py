@@ -44,12 +44,18 @@ class Run:
 
 
 def read_metrics(path: Path) -> pd.DataFrame:
-    """``metrics.csv`` as a DataFrame sorted by step; a file without ``step`` raises ResultError naming it."""
+    """``metrics.csv`` as a DataFrame sorted by step; a file without ``step``, or a value that is not a
+    number, raises ResultError naming it (and the line and column)."""
     df = read_log(path)
     if "step" not in df.columns:
         raise ResultError(f"{path}: metrics log has no 'step' column (columns: {', '.join(map(str, df.columns))})")
     for column in df.columns:
-        df[column] = pd.to_numeric(df[column], errors="coerce")
+        numbers = pd.to_numeric(df[column], errors="coerce")
+        wrong = numbers.isna() & df[column].notna()   # a value that is there but is no number ("nan" is one)
+        if wrong.any():
+            row = int(wrong.to_numpy().argmax())
+            raise ResultError(f"{path}:{row + 2}: field '{column}' is not a number ({df[column].iloc[row]!r})")
+        df[column] = numbers
     return df.dropna(subset=["step"]).sort_values("step").reset_index(drop=True)
 
 
