@@ -12,7 +12,9 @@ user's file replaced before the mechanism below it was fixed:
 - an output flag naming one of a run's own files (its vocabulary, record, metrics log, a checkpoint),
   or ``-`` where standard output is not an output: the output argument type;
 - a selftest folder inside another run's folder;
-- a metrics log with text where numbers go, or rows wider than its header (``report --runs``);
+- a metrics log with text where numbers go, or rows wider than its header, and a run's configuration
+  (``config.json``, a checkpoint's ``train_config``/``model_config``) of the wrong types (``report --runs``);
+- a run record whose recipe no run takes (``check --run``: it read as a departure from the paper, exit 1);
 - a reader refusal raised as an error class that is also a ValueError (it was reworded as "a NUL
   character");
 - a newline in a file name (the refusal stays one line);
@@ -207,6 +209,41 @@ def test_a_metrics_log_that_is_not_numbers_is_refused_naming_its_line(tmp_path, 
     line = refusal(err)
     assert rc == 2 and str(run_copy / "metrics.csv") in line and named in line
     assert not (tmp_path / "rep").exists()
+
+
+def _checkpoint_field(field, key, value):
+    def change(run_dir):
+        newest = _newest(run_dir)
+        state = load_checkpoint(newest)
+        state[field][key] = value
+        torch.save(state, newest)
+    return change
+
+
+@pytest.mark.parametrize("change, named", [
+    (lambda r: (r / "config.json").write_text("[1, 2]"), "config.json: a training config must be a JSON object"),
+    (lambda r: (r / "config.json").write_text('{"preset": 5}'), "config.json: training config field 'preset'"),
+    (_checkpoint_field("train_config", "warmup_steps", "soon"), "field 'train_config': training config field 'warmup_steps'"),
+    (_checkpoint_field("model_config", "d_model", "wide"), "field 'model_config': config field 'd_model'"),
+])
+def test_a_runs_configuration_the_report_draws_from_is_checked(tmp_path, capsys, claims_dir, run_copy, change, named):
+    change(run_copy)
+    rc, _, err = _report(capsys, tmp_path, claims_dir, run_copy, "--no-attention")
+    assert rc == 2 and named in refusal(err)
+    assert not (tmp_path / "rep").exists()
+
+
+@pytest.mark.parametrize("part, key, value, named", [
+    ("train", "warmup_steps", "soon", "run.json: field 'recipe'.train: training config field 'warmup_steps'"),
+    ("train", "bogus", 1, "run.json: field 'recipe'.train: unknown training config field(s): bogus"),
+    ("decode", "beam_size", -3, "run.json: field 'recipe'.decode: decoding setting 'beam_size'"),
+])
+def test_check_run_refuses_a_run_record_whose_recipe_no_run_takes(capsys, run_copy, part, key, value, named):
+    record = json.loads((run_copy / "run.json").read_text())
+    record["recipe"].setdefault(part, {})[key] = value
+    (run_copy / "run.json").write_text(json.dumps(record))
+    rc, _, err = run(capsys, "check", "--run", str(run_copy))
+    assert rc == 2 and named in refusal(err)
 
 
 # -- outputs: a run's own files, '-', a selftest inside a run ---------------------------------------------
