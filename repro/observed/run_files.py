@@ -167,18 +167,20 @@ class RunFiles:
         return self.path / "metrics.csv"
 
     def check_recipe(self) -> None:
-        """The recipes the run records (its newest checkpoint's and its record's) must be ones repro can
-        build (ConfigError naming where it was read, exit 2): a value no recipe takes is bad input, not a
+        """The recipe the run trained, and the one its record states, must be ones repro can build
+        (ConfigError naming where it was read, exit 2): a value no recipe takes is bad input, not a
         departure from the paper."""
-        stated = [(f"{self.newest.path}: field 'recipe'", self.newest.recipe)] if self.newest is not None else []
-        stated.append((f"{self.record_path}: field 'recipe'", dict((self.record or {}).get("recipe") or {})))
-        for where, recipe in stated:
-            if recipe.get("train"):
-                TrainConfig.from_dict(recipe["train"], source=f"{where}.train")
-            if recipe.get("decode") is not None:
-                DecodeSettings.from_dict(recipe["decode"], source=f"{where}.decode")
-        if self.train and not (self.newest is not None and self.newest.recipe) and not (self.record or {}).get("recipe"):
-            TrainConfig.from_dict(self.train, source=f"{self.newest.path}: field 'train_config'")
+        if self.train:
+            where = (f"{self.newest.path}: field 'recipe'" if self.newest is not None and self.newest.recipe
+                     else f"{self.record_path}: field 'recipe'")
+            TrainConfig.from_dict(self.train, source=f"{where}.train")
+            if self.recipe.get("decode") is not None:
+                DecodeSettings.from_dict(self.recipe["decode"], source=f"{where}.decode")
+        stated = dict((self.record or {}).get("recipe") or {})   # the record's, where the checkpoint's was read above
+        if stated.get("train"):
+            TrainConfig.from_dict(stated["train"], source=f"{self.record_path}: field 'recipe'.train")
+        if stated.get("decode") is not None:
+            DecodeSettings.from_dict(stated["decode"], source=f"{self.record_path}: field 'recipe'.decode")
 
     @classmethod
     def load(cls, path: str | Path) -> "RunFiles":
