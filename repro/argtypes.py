@@ -76,9 +76,18 @@ def _checked(check, text: str, what: str) -> str:
     return text
 
 
+def _not_stdout(text: str, what: str) -> None:
+    if text == "-":
+        raise argparse.ArgumentTypeError(f"'-': this flag names an {what}; standard output is not one of its "
+                                         "outputs (give a path, e.g. ./-)")
+
+
 def output_file(text: str) -> str:
     """A path a file can be written to (not a directory; a writable folder that exists or can be
-    made), checked when the flags are read; kept as the text given. Nothing is created."""
+    made; not ``-``, which would be a file of that name; not one of a run's own records), checked when
+    the flags are read; kept as the text given. Nothing is created."""
+    _not_stdout(text, "output file")
+    _checked(paths.not_a_run_record, text, "output file")
     return _checked(paths.output_file, text, "output file")
 
 
@@ -101,7 +110,8 @@ def output_file_or_stdout(text: str) -> str:
 
 
 def output_dir(text: str) -> str:
-    """A directory that exists or can be created, and can be written in; kept as given."""
+    """A directory that exists or can be created, and can be written in (not ``-``); kept as given."""
+    _not_stdout(text, "output directory")
     return _checked(paths.output_dir, text, "output directory")
 
 

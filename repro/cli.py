@@ -17,7 +17,7 @@ from typing import NoReturn
 
 import repro.commands
 from repro.errors import PATH_FAULTS, WRITE_FAULTS, ReproError
-from repro.files.text_decoding import printable
+from repro.files.text_decoding import one_line
 from repro.machine_memory import available_note, out_of_memory
 
 
@@ -26,7 +26,7 @@ class OneLineParser(argparse.ArgumentParser):
     and exits 2, like every other refusal of bad input; ``--help`` still shows the usage."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, printable(f"{self.prog}: error: {message} (see '{self.prog} --help')") + "\n")
+        self.exit(2, one_line(f"{self.prog}: error: {message} (see '{self.prog} --help')") + "\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -50,7 +50,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.flush()   # a closed pipe is met here, not in the interpreter's last flush
         return code
     except ReproError as err:
-        print(printable(f"repro: error: {err}"), file=sys.stderr)
+        print(one_line(f"repro: error: {err}"), file=sys.stderr)
         return err.exit_code
     except BrokenPipeError:  # the reader went away (`repro claims list | head -1`): stop quietly
         _quiet_stdout()
@@ -63,7 +63,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             raise
         where = err.filename or "a file"
-        print(printable(f"repro: error: {where}: {what} ({err.strerror or os.strerror(err.errno)})"), file=sys.stderr)
+        print(one_line(f"repro: error: {where}: {what} ({err.strerror or os.strerror(err.errno)})"), file=sys.stderr)
         return 2
     except (MemoryError, RuntimeError) as err:
         if not out_of_memory(err):

@@ -49,6 +49,11 @@ class DataError(ReproError):
     exit_code = 2
 
 
+class MissingSplit(DataError):
+    """A split a data set does not have, or whose files are not on this machine (a file there that is
+    not one, a link to a device, is a :class:`DataError` of its own)."""
+
+
 class CheckpointError(ReproError):
     """A truncated, foreign or incompatible checkpoint; the message names the file."""
 

@@ -19,7 +19,7 @@ model parameters       --      10**10      the paper's big model has 213 million
                                            40 GB of weights alone
 seeds (``--seed``)     --      2**31 - 1   the range every random generator here takes
 ``threads``            --      1024        torch's thread pool (10**8 threads crash it)
-tree depth (evalb)     --      1000        Penn Treebank trees nest a few dozen deep; EVALB's
+tree depth (evalb)     --      4000        Penn Treebank trees nest a few dozen deep; EVALB's
                                            bracket matching is quadratic in the brackets
 JSON/TOML nesting      --      100         records, configs and claims nest a few levels; a
                                            parser or validator recurses once per level

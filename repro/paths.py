@@ -10,6 +10,13 @@ from pathlib import Path
 from repro.errors import OutputError, UsageError
 from repro.files.reader import inspect
 from repro.files.writer import cannot_write_in, checked_target
+from repro.run_lock import MARKERS, run_marker
+
+#: What a run folder holds that a command's output flag must never replace: its own records (the
+#: run lock and manifest, the run's record, metrics log and vocabulary) and its folders of checkpoints,
+#: encoded corpus and evaluations.
+RUN_RECORDS = frozenset({*MARKERS, "run.json", "metrics.csv", "vocab.json"})
+RUN_FOLDERS = frozenset({"checkpoints", "encoded", "evaluations"})
 
 
 def existing_dir(path: str | os.PathLike[str], what: str = "directory") -> Path:
@@ -84,3 +91,16 @@ def not_an_input(output: str | os.PathLike[str] | None, inputs: list[str | os.Pa
         if source is not None and str(source) != "-" and os.path.exists(source) and os.path.samefile(output, source):
             raise UsageError(f"{output}: the {what} is {source}, one of this command's inputs; writing it would "
                              "replace what was read: give another path")
+
+
+def not_a_run_record(path: str | os.PathLike[str], what: str = "output file") -> None:
+    """Refuse ``path`` when it is one of a run's own files (:data:`RUN_RECORDS`, or a file in one of
+    :data:`RUN_FOLDERS`): an output flag pointed there would replace the run's record, vocabulary or
+    checkpoint with something else."""
+    target = Path(os.path.abspath(path))
+    for folder, inside in ((target.parent, target.name in RUN_RECORDS),
+                           (target.parent.parent, target.parent.name in RUN_FOLDERS)):
+        marker = run_marker(folder) if inside else None
+        if marker is not None:
+            raise UsageError(f"{path}: the {what} would replace a file of the run in {folder} (it holds {marker}); "
+                             "give a path outside the run's own records")

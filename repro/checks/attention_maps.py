@@ -22,7 +22,8 @@ from repro.claims.claim import Claim
 from repro.claims.compare import finite
 from repro.claims.outcome import CheckContext, Measurement, NotRun
 from repro.data.vocab import SharedVocab
-from repro.model import Transformer, TransformerConfig
+from repro.decode.translate import model_of
+from repro.model import Transformer
 from repro.train.checkpoint import load_checkpoint
 
 #: The input sentences of the paper's Figure 3 and of Figures 4 and 5.
@@ -61,9 +62,7 @@ def attention_maps(claim: Claim, ctx: CheckContext) -> Measurement:
     if not checkpoint.is_file() or not (run_dir / "vocab.json").is_file():
         raise NotRun(f"the run of {source} ({run_dir}, {checkpoint.name}) is not on this machine; the report draws "
                      "Figures 3-5 from it where it is")
-    state = load_checkpoint(checkpoint)
-    model = Transformer(TransformerConfig.from_dict(state["model_config"]))
-    model.load_state_dict(state["model"])
+    model = model_of(load_checkpoint(checkpoint), checkpoint)
     vocab = SharedVocab.load(run_dir / "vocab.json")
     closest, lines = None, []
     for figure, sentence in FIGURE_SENTENCES.items():

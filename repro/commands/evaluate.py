@@ -12,7 +12,7 @@ from repro.argtypes import existing_dir, existing_file, output_file
 from repro.cli_flags import add_lineage_argument, runtime_for_loaded, runtime_from_args
 from repro.commands.translate import add_search_arguments, check_search_flags, search_settings
 from repro.data.corpora import get_dataset, resolve_data_dir
-from repro.decode.translate import find_vocab, load_model
+from repro.decode.translate import find_vocab, load_model, vocab_path
 from repro.eval.translation import evaluate_bleu, evaluate_perplexity
 from repro.train.lineage import ALLOW_FLAG, readable_lineage
 
@@ -42,9 +42,8 @@ def main(args: argparse.Namespace) -> int:
     name = args.dataset or train_cfg.get("dataset") or "wmt14-en-de"
     data_dir = args.data_dir or train_cfg.get("data_dir")
     dataset = get_dataset(name, resolve_data_dir(data_dir))
-    paths.not_an_input(args.hypotheses, [args.checkpoint, args.vocab, *(p for split in (args.split, args.ppl_split)
-                                                                       if split in dataset.splits
-                                                                       for p in dataset.splits[split])],
+    scored = [p for split in (args.split, args.ppl_split) if split in dataset.splits for p in dataset.splits[split]]
+    paths.not_an_input(args.hypotheses, [args.checkpoint, vocab_path(args.checkpoint, args.vocab), *scored],
                        "hypotheses file (--hypotheses)")
     report = {"checkpoint": str(args.checkpoint), "dataset": name, **runtime.provenance()}
     if readable_lineage(state) is None:   # used only with --allow-no-lineage: the report says so

@@ -12,6 +12,7 @@ from repro.argtypes import output_dir, output_file, positive_float
 from repro.cli_flags import add_device_argument
 from repro.data.corpora import resolve_data_dir
 from repro.errors import ConfigError, UsageError
+from repro.run_lock import refuse_nested
 from repro.runtime import Runtime
 from repro.selftest import STAGE_NAMES, readable_path, render, run_selftest
 
@@ -62,6 +63,7 @@ def main(args: argparse.Namespace) -> int:
         raise ConfigError(f"{data_dir}: the data directory does not exist (--data-dir or REPRO_DATA_DIR)")
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
     out_dir = Path(args.out_dir) if args.out_dir else Path("runs") / "selftest" / stamp
+    refuse_nested(out_dir, "selftest folder (--out-dir)")   # its stages train runs there: never inside another run
     json_path = Path(args.json) if args.json else out_dir / "selftest.json"
     summary = run_selftest(runtime, quick=args.quick, out_dir=out_dir.resolve(), data_dir=data_dir,
                            stages=args.stages, say=lambda msg: print(f"repro selftest: {msg}", file=sys.stderr,

@@ -17,7 +17,7 @@ from repro.files.text_decoding import split_lines
 from repro.decode.settings import TRANSLATION, DecodeSettings
 from repro.decode.fit import check_output_lengths
 from repro.errors import DataError
-from repro.decode.translate import decode_settings_of, find_vocab, load_model, translate
+from repro.decode.translate import decode_settings_of, find_vocab, load_model, translate, vocab_path
 from repro.model import Transformer
 from repro.model.precision import Precision, resolve_precision
 
@@ -105,7 +105,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def main(args: argparse.Namespace) -> int:
     check_search_flags(args)
-    paths.not_an_input(args.output, [args.input, args.checkpoint, args.vocab], "output (--output)")
+    paths.not_an_input(args.output, [args.input, args.checkpoint, vocab_path(args.checkpoint, args.vocab)],
+                       "output (--output)")
     runtime = runtime_from_args(args, "translate", resolve_precision=False)
     model, state = load_model(args.checkpoint, runtime=runtime, allow_no_lineage=args.allow_no_lineage)
     runtime = runtime_for_loaded(runtime, model, args, "translate")

@@ -16,7 +16,8 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from repro.errors import DataError
+from repro.errors import DataError, MissingSplit
+from repro.files.reader import inspect
 
 ENV_DATA_DIR = "REPRO_DATA_DIR"
 #: Section 6.3's parsing corpora, folders made by ``python -m repro.parsing.prepare``.
@@ -56,16 +57,18 @@ class Dataset:
     def split(self, name: str) -> tuple[Path, Path]:
         """The (src, tgt) paths of one split; a clear DataError if it is unknown or not on disk."""
         if name not in self.splits:
-            raise DataError(f"dataset '{self.name}' has no split '{name}' (it has: {', '.join(self.splits)})")
+            raise MissingSplit(f"dataset '{self.name}' has no split '{name}' (it has: {', '.join(self.splits)})")
         src, tgt = self.splits[name]
         for path in (src, tgt):
-            if not path.is_file():
+            if not os.path.lexists(path):
                 hint = f"; run `repro data fetch {self.name}`" if self.fetchable else ""
-                raise DataError(f"dataset '{self.name}' split '{name}': file {path} not found{hint}")
+                raise MissingSplit(f"dataset '{self.name}' split '{name}': file {path} not found{hint}")
+            inspect(path, f"file of split '{name}' of dataset '{self.name}'", error=DataError)   # a device, a folder
         return src, tgt
 
     def available_splits(self) -> list[str]:
-        return [s for s, (a, b) in self.splits.items() if a.is_file() and b.is_file()]
+        """The splits whose files are there (a file that is not a regular one counts: reading it names it)."""
+        return [s for s, (a, b) in self.splits.items() if os.path.lexists(a) and os.path.lexists(b)]
 
 
 @dataclass(frozen=True)

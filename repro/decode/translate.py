@@ -42,6 +42,13 @@ def load_model(path: str | os.PathLike[str], device: torch.device | str = "cpu",
         device = runtime.device
     state = load_checkpoint(path)
     require_lineage(state, path, allow=allow_no_lineage, doing="decoding with it")
+    return model_of(state, path).to(device).eval(), state
+
+
+def model_of(state: dict[str, Any], path: str | os.PathLike[str]) -> Transformer:
+    """The model a loaded checkpoint ``state`` (read from ``path``) holds, built on the CPU: refused
+    naming the file, before it is built, when its configuration is one the paper's model cannot take
+    or too large for this machine, and when its weights do not fit that configuration."""
     try:
         cfg = TransformerConfig.from_dict(state["model_config"])
         why = too_large(WEIGHT_BYTES * cfg.parameter_estimate(), f"{path}: its model of about "
@@ -51,8 +58,10 @@ def load_model(path: str | os.PathLike[str], device: torch.device | str = "cpu",
         model = Transformer(cfg)
         model.load_state_dict(state["model"])
     except (RuntimeError, TypeError, ValueError) as err:
-        raise CheckpointError(f"{path}: weights do not fit its model configuration ({str(err).splitlines()[0][:200]})") from None
-    return model.to(device).eval(), state
+        lines = [line.strip() for line in str(err).splitlines() if line.strip()] or [type(err).__name__]
+        first = lines[1] if len(lines) > 1 and lines[0].endswith(":") else lines[0]   # torch's heading, then the first fault
+        raise CheckpointError(f"{path}: weights do not fit its model configuration ({first[:200]})") from None
+    return model
 
 
 def decode_settings_of(state: dict[str, Any]) -> DecodeSettings | None:
@@ -62,14 +71,21 @@ def decode_settings_of(state: dict[str, Any]) -> DecodeSettings | None:
     return DecodeSettings.from_dict(decode, source="the checkpoint's recipe") if decode else None
 
 
+def vocab_path(checkpoint: str | os.PathLike[str], vocab: str | os.PathLike[str] | None = None) -> Path | None:
+    """The vocabulary :func:`find_vocab` reads: ``vocab`` if given, else ``vocab.json`` beside the
+    checkpoint or in its run directory (None: neither)."""
+    if vocab is not None:
+        return Path(vocab)
+    path = Path(checkpoint).resolve()
+    return next((f / "vocab.json" for f in (path.parent, path.parent.parent) if (f / "vocab.json").is_file()), None)
+
+
 def find_vocab(checkpoint: str | os.PathLike[str], vocab: str | os.PathLike[str] | None = None,
                model: Transformer | None = None, state: dict[str, Any] | None = None) -> SharedVocab:
     """``vocab`` if given, else ``vocab.json`` of the run the checkpoint belongs to; with ``model``
     (the checkpoint's), one of another size is refused naming both (:mod:`repro.decode.fit`); with
     ``state`` (the loaded checkpoint), one other than the run's own (:mod:`repro.train.lineage`) too."""
-    path = Path(checkpoint).resolve()
-    found = Path(vocab) if vocab is not None else next(
-        (f / "vocab.json" for f in (path.parent, path.parent.parent) if (f / "vocab.json").is_file()), None)
+    found = vocab_path(checkpoint, vocab)
     if found is None:
         raise CheckpointError(f"{checkpoint}: no vocab.json beside it or in its run directory; pass --vocab")
     loaded = SharedVocab.load(found)

@@ -66,7 +66,7 @@ def inspect(path: Pathish, what: str = "file", *, stream: bool = False,
     """The status of ``path`` (links followed) if it may be read as ``what``: a regular file, or a
     pipe when ``stream``; else ``error`` naming it. Nothing is opened."""
     try:
-        return _allowed(path, os.stat(path), what, stream, error)
+        st = os.stat(path)
     except ValueError:   # a NUL character in the name
         raise error(f"{path!r}: {what}: a path cannot hold a NUL character") from None
     except FileNotFoundError:
@@ -75,6 +75,7 @@ def inspect(path: Pathish, what: str = "file", *, stream: bool = False,
         raise error(f"{path}: {what} not found") from None
     except OSError as err:
         raise _cannot(path, what, err, error) from None
+    return _allowed(path, st, what, stream, error)   # its refusal may be a ValueError too (ConfigError)
 
 
 def _cannot(path: Pathish, what: str, err: OSError, error: type[ReproError]) -> ReproError:

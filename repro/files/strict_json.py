@@ -14,6 +14,8 @@ error is a :class:`~repro.errors.ReproError` of the caller's class. Files are re
 from __future__ import annotations
 
 import json
+import math
+import sys
 from typing import Any
 
 from repro.errors import ReproError, UsageError
@@ -21,20 +23,49 @@ from repro.limits import NESTING
 
 
 class _Refused(ValueError):
-    """A duplicate key or a non-finite constant, raised from inside the decoder."""
+    """A duplicate key, a non-finite constant or a number no float holds, raised from inside the
+    decoder; ``needle``: the text to look for to name its line (``nth``: which occurrence)."""
+
+    def __init__(self, message: str, needle: str, nth: int = 1) -> None:
+        super().__init__(message)
+        self.needle, self.nth = needle, nth
 
 
 def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     seen: dict[str, Any] = {}
     for key, value in pairs:
         if key in seen:
-            raise _Refused(f"key '{key}' appears twice in one object")
+            raise _Refused(f"key '{key}' appears twice in one object", f'"{key}"', 2)
         seen[key] = value
     return seen
 
 
 def _no_constant(name: str) -> float:
-    raise _Refused(f"{name} is not a JSON number")
+    raise _Refused(f"{name} is not a JSON number", name)
+
+
+def _shown(number: str) -> str:
+    return number if len(number) <= 24 else f"{number[:12]}...({len(number)} characters)"
+
+
+def _finite_float(number: str) -> float:
+    """A JSON fraction or exponent as a float; one beyond the largest float (``1e400``, which Python
+    reads as infinity) is refused: every number repro reads is finite."""
+    value = float(number)
+    if not math.isfinite(value):
+        raise _Refused(f"{_shown(number)} is beyond the largest number a float holds (about 1.8e308)", number)
+    return value
+
+
+def _float_sized_int(number: str) -> int:
+    """A JSON integer, refused when no float holds it (it would overflow where it is compared or averaged)."""
+    value = int(number)
+    if abs(value) > _LARGEST:
+        raise _Refused(f"{_shown(number)} is beyond the largest number a float holds (about 1.8e308)", number)
+    return value
+
+
+_LARGEST = int(sys.float_info.max)
 
 
 def _line_of(text: str, needle: str, nth: int = 1) -> int | None:
@@ -50,15 +81,15 @@ def loads(text: str, source: str, *, error: type[ReproError] = UsageError, allow
     """``text`` as JSON; a syntax error, a repeated key or (unless ``allow_nan``) NaN/Infinity raise
     ``error`` naming ``source`` (a file, or a flag such as ``--set seed``) and the line."""
     try:
-        value = json.loads(text, object_pairs_hook=_pairs, parse_constant=None if allow_nan else _no_constant)
+        value = json.loads(text, object_pairs_hook=_pairs, parse_int=_float_sized_int,
+                           parse_float=float if allow_nan else _finite_float,
+                           parse_constant=None if allow_nan else _no_constant)
     except RecursionError:
         raise error(f"{source}: nested deeper than {NESTING.hard} levels ({NESTING.why})") from None
     except json.JSONDecodeError as err:
         raise error(f"{source}:{err.lineno}: not valid JSON ({err.msg})") from None
     except _Refused as why:
-        duplicate = str(why).startswith("key '")
-        key = str(why).split("'")[1] if duplicate else str(why).split()[0]
-        line = _line_of(text, f'"{key}"', 2) if duplicate else _line_of(text, key)
+        line = _line_of(text, why.needle, why.nth)
         where = f"{source}:{line}" if line is not None and "\n" in text.strip() else source
         raise error(f"{where}: {why}") from None
     except ValueError as err:   # a number of more than 4300 digits (Python's int conversion limit)

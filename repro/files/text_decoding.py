@@ -38,9 +38,15 @@ def printable(text: str) -> str:
     return "".join(c if c.isprintable() or c in "\t\n" else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
+def one_line(text: str) -> str:
+    """:func:`printable` ``text`` on one line: a newline or carriage return in it (a file name that
+    holds one) is shown as ``\\n``/``\\r``, so that an error stays the one line it is."""
+    return printable(text).replace("\n", "\\n")
+
+
 def warn(message: str) -> None:
     """A warning about an input that was read anyway, on stderr (one line, naming the file)."""
-    print(printable(f"repro: WARNING: {message}"), file=sys.stderr)
+    print(one_line(f"repro: WARNING: {message}"), file=sys.stderr)
 
 
 def wide_encoding(head: bytes) -> str | None:

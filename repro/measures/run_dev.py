@@ -19,7 +19,7 @@ from repro.data.synthetic import SYNTHETIC
 from repro.data.vocab import SharedVocab
 from repro.decode.settings import DecodeSettings
 from repro.decode.translate import load_model
-from repro.errors import DataError
+from repro.errors import MissingSplit
 from repro.measures.measure_registry import Request, Trained, measure
 from repro.measures.recording import keep_in_run, result_of
 from repro.runtime import Runtime
@@ -42,7 +42,7 @@ def evaluate_dev(trained: Trained, *, config: Mapping[str, Any], decode: Mapping
     and keep it in the run directory (rank 0); None when the data set has no dev split."""
     try:
         trained.dataset.split(DEV_REQUEST.split)
-    except DataError as why:
+    except MissingSplit as why:   # a split file that is there but is no file is refused (DataError, exit 2)
         print(f"repro: the run's dev evaluation is skipped: {why}", file=sys.stderr)
         return None
     found = measure(trained, DEV_REQUEST)

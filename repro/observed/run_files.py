@@ -182,14 +182,20 @@ class RunFiles:
         return self.path / "metrics.csv"
 
     def check_recipe(self) -> None:
-        """The recipe the run trained must be one repro can build (ConfigError naming where it was read, exit 2)."""
-        if not self.train:
-            return
-        where = (f"{self.newest.path}: field 'recipe'" if self.newest is not None and self.newest.recipe
-                 else f"{self.record_path}: field 'recipe'")
-        TrainConfig.from_dict(self.train, source=f"{where}.train")
-        if self.recipe.get("decode") is not None:
-            DecodeSettings.from_dict(self.recipe["decode"], source=f"{where}.decode")
+        """The recipe the run trained, and the one its record states, must be ones repro can build
+        (ConfigError naming where it was read, exit 2): a value no recipe takes is bad input, not a
+        departure from the paper."""
+        if self.train:
+            where = (f"{self.newest.path}: field 'recipe'" if self.newest is not None and self.newest.recipe
+                     else f"{self.record_path}: field 'recipe'")
+            TrainConfig.from_dict(self.train, source=f"{where}.train")
+            if self.recipe.get("decode") is not None:
+                DecodeSettings.from_dict(self.recipe["decode"], source=f"{where}.decode")
+        stated = dict((self.record or {}).get("recipe") or {})   # the record's, where the checkpoint's was read above
+        if stated.get("train"):
+            TrainConfig.from_dict(stated["train"], source=f"{self.record_path}: field 'recipe'.train")
+        if stated.get("decode") is not None:
+            DecodeSettings.from_dict(stated["decode"], source=f"{self.record_path}: field 'recipe'.decode")
 
     @classmethod
     def load(cls, path: str | Path) -> "RunFiles":

@@ -12,13 +12,18 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from contextlib import closing
 from pathlib import Path
 
 from repro.errors import UsageError
+from repro.files.reader import iter_lines, read_json
 from repro.files.writer import checked_target
 from repro.manifest import NAME as MANIFEST, Manifest
 from repro.paths import output_dir, output_file
 from repro.run_lock import NAME as LOCK, refuse_nested
+from repro.train.checkpoint import list_checkpoints
+from repro.train.metrics_log import COLUMNS
+from repro.train.run_record import FORMAT as RUN_FORMAT, RUN_RECORD
 
 #: What a training run (:mod:`repro.train`) writes into its ``out_dir``: with its record (``run.json``) and
 #: the records of the evaluations taken of it (``evaluations/``, :mod:`repro.measures.recording`).
@@ -99,3 +104,29 @@ def check_writable(out_dir: str | os.PathLike[str], what: str = "run directory (
         raise UsageError(f"{out_dir / 'vocab.json'}: vocabulary is a directory, not a file")
     for name in RUN_FILES:   # no link in the run folder leads a write elsewhere (repro.files.writer)
         checked_target(out_dir / name, within=out_dir)
+    refuse_foreign_records(out_dir)
+
+
+def refuse_foreign_records(out_dir: Path) -> None:
+    """Refuse a metrics log or run record in ``out_dir`` that no run of repro wrote (a header of other
+    columns; a record of another format or, in a folder without checkpoints, one that is no JSON):
+    training appends to the one and rewrites the other, so a user's file of that name would be lost."""
+    log = out_dir / "metrics.csv"
+    if log.is_file():
+        with closing(iter_lines(log, "metrics log")) as lines:
+            header = [c.strip() for c in next(lines, "").rstrip("\r").split(",")]
+        if header != [""] and not set(header) <= set(COLUMNS):
+            raise UsageError(f"{log}: not a metrics log of repro (its header names {', '.join(header)[:120]}); "
+                             "training would replace it: move it away, or choose another --out-dir")
+    record = out_dir / RUN_RECORD
+    if record.is_file():
+        try:
+            data = read_json(record, "run record")
+        except UsageError:
+            if list_checkpoints(out_dir):
+                return   # a damaged record of this run: training writes a new one, saying so
+            raise UsageError(f"{record}: not a run record of repro (no JSON) in a folder without checkpoints; "
+                             "training would replace it: move it away, or choose another --out-dir") from None
+        if not isinstance(data, dict) or data.get("format") != RUN_FORMAT:
+            raise UsageError(f"{record}: not a run record of repro (no 'format': '{RUN_FORMAT}'); training would "
+                             "replace it: move it away, or choose another --out-dir")

@@ -20,8 +20,9 @@ from matplotlib.ticker import NullFormatter
 import torch
 
 from repro.data.vocab import SharedVocab
-from repro.errors import ConfigError
-from repro.model import Transformer, TransformerConfig, get_preset
+from repro.decode.translate import model_of
+from repro.errors import ConfigError, UsageError
+from repro.model import get_preset
 from repro.report.runs import Run
 from repro.results.provenance import Provenance
 from repro.results.store import Result
@@ -240,10 +241,12 @@ def run_attention_figure(run: Run, sentence: str) -> Figure | str:
     if ckpt is None or not vocab_path.is_file():
         return f"{run.path}: no checkpoint or vocab.json; attention maps not drawn"
     state = load_checkpoint(ckpt)
-    model = Transformer(TransformerConfig.from_dict(state["model_config"]))
-    model.load_state_dict(state["model"])
+    model = model_of(state, ckpt)
     vocab = SharedVocab.load(vocab_path)
     ids = vocab.encode(sentence)
+    if len(ids) > model.cfg.max_positions:
+        raise UsageError(f"--attention-sentence: {len(ids)} tokens, more than the {model.cfg.max_positions} positions "
+                         f"of the model of {ckpt}; give a shorter sentence")
     tokens = [vocab.decode([i]).strip() or "·" for i in ids]
     caption = f"{ckpt.name}; sentence: {sentence!r}; " + provenance_line(run.provenance)
     return attention_figure(model, ids, tokens, caption=caption, name=f"attention-{_slug(run.label)}")

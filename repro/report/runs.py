@@ -15,10 +15,12 @@ from typing import Any
 import pandas as pd
 
 from repro.files import reader
-from repro.errors import ResultError
+from repro.errors import ConfigError, ResultError
+from repro.model import TransformerConfig
 from repro.results.provenance import Provenance
 from repro.results.store import Result
 from repro.train.checkpoint import load_checkpoint
+from repro.train.config import TrainConfig
 from repro.train.metrics_log import read_log
 
 
@@ -44,12 +46,18 @@ class Run:
 
 
 def read_metrics(path: Path) -> pd.DataFrame:
-    """``metrics.csv`` as a DataFrame sorted by step; a file without ``step`` raises ResultError naming it."""
+    """``metrics.csv`` as a DataFrame sorted by step; a file without ``step``, or a value that is not a
+    number, raises ResultError naming it (and the line and column)."""
     df = read_log(path)
     if "step" not in df.columns:
         raise ResultError(f"{path}: metrics log has no 'step' column (columns: {', '.join(map(str, df.columns))})")
     for column in df.columns:
-        df[column] = pd.to_numeric(df[column], errors="coerce")
+        numbers = pd.to_numeric(df[column], errors="coerce")
+        wrong = numbers.isna() & df[column].notna()   # a value that is there but is no number ("nan" is one)
+        if wrong.any():
+            row = int(wrong.to_numpy().argmax())
+            raise ResultError(f"{path}:{row + 2}: field '{column}' is not a number ({df[column].iloc[row]!r})")
+        df[column] = numbers
     return df.dropna(subset=["step"]).sort_values("step").reset_index(drop=True)
 
 
@@ -58,8 +66,20 @@ def _config_from_checkpoint(run: Run) -> None:
     if ckpt is None:
         return
     state = load_checkpoint(ckpt)
-    run.train_config = dict(state.get("train_config") or {})
+    run.train_config = _checked_train_config(state.get("train_config") or {}, f"{ckpt}: field 'train_config'")
     run.model_config = dict(state.get("model_config") or {})
+    try:
+        TransformerConfig.from_dict(run.model_config)
+    except (ConfigError, TypeError) as err:
+        raise ConfigError(f"{ckpt}: field 'model_config': {err}") from None
+
+
+def _checked_train_config(config: Any, source: str) -> dict[str, Any]:
+    """``config`` if it is a training config repro can build (the figures read its warmup, scale and
+    model); else ConfigError naming ``source`` and the field (exit 2)."""
+    if config:
+        TrainConfig.from_dict(config, source=source)
+    return dict(config)
 
 
 def load_run(path: Path, provenance: Provenance | None = None, claim_ids: list[str] | None = None) -> Run:
@@ -77,7 +97,8 @@ def load_run(path: Path, provenance: Provenance | None = None, claim_ids: list[s
         run.notes.append(f"{metrics} missing: no training curves for this run")
     config = run.path / "config.json"
     if config.is_file():
-        run.train_config = reader.read_json(config, "training config", error=ResultError)
+        run.train_config = _checked_train_config(reader.read_json(config, "training config", error=ResultError),
+                                                 str(config))
     else:
         _config_from_checkpoint(run)
     if not run.train_config:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -50,20 +51,34 @@ def save_checkpoint(path: str | os.PathLike[str], state: dict[str, Any], *,
     return path
 
 
-def _non_finite(value: Any, where: str) -> tuple[str, str] | None:
-    """(where, "NaN"/"infinite") of the first floating tensor in ``value`` (nested dicts and lists)
-    holding a value that is not finite, or None."""
+def _tensors(value: Any, where: str) -> Iterator[tuple[str, torch.Tensor]]:
+    """(where, tensor) for every tensor in ``value`` (nested dicts and lists), without recursion."""
     stack = [(value, where)]
     while stack:
         item, at = stack.pop()
         if isinstance(item, torch.Tensor):
-            if item.is_floating_point() and not bool(torch.isfinite(item).all()):
-                return at, "NaN" if bool(torch.isnan(item).any()) else "infinite"
+            yield at, item
         elif isinstance(item, dict):
             stack.extend((v, f"{at}.{k}") for k, v in item.items())
         elif isinstance(item, (list, tuple)):
             stack.extend((v, f"{at}[{i}]") for i, v in enumerate(item))
+
+
+def _non_finite(value: Any, where: str) -> tuple[str, str] | None:
+    """(where, "NaN"/"infinite") of the first floating tensor in ``value`` holding a value that is not
+    finite, or None."""
+    for at, item in _tensors(value, where):
+        if item.is_floating_point() and not bool(torch.isfinite(item).all()):
+            return at, "NaN" if bool(torch.isnan(item).any()) else "infinite"
     return None
+
+
+def _beyond_its_data(value: Any, where: str) -> tuple[str, tuple[int, ...]] | None:
+    """(where, shape) of the first tensor in ``value`` that declares more elements than its storage
+    holds (a stride-0 view of a few bytes as 10^12 elements): reading it whole, as the NaN check
+    does, would ask for memory the file never held."""
+    return next(((at, tuple(t.shape)) for at, t in _tensors(value, where)
+                 if t.layout == torch.strided and t.numel() * t.element_size() > t.untyped_storage().nbytes()), None)
 
 
 #: What a checkpoint holds besides its tensors, by type: each part's owner checks its fields (the model's
@@ -122,6 +137,10 @@ def load_checkpoint(path: str | os.PathLike[str], map_location: str | torch.devi
     if "model" not in state or "model_config" not in state:
         raise CheckpointError(f"{path}: checkpoint lacks the model weights or the model configuration")
     _check_metadata(state, path)
+    crafted = _beyond_its_data(state["model"], "model") or _beyond_its_data(state.get("optimizer"), "optimizer")
+    if crafted is not None:
+        raise CheckpointError(f"{path}: {crafted[0]} declares shape {crafted[1]}, more elements than the file holds "
+                              "for it (a crafted file; repro writes every tensor whole)")
     for name, value in state["model"].items():
         if isinstance(value, torch.Tensor) and value.is_floating_point() and not bool(torch.isfinite(value).all()):
             kind = "NaN" if bool(torch.isnan(value).any()) else "infinite"

@@ -57,7 +57,10 @@ def dataset_for(cfg: TrainConfig) -> Dataset:
             raise ConfigError(f"training config: give both {split}_src and {split}_tgt, or neither")
         if src is not None:
             overrides[split] = (Path(src), Path(tgt))
-    return with_splits(dataset, **overrides) if overrides else dataset
+    dataset = with_splits(dataset, **overrides) if overrides else dataset
+    for split in dataset.available_splits():   # a split's file that is no file (a link to /dev/zero) is
+        dataset.split(split)                    # refused now, not when the run reads it after training
+    return dataset
 
 
 def load_or_train_vocab(path: Path, texts: list[str], vocab_size: int, split: str = "bytes") -> SharedVocab:

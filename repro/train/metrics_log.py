@@ -95,6 +95,13 @@ def read_log(path: str | os.PathLike[str]) -> pd.DataFrame:
     naming it."""
     text = read_text(path, "metrics log", limit=TEXT_BYTES.hard, error=ResultError)
     try:
-        return pd.read_csv(io.StringIO(text))
+        rows = csv.reader(io.StringIO(text, newline=""))
+        header = next(rows, None) or []
+        for line, row in enumerate(rows, start=2):   # pandas would take a row with more fields for an index
+            if row and len(row) != len(header):
+                raise ResultError(f"{path}:{line}: {len(row)} fields, but the header names {len(header)} columns")
+        return pd.read_csv(io.StringIO(text), index_col=False)
+    except csv.Error as err:
+        raise ResultError(f"{path}: not a readable metrics log ({err})") from None
     except (ValueError, pd.errors.ParserError) as err:
         raise ResultError(f"{path}: not a readable metrics log ({str(err).splitlines()[0][:200]})") from None

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from repro.data.synthetic import SYNTHETIC
-from repro.errors import CheckpointError
+from repro.errors import CheckpointError, ConfigError
 from repro.model import TransformerConfig
 from repro.train.checkpoint import load_checkpoint
 from repro.train.lineage import check_resume, lineage_of, require_lineage
@@ -54,17 +54,41 @@ def restore(path: Path, trainer: Trainer, allow_no_lineage: bool = False) -> tup
         trainer.optimizer.load_state_dict(state["optimizer"])
     except (RuntimeError, ValueError, KeyError) as err:
         raise CheckpointError(f"{path}: does not fit this model/optimizer ({str(err).splitlines()[0][:200]})") from None
-    torch.set_rng_state(state["rng"]["torch"])
-    random.setstate(_as_random_state(state["rng"]["python"]))
-    if torch.cuda.is_available() and state["rng"].get("cuda"):
-        torch.cuda.set_rng_state_all(state["rng"]["cuda"])
+    _check_moments(trainer, path)
+    try:
+        torch.set_rng_state(state["rng"]["torch"])
+        random.setstate(_as_random_state(state["rng"]["python"]))
+        if torch.cuda.is_available() and state["rng"].get("cuda"):
+            torch.cuda.set_rng_state_all(state["rng"]["cuda"])
+    except (RuntimeError, TypeError, ValueError, KeyError, AttributeError) as err:
+        raise CheckpointError(f"{path}: field 'rng' is not the random generators' state a training checkpoint holds "
+                              f"({type(err).__name__}: {str(err).splitlines()[0][:160] if str(err) else 'no detail'})") from None
     # rank 0 wrote the checkpoint; every rank has taken the same number of batches (the shards are
     # padded to equal length), so rank 0's (epoch, offset) is every rank's, in its own shard
     data = state["data"]
     if isinstance(data, dict) and "shard" in data and data.get("num_shards") == trainer.world_size:
         data = {**data, "shard": trainer.rank}
-    trainer.batcher.load_state_dict(data)
+    try:
+        trainer.batcher.load_state_dict(data)
+    except ConfigError as err:
+        raise CheckpointError(f"{path}: field 'data': {err}") from None
     return int(state["step"]), unchecked
+
+
+def _check_moments(trainer: Trainer, path: Path) -> None:
+    """Refuse optimizer state whose per-weight tensors (Adam's moments) are not of their weight's shape
+    and a floating type: loaded as they are, the first update would fail (or broadcast) mid-run."""
+    names = {id(p): n for n, p in trainer.model.named_parameters()}
+    for group in trainer.optimizer.param_groups:
+        for param in group["params"]:
+            for key, value in trainer.optimizer.state.get(param, {}).items():
+                if not isinstance(value, torch.Tensor) or value.dim() == 0:
+                    continue   # the step count
+                if value.shape != param.shape or not value.is_floating_point():
+                    raise CheckpointError(
+                        f"{path}: optimizer state '{key}' of weight '{names.get(id(param), '?')}' is a "
+                        f"{value.dtype} tensor of shape {tuple(value.shape)}, not {param.dtype} of the weight's "
+                        f"{tuple(param.shape)}: not this model's training state")
 
 
 def _as_random_state(value: Iterable) -> tuple:
