@@ -59,15 +59,16 @@ def wide_backward_ops(form: Callable, logits: Tensor, target: Tensor) -> list[st
     """The ops of ``form``'s compiled backward graph that make a (tokens x V) tensor and are neither
     element-wise nor a matrix product or view: each one a pass inductor does not fuse."""
     from torch._dynamo.backends.common import aot_autograd
+    from torch._functorch.aot_autograd import make_boxed_func
 
     graphs: dict[str, torch.fx.GraphModule] = {}
 
     def keep(gm, _inputs):
         graphs["backward"] = gm
-        return gm.forward
+        return make_boxed_func(gm.forward)
 
     def forward_only(gm, _inputs):
-        return gm.forward
+        return make_boxed_func(gm.forward)
 
     leaf = logits.detach().clone().requires_grad_()
     compiled = torch.compile(lambda z: form(z, target, epsilon=0.1, pad_id=0)[0],

@@ -135,13 +135,14 @@ def test_dense_loss_ignores_a_non_finite_pad_row():
 def _backward_graph(fn, *args):
     """The backward graph that ``torch.compile`` hands its compiler for ``fn(*args).backward()``."""
     from torch._dynamo.backends.common import aot_autograd
+    from torch._functorch.aot_autograd import make_boxed_func
 
     graphs = {}
 
     def keep(name):
         def compiler(gm, _inputs):
             graphs[name] = gm
-            return gm.forward
+            return make_boxed_func(gm.forward)
         return compiler
 
     compiled = torch.compile(fn, backend=aot_autograd(fw_compiler=keep("forward"), bw_compiler=keep("backward")),
