@@ -301,12 +301,14 @@ def run(
     start = clock()
     waiting: tuple[InFlight, dict[str, Any]] | None = None   # an update launched, its figures not yet read
 
+    def diverged(err: TrainingDiverged) -> TrainingDiverged:
+        return TrainingDiverged(f"{err}; the last checkpoint is {(list_checkpoints(out_dir) or ['none'])[-1]}")
+
     def read(launched: InFlight) -> UpdateStats:
         try:
             return launched.result()
         except TrainingDiverged as err:
-            raise TrainingDiverged(f"{err}; the last checkpoint is {(list_checkpoints(out_dir) or ['none'])[-1]}") \
-                from None
+            raise diverged(err) from None
 
     def settle(stats: UpdateStats, data_state: dict[str, Any], due: bool) -> None:
         """Log update ``stats.step``; at a due step, evaluate and checkpoint."""
@@ -327,8 +329,7 @@ def run(
             try:
                 launched = trainer.launch(micro, step)
             except TrainingDiverged as err:
-                raise TrainingDiverged(f"{err}; the last checkpoint is {(list_checkpoints(out_dir) or ['none'])[-1]}") \
-                    from None
+                raise diverged(err) from None
             # the previous update's figures, read once this one is launched (one GPU, fused Adam)
             earlier = (read(waiting[0]), waiting[1]) if waiting is not None else None
             timing.end_update()
