@@ -154,42 +154,89 @@ def _score(parts, src: torch.Tensor, output: list[int], alpha: float) -> float:
     return total / ((5 + target.size(1)) / 6) ** alpha
 
 
+#: Lengths at which each encoder layer's reach is measured: every (i, j) pair at the first, the
+#: two end positions against every other at the second, longer than the windows of the local
+#: attentions in use (Longformer/LED's default one-sided 512, LongT5's radius 127): a stack of
+#: windowed layers reaches every position of a short sentence, a single layer does not.
+LAYER_LENGTHS = (8, 640)
+
+
+def _stack_blind(parts, gen: torch.Generator, path: str) -> tuple[int, NoiseFloor, float]:
+    """Source-token perturbations through the encoder stack: (i, j) pairs where output i of the
+    first sentence does not move, the floor, and the median move seen."""
+    src = _tokens(gen, 2, 8)
+    what = f"the encoder output of path {path}"
+    blind, reached = 0, []
+    with torch.no_grad():
+        base = parts.encode(src)
+        require_informative(base, f"the encoder's outputs ({path})")
+        noise = NoiseFloor({
+            "the same call again": max_abs_diff(parts.encode(src), base, what),
+            "the other sentence changed": max_abs_diff(
+                parts.encode(batch_mate_changed(src, 1, 4, SIZE["vocab_size"], gen))[0], base[0], what),
+        })
+        for j in range(src.size(1)):
+            perturbed = src.clone()
+            perturbed[0, j] = 4 + (perturbed[0, j] - 4 + 11) % (SIZE["vocab_size"] - 4)
+            out = parts.encode(perturbed)[0]
+            blind += int((~noise.moved(out, base[0], -1, what)).sum())
+            reached.append((out - base[0]).abs().amax(-1))
+    return blind, noise, torch.cat(reached).double().median().item()
+
+
+def _layer_blind(layer, gen: torch.Generator, what: str) -> tuple[int, NoiseFloor, float, str]:
+    """One encoder layer on random states, one sentence at a time: at each of
+    :data:`LAYER_LENGTHS`, the (i, j) pairs where output i does not move when input j does (every
+    j at the short length, the two ends at the long one); the floor is the same call again."""
+    blind, reached, noise, counts = 0, [], None, []
+    with torch.no_grad():
+        for n in LAYER_LENGTHS:
+            x = torch.randn(1, n, SIZE["d_model"], generator=gen)
+            base = layer(x)
+            require_informative(base, what)
+            probe = NoiseFloor({"the same call again": max_abs_diff(layer(x), base, what)})
+            noise = probe if noise is None or probe.floor > noise.floor else noise
+            here = 0
+            for j in (range(n) if n <= LAYER_LENGTHS[0] else (0, n - 1)):
+                moved_x = x.clone()
+                moved_x[0, j] += torch.randn(SIZE["d_model"], generator=gen)
+                out = layer(moved_x)[0]
+                here += int((~probe.moved(out, base[0], -1, what)).sum())
+                reached.append((out - base[0]).abs().amax(-1))
+            counts.append(f"n={n}: {here}")
+            blind += here
+    return blind, noise, torch.cat(reached).double().median().item(), ", ".join(counts)
+
+
 @checker("model.encoder_all_positions")
 def encoder_all_positions(claim: Claim, ctx: CheckContext) -> Measurement:
-    """Perturbation test on the encoder stack: changing source token j must move the encoder's
-    output at every position i, above the model's own noise floor (:mod:`repro.checks.noise`: the
-    same call again, the other sentence of the batch changed). Measured: (i, j) pairs of the
-    first sentence where it does not (0 in the paper); inconclusive where the noise is as large as
-    the moves the test must see."""
+    """Perturbation test on the encoder: changing the input at position j must move the output at
+    every position i, above the model's own noise floor (:mod:`repro.checks.noise`). Measured on
+    the stack (source tokens; the floor: the same call again, the other sentence of the batch
+    changed) and, where the model exposes them, on each encoder layer alone (the claim is about
+    "the previous layer": a stack of local attentions reaches every token of a short sentence
+    through its depth, one layer does not), at :data:`LAYER_LENGTHS`. Measured: (i, j) pairs where
+    output i does not move (0 in the paper); inconclusive where the noise is as large as the moves
+    the test must see."""
     gen = torch.Generator().manual_seed(ctx.seed)
     blind, details, floors = 0, [], {}
     for path, parts in ctx.target.model_paths(**SIZE).items():
         if parts.encode is None:
             raise NotApplicable(f"{ctx.target.name} does not expose its encoder stack (ModelParts.encode)")
-        src = _tokens(gen, 2, 8)
-        path_blind = 0
-        what = f"the encoder output of path {path}"
-        with torch.no_grad():
-            base = parts.encode(src)
-            require_informative(base, f"the encoder's outputs ({path})")
-            floors[path] = noise = NoiseFloor({
-                "the same call again": max_abs_diff(parts.encode(src), base, what),
-                "the other sentence changed": max_abs_diff(
-                    parts.encode(batch_mate_changed(src, 1, 4, SIZE["vocab_size"], gen))[0], base[0], what),
-            })
-            reached = []
-            for j in range(src.size(1)):
-                perturbed = src.clone()
-                perturbed[0, j] = 4 + (perturbed[0, j] - 4 + 11) % (SIZE["vocab_size"] - 4)
-                out = parts.encode(perturbed)[0]
-                moved = noise.moved(out, base[0], -1, what)
-                path_blind += int((~moved).sum())
-                reached.append((out - base[0]).abs().amax(-1))
-        typical = torch.cat(reached).double().median().item()
-        if noise.floor > 0 and typical <= noise.threshold:
-            raise Inconclusive(f"path {path}: the model's noise is as large as the moves the test must see (median "
-                               f"move {typical:.1e}; {noise.text()}): a blind position cannot be told from it")
-        blind += path_blind
-        details.append(f"{path}: {path_blind}")
-    return Measurement(blind, detail="(i, j) pairs where encoder output i ignores source token j: " + ", ".join(details)
+        probes = [("stack", *_stack_blind(parts, gen, path), "")]
+        for k, layer in enumerate(parts.encoder_layers or ()):
+            probes.append((f"layer {k}", *_layer_blind(layer.layer, gen, f"encoder layer {k} of path {path}")))
+        seen = []
+        for where, count, noise, typical, counts in probes:
+            if noise.floor > 0 and typical <= noise.threshold:
+                raise Inconclusive(f"path {path}, {where}: the model's noise is as large as the moves the test must "
+                                   f"see (median move {typical:.1e}; {noise.text()}): a blind position cannot be told "
+                                   "from it")
+            floors[f"{path} {where}" if len(probes) > 1 else path] = noise
+            blind += count
+            seen.append(f"{where} {count}" + (f" ({counts})" if counts else ""))
+        if len(probes) == 1:
+            seen.append("its layers not exposed (ModelParts.encoder_layers): a layer's own reach not measured")
+        details.append(f"{path}: " + ", ".join(seen))
+    return Measurement(blind, detail="(i, j) pairs where encoder output i ignores input j: " + "; ".join(details)
                        + f"; {noise_text(floors)}")

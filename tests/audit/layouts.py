@@ -19,7 +19,10 @@ Each option reproduces one layout the structural checkers once misread:
   ``max_position_embeddings`` rows, as Blenderbot's 128): asked for more, they give what they have;
 * ``scale_in_stack``: the stack multiplies the embedding by sqrt(d_model) in its forward pass and
   the adapter gives the bare embedding module as ``embed_source`` / ``embed_target`` (Pegasus's
-  layout, read by an adapter copied from BART's, whose embedding module scales itself).
+  layout, read by an adapter copied from BART's, whose embedding module scales itself);
+* ``window``: each encoder self-attention sees the positions within ``window`` of its own and no
+  others (a sliding window, as LED's Longformer attention and LongT5's local attention): a stack
+  of such layers reaches every token of a short sentence through its depth.
 
 Otherwise it is the paper's: post-norm LayerNorm, ReLU, scaled and tied embeddings, residual and
 embedding dropout. The adapter exposes what repro's does for the architecture (no training loop).
@@ -50,6 +53,7 @@ class Layout:
     dropout: float = 0.0
     max_positions: int | None = None
     scale_in_stack: bool = False
+    window: int | None = None
 
 
 def sinusoids(length: int, d_model: int, wavelength: float | None) -> Tensor:
@@ -116,14 +120,22 @@ class EncoderLayer(nn.Module):
         inner = layout.dropout if layout.sandwich else 0.0
         self.attn, self.ffn = Attention(d_model, heads, inner), FeedForward(d_model, d_ff, layout)
         self.subs = nn.ModuleList(Sublayer(d_model, layout) for _ in range(2))
+        self.window = layout.window
+
+    def _mask(self, x: Tensor, mask: Tensor | None) -> Tensor | None:
+        if self.window is None:
+            return mask
+        at = torch.arange(x.size(1), device=x.device)
+        band = (at[:, None] - at[None, :]).abs() <= self.window
+        return band if mask is None else mask & band
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
-        x = self.subs[0](x, lambda y: self.attn(y, y, mask))
+        x = self.subs[0](x, lambda y: self.attn(y, y, self._mask(y, mask)))
         return self.subs[1](x, self.ffn)
 
     def parts(self) -> EncoderLayerParts:
-        return EncoderLayerParts(self, self.subs[0].part(lambda y: self.attn(y, y)), self.subs[1].part(self.ffn),
-                                 (self.subs[0].norm, self.subs[1].norm))
+        return EncoderLayerParts(self, self.subs[0].part(lambda y: self.attn(y, y, self._mask(y, None))),
+                                 self.subs[1].part(self.ffn), (self.subs[0].norm, self.subs[1].norm))
 
 
 class DecoderLayer(nn.Module):
