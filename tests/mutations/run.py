@@ -703,17 +703,20 @@ def apply(mutation: Mutation, tree: Path) -> None:
     path.write_text("\n".join(lines), encoding="utf-8")
 
 
-def run_check(tree: Path, claims: Sequence[str] = ()) -> tuple[int, list[str], float]:
+def run_check(tree: Path, claims: Sequence[str] = ()) -> tuple[int | None, list[str], float]:
     """`repro check` on the package in ``tree`` (only the claims whose ids start with ``claims``, when
-    given): exit code, the claims that failed or erred, seconds."""
+    given): exit code (None: it ran past 15 minutes), the claims that failed or erred, seconds."""
     env = {**os.environ, "PYTHONPATH": str(tree), "REPRO_CLAIMS_DIR": str(tree / "claims"),
            "REPRO_SLURM_PROFILES": str(ROOT / "slurm"),
            "REPRO_DATA_DIR": os.environ.get("REPRO_DATA_DIR", str(ROOT.parent / "shared" / "data"))}
     out = tree / "check.json"
     began = time.monotonic()
     only = [arg for prefix in claims for arg in ("--only", prefix)]
-    proc = subprocess.run([sys.executable, "-m", "repro", "check", "--json", str(out), *only], cwd=tree, env=env,
-                          capture_output=True, text=True, timeout=900)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "repro", "check", "--json", str(out), *only], cwd=tree, env=env,
+                              capture_output=True, text=True, timeout=900)
+    except subprocess.TimeoutExpired:   # a check that hangs has caught nothing (no exit code); the other rows go on
+        return None, ["(timed out after 900 s)"], time.monotonic() - began
     seconds = time.monotonic() - began
     broken = []
     if out.is_file():
@@ -798,7 +801,7 @@ def main(argv: list[str] | None = None) -> int:
             shutil.copytree(ROOT / "claims", tree / "claims")
             apply(mutation, tree)
             code, broken, seconds = run_check(tree, args.claims)
-            caught = code != 0
+            caught = code is not None and code != 0
             rows.append({**asdict(mutation), "caught": caught, "exit_code": code, "claims": broken,
                          "seconds": round(seconds, 1), **({"check_only": args.claims} if args.claims else {})})
             print(f"{'caught' if caught else 'MISSED':7s} {mutation.name:42s} {seconds:5.1f} s  {', '.join(broken[:4])}",
