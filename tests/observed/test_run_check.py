@@ -276,6 +276,9 @@ def _overlapping_sessions(record: dict) -> None:
     (lambda p: _edit_checkpoint(p / "checkpoints" / "step_00000006.pt", lambda s: s["model_config"].update(dropout=0.3)),
      ("observed.dropout.base", "observed.dimensions.base"),
      "step_00000006.pt: field 'model_config.dropout' is 0.3, but the run's recipe builds dropout 0.1"),
+    (lambda p: _edit_checkpoint(p / "checkpoints" / "step_00000006.pt", lambda s: s["model_config"].update(d_ff=128)),
+     ("observed.dimensions.base",), "step_00000006.pt: field 'model_config.d_ff' is 128, but the run's recipe builds "
+                                    "d_ff 64"),
     (lambda p: edit_json(p / "run.json", lambda d: d["sessions"][0].update(ended_at=4)),
      ("observed.hardware", "observed.train-steps.base", "sec5.step-time.base"),
      "run.json: field 'sessions[0].ended_at' is 4, but field 'steps' is 6"),
