@@ -670,7 +670,7 @@ SUITE_MUTATIONS = [
     SuiteMutation("step-clock-warmup-one-short", "repro/train/step_clock.py",
      "        steady[:warm] = False", "        steady[:warm - 1] = False",
                   "the last warm-up update counted as steady",
-                  ("tests/measures/test_registry.py", "tests/observed/test_run_check.py")),
+                  ("tests/train/test_step_clock.py",)),
     SuiteMutation("run-lock-file-left-behind", "repro/run_lock.py",
      "            remove(path, within=folder)", "            pass",
                   "the run directory's lock file is left behind when the run ends",
