@@ -110,17 +110,12 @@ def auto_precision(claim: Claim, ctx: CheckContext) -> Measurement:
     return Measurement(len(wrong), detail=f"{len(cases)} cases" + (": " + "; ".join(wrong) if wrong else ": all as stated"))
 
 
-@checker("run.gpu_optimizer")
-def gpu_optimizer(claim: Claim, ctx: CheckContext) -> Measurement:
-    """Section 5.3's Adam on the GPU path: the optimizer the loop's builder makes for the job
-    (:func:`repro.train.optimizer.optimizer_for`) when every parameter is on a GPU must be torch's
-    fused Adam; the arguments it is built with then build it on two CPU parameters (torch's fused
-    Adam runs there too) and beta1, beta2 and epsilon are recovered from two steps
-    (:func:`repro.checks.training.recover_adam`). Measured: [beta1, beta2, epsilon]."""
-    own(ctx)
-    cfg = job_config(claim.params.get("experiment", "table2-base-ende"))
+def gpu_adam_arguments(cfg) -> dict | None:
+    """The keyword arguments (the rate left out) the loop's optimizer builder
+    (:func:`repro.train.optimizer.optimizer_for`) hands ``torch.optim.Adam`` when every parameter is
+    on a GPU (``None``: it builds no ``torch.optim.Adam``); they build the GPU path's Adam on CPU
+    parameters (torch's fused Adam runs there too)."""
     built: list[dict] = []
-    real = torch.optim.Adam
 
     def spy(params, **kwargs):
         built.append(kwargs)
@@ -131,10 +126,21 @@ def gpu_optimizer(claim: Claim, ctx: CheckContext) -> Measurement:
     model = SimpleNamespace(parameters=lambda: iter(params))
     with mock.patch.object(torch.optim, "Adam", spy):
         optimizer_for(cfg, model)
-    if not built:
+    return {k: v for k, v in built[0].items() if k != "lr"} if built else None
+
+
+@checker("run.gpu_optimizer")
+def gpu_optimizer(claim: Claim, ctx: CheckContext) -> Measurement:
+    """Section 5.3's Adam on the GPU path: the optimizer the loop's builder makes for the job
+    (:func:`repro.train.optimizer.optimizer_for`) when every parameter is on a GPU must be torch's
+    fused Adam; the arguments it is built with then build it on two CPU parameters (torch's fused
+    Adam runs there too) and beta1, beta2 and epsilon are recovered from two steps
+    (:func:`repro.checks.training.recover_adam`). Measured: [beta1, beta2, epsilon]."""
+    own(ctx)
+    kwargs = gpu_adam_arguments(job_config(claim.params.get("experiment", "table2-base-ende")))
+    if kwargs is None:
         return Measurement(None, False, "the builder made no torch.optim.Adam")
-    kwargs = {k: v for k, v in built[0].items() if k != "lr"}
-    seen = optimizer_updates(lambda ps: real(ps, lr=0.0, **kwargs), adam_gradients())
+    seen = optimizer_updates(lambda ps: torch.optim.Adam(ps, lr=0.0, **kwargs), adam_gradients())
     measured, departures = recover_adam(seen)
     fused = bool(kwargs.get("fused"))
     if not fused:

@@ -152,6 +152,10 @@ class TokenBatcher:
         self.offset = 0  # batches of the current epoch this shard has already yielded
         self._plan: tuple[int, list[np.ndarray]] | None = None
 
+    #: Epochs in a row that may yield no pass before iteration stops with an error instead of streaming
+    #: on for ever (every epoch of sorted batches yields at least one).
+    max_empty_epochs = 0
+
     # -- the batches of one epoch -------------------------------------------------------------
     def _pack(self, order: np.ndarray) -> list[np.ndarray]:
         batches: list[np.ndarray] = []
@@ -203,8 +207,14 @@ class TokenBatcher:
         return len(self.epoch_batches(self.epoch))
 
     def __iter__(self) -> Iterator[Batch]:
+        empty = 0   # epochs in a row that yielded no pass
         while True:
             batches = self.epoch_batches(self.epoch)
+            empty = 0 if batches else empty + 1
+            if empty > self.max_empty_epochs:
+                raise DataError(f"{type(self).__name__}: no batch in {empty} epochs in a row (up to epoch {self.epoch}) "
+                                f"of {len(self.examples)} examples: every example must be batched within "
+                                f"{self.max_empty_epochs} epoch(s)")
             while self.offset < len(batches):
                 idx = batches[self.offset]
                 self.offset += 1  # advanced before yielding: a state_dict taken now resumes after this batch

@@ -65,6 +65,9 @@ class BucketBatcher(TokenBatcher):
     the same bounds, sharding, iteration and exact resume as :class:`TokenBatcher`, training only
     (endless, shuffled)."""
 
+    #: every pair is batched within twice MAX_WAIT epochs (module docstring), the first batches included
+    max_empty_epochs = 2 * MAX_WAIT
+
     def __init__(self, examples: Sequence, max_tokens: int, *, seed: int = 0, num_shards: int = 1, shard: int = 0,
                  max_sentences: int | None = None, budget: int | None = None, step: float = DEFAULT_STEP) -> None:
         super().__init__(examples, max_tokens, shuffle=True, seed=seed, num_shards=num_shards, shard=shard,

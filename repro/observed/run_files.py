@@ -97,7 +97,7 @@ EVALUATION_EXTRA: dict = {
 }
 #: The columns of the metrics log a check reads, and whether a row may leave them empty.
 _COLUMNS = {"step": False, "lr": False, "src_tokens": False, "tgt_tokens": False, "dev_ppl": True,
-            "dev_accuracy": True}
+            "dev_accuracy": True, "loss": True, "nll": True}
 
 
 @dataclass(frozen=True)
@@ -111,6 +111,9 @@ class LoggedRow:
     tgt_tokens: int
     dev_ppl: float | None = None
     dev_accuracy: float | None = None
+    #: the update's label-smoothed loss and NLL per target token (logs written before they were kept lack them)
+    loss: float | None = None
+    nll: float | None = None
 
 
 @dataclass(frozen=True)
@@ -276,7 +279,7 @@ def read_log(path: Path) -> list[LoggedRow]:
             value = {c: _number(path, line, c, row.get(c), optional) for c, optional in _COLUMNS.items()}
             whole = {c: _integer(path, line, c, value[c]) for c in ("step", "src_tokens", "tgt_tokens")}
             rows.append(LoggedRow(line, whole["step"], value["lr"], whole["src_tokens"], whole["tgt_tokens"],
-                                  value["dev_ppl"], value["dev_accuracy"]))
+                                  value["dev_ppl"], value["dev_accuracy"], value["loss"], value["nll"]))
     except csv.Error as err:
         raise ResultError(f"{path}: not a CSV file ({err})") from None
     return rows

@@ -59,6 +59,20 @@ def test_a_norm_on_the_sum_leaves_the_scale_to_the_embedding() -> None:
     assert scaled.factor == pytest.approx(8.0)
 
 
+
+@pytest.mark.parametrize("size", [1e-5, 1.0, 1e4])
+def test_a_multiple_is_judged_against_the_difference_s_own_size(size: float) -> None:
+    """Whatever the size of what the stack receives (a tiny init, a large scale), a norm on the sum is
+    no multiple and a scale is read as itself: the fit's residual is weighed against the difference."""
+    gen = torch.Generator().manual_seed(1)
+    raw, raw_other, positions = (torch.randn(2, 6, 16, generator=gen) for _ in range(3))
+    norm = lambda x: nn.functional.layer_norm(x, (16,))
+    normed = stack_factor(size * norm(8 * raw + positions), size * norm(8 * raw_other + positions), raw, raw_other,
+                          "encoder")
+    assert normed.factor is None, normed.seen
+    scaled = stack_factor(size * (8 * raw + positions), size * (8 * raw_other + positions), raw, raw_other, "encoder")
+    assert scaled.factor == pytest.approx(8.0 * size, rel=1e-5), scaled.seen
+
 # -- 2. a model with fewer positions than a claim asks for (Blenderbot's 128) ----------------------------
 
 @pytest.mark.parametrize("claim_id", ["sec3.pe.equations", "sec3.pe.wavelengths", "sec3.pe.relative-linear",

@@ -10,6 +10,10 @@ change a reproduction's numbers the claims notice, and its output is committed a
 reports/mutations.json.
 
     python tests/mutations/run.py [--out reports/mutations.json] [--only NAME] [--append] [--claims PREFIX]
+    python tests/mutations/run.py --suite [--only NAME]
+
+The machinery's mistakes (``SUITE_MUTATIONS``: the CLI, records, locks, benchmarks) are caught by the
+test suite instead: ``--suite`` runs each one's test files on a copy of the project with the mistake in.
 
 A row added with ``--append`` carries the commit it ran at (``commit``); the record's own
 ``commit`` is that of the full run.
@@ -39,6 +43,14 @@ class Mutation:
     old: str
     new: str
     what: str
+
+
+@dataclass(frozen=True)
+class SuiteMutation(Mutation):
+    """A mistake in the machinery (CLI, files, records, locks, benchmarks): the test files ``tests`` must
+    fail on it (``--suite``); ``repro check`` is not asked."""
+
+    tests: tuple[str, ...] = ()
 
 
 MUTATIONS = [
@@ -488,6 +500,195 @@ MUTATIONS = [
     Mutation("equivalence-on-the-estimate", "repro/scaled/verdicts.py",
      "        if -within <= low and high <= within:", "        if -within <= (low + high) / 2 <= within:",
              "'nearly identical' holds when the estimate is within ±k, whatever its interval"),
+    # -- issue 45, fresh mistakes (helper "mistakes"): the update read late, the loss's one-pass backward,
+    # -- the length buckets, the recipes, the search, the BLEU script and the averaging, none tried before --
+    Mutation("read-late-skips-finite-updates", "repro/train/update_step.py",
+     "        optimizer.found_inf = (figures[2] > 0).float()   # type: ignore[attr-defined]",
+     "        optimizer.found_inf = (figures[2] == 0).float()   # type: ignore[attr-defined]",
+             "read late (one GPU, fused Adam), the device skips every finite update and takes the non-finite ones"),
+    Mutation("read-late-never-skips", "repro/train/update_step.py",
+     "        optimizer.found_inf = (figures[2] > 0).float()   # type: ignore[attr-defined]",
+     "        optimizer.found_inf = (figures[2] < 0).float()   # type: ignore[attr-defined]",
+             "read late, a non-finite update's step is taken on the device (the weights turn NaN before the stop)"),
+    Mutation("loop-checkpoints-unread-update", "repro/train/loop.py",
+     "            if launched.deferred and not due and step < cfg.max_steps:",
+     "            if launched.deferred and step < cfg.max_steps:",
+             "read late, a due update is left waiting too: no checkpoint is ever written for it"),
+    Mutation("loop-earlier-update-checkpointed", "repro/train/loop.py",
+     "                settle(*earlier, due=False)", "                settle(*earlier, due=due)",
+             "read late, a checkpoint due now is also written under the previous update's step (holding this one's weights)"),
+    Mutation("logged-nll-is-smoothed-loss", "repro/train/update_step.py",
+     "            self._stats = UpdateStats(self.step, self.lr, src, tgt, loss_sum / tokens, nll_sum / tokens, self.padding)",
+     "            self._stats = UpdateStats(self.step, self.lr, src, tgt, loss_sum / tokens, loss_sum / tokens, self.padding)",
+             "the update's NLL per token reported as its label-smoothed loss (training perplexity too high)"),
+    Mutation("logged-loss-is-scaled", "repro/train/update_step.py",
+     "        totals += torch.stack([loss.detach().double() / scale, nll.detach().to(device).double(),",
+     "        totals += torch.stack([loss.detach().double(), nll.detach().to(device).double(),",
+             "the update's loss sum kept as the back-propagated (scaled) loss: the logged loss per token is tiny"),
+    Mutation("padding-share-inverted", "repro/train/update_step.py",
+     "    return 1.0 - sum(b.src_tokens + b.tgt_tokens for b in micro) / positions if positions else 0.0",
+     "    return sum(b.src_tokens + b.tgt_tokens for b in micro) / positions if positions else 0.0",
+             "the padding share reported as the real tokens' share"),
+    Mutation("eager-backward-no-spread", "repro/train/loss.py",
+     "        grad = _widened(logits).sub(lse[:, None]).exp_().sub_(off)",
+     "        grad = _widened(logits).sub(lse[:, None]).exp_()",
+             "the dense loss's eager backward forgets eps / (V - 2) on the other tokens"),
+    Mutation("eager-backward-pad-gets-mass", "repro/train/loss.py",
+     "        grad[:, ctx.pad_id] += off", "        pass",
+             "the dense loss's eager backward gives PAD a share of the smoothing"),
+    Mutation("compiled-backward-no-smoothing", "repro/train/loss.py",
+     "            grad = torch.where(classes == target[:, None], p - (1.0 - eps),",
+     "            grad = torch.where(classes == target[:, None], p - 1.0,",
+             "the dense loss's compiled backward puts 1 on the reference token, not 1 - eps"),
+    Mutation("compiled-backward-pad-gets-mass", "repro/train/loss.py",
+     "                               torch.where(classes == ctx.pad_id, p, p - off))",
+     "                               p - off)",
+             "the dense loss's compiled backward gives PAD a share of the smoothing"),
+    Mutation("dense-forward-spread-over-v", "repro/train/loss.py",
+     "        loss = (1.0 - epsilon) * nll + epsilon / (vocab - 2) * others",
+     "        loss = (1.0 - epsilon) * nll + epsilon / vocab * others",
+             "the dense loss's forward spreads eps over V (its backward over V - 2)"),
+    Mutation("dense-nll-counts-padding", "repro/train/loss.py",
+     "    return loss.masked_fill(pad, 0.0).sum() * scale, nll.masked_fill(pad, 0.0).sum(), (~pad).sum()",
+     "    return loss.masked_fill(pad, 0.0).sum() * scale, nll.sum(), (~pad).sum()",
+             "the dense loss's NLL sum (perplexity) counts the PAD positions"),
+    Mutation("warmup-max-not-min", "repro/train/schedule.py",
+     "    return scale * d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)",
+     "    return scale * d_model**-0.5 * max(step**-0.5, step * warmup_steps**-1.5)",
+             "Eq. 3 takes the larger branch: the rate decays first and grows without bound"),
+    Mutation("buckets-by-source-only", "repro/data/buckets.py",
+     "        self._cell = np.searchsorted(bounds, self._src_cost) * width + np.searchsorted(bounds, self._tgt_cost)",
+     "        self._cell = np.searchsorted(bounds, self._src_cost) * width + np.searchsorted(bounds, self._src_cost)",
+             "the length buckets read the source length only (the targets' padding is left as it falls)"),
+    Mutation("buckets-same-stream-every-epoch", "repro/data/buckets.py",
+     "        rng = np.random.default_rng([self.seed, epoch])", "        rng = np.random.default_rng(self.seed)",
+             "every epoch streams the pairs in the same order"),
+    Mutation("buckets-drop-what-waits", "repro/data/buckets.py",
+     "            waiting[cell] = (members[start:], epochs[start:])", "            waiting[cell] = (_NONE, _NONE)",
+             "the pairs a bucket holds at the end of an epoch are dropped, never trained on"),
+    Mutation("buckets-budget-both-sides-once", "repro/data/buckets.py",
+     "              & (np.cumsum(src + tgt) <= 2 * (self.budget or self.max_tokens)))",
+     "              & (np.cumsum(src + tgt) <= (self.budget or self.max_tokens)))",
+             "a bucket's batch holds ~25000 tokens of both sides together, not 25000 + 25000"),
+    Mutation("buckets-one-pair-over", "repro/data/buckets.py",
+     "        return max(1, int(np.argmin(ok)) if not ok.all() else len(members))",
+     "        return max(1, int(np.argmin(ok)) + 1 if not ok.all() else len(members))",
+             "a bucket's batch takes the pair that breaks its bound"),
+    Mutation("batches-not-shuffled", "repro/data/batching.py",
+     "            batches = [batches[j] for j in rng.permutation(len(batches))]", "            batches = batches",
+             "the sorted batcher yields each epoch's batches from the shortest to the longest"),
+    Mutation("batcher-budget-both-sides-once", "repro/data/batching.py",
+     "        budget = 2 * (self.budget or cap)   # real tokens never exceed the padded size: no budget binds at cap",
+     "        budget = self.budget or cap   # real tokens never exceed the padded size: no budget binds at cap",
+             "a sorted batch holds ~25000 tokens of both sides together, not 25000 + 25000"),
+    Mutation("beam-stops-at-first-finished", "repro/decode/beam.py",
+     "        enough = count[active] >= k", "        enough = count[active] >= 1",
+             "the search stops at the first finished hypothesis, not at k"),
+    Mutation("beam-finished-stay-live", "repro/decode/beam.py",
+     "        live_s, live_pos = top_s.masked_fill(is_eos, float(\"-inf\")).topk(k, dim=1)",
+     "        live_s, live_pos = top_s.topk(k, dim=1)",
+             "a hypothesis that ended with EOS stays in the beam and is extended"),
+    Mutation("beam-limit-counts-padding", "repro/decode/beam.py",
+     "    limit = source_lengths(src, model.cfg.pad_id) + offset        # (B,) output tokens allowed, EOS excluded",
+     "    limit = torch.full((src.size(0),), src.size(1), device=src.device) + offset        # (B,) output tokens allowed, EOS excluded",
+             "the output limit counts the padded source length, not each sentence's"),
+    Mutation("beam-eos-outside-top-k-counts", "repro/decode/beam.py",
+     "        counted = is_eos & (order < k) if stop == \"early\" else is_eos  # an EOS must rank among the best k",
+     "        counted = is_eos  # an EOS must rank among the best k",
+             "an EOS ranked below the best k candidates still finishes a hypothesis"),
+    Mutation("bleu-hypotheses-not-split", "repro/eval/bleu.py",
+     "    hyp_at = [compound_split(h) for h in hyp_tok]", "    hyp_at = hyp_tok",
+             "the compound split applied to the references only"),
+    Mutation("bleu-add-one-smoothing", "repro/eval/bleu.py",
+     "    precisions = [c / t if t else 0.0 for c, t in zip(s.correct, s.total)]",
+     "    precisions = [(c + 1) / (t + 1) for c, t in zip(s.correct, s.total)]",
+             "multi-bleu's precisions smoothed by add-one (the script does not smooth)"),
+    Mutation("bleu-mean-over-three", "repro/eval/bleu.py",
+     "    log_mean = sum(math.log(p) if p > 0 else -9999999999 for p in precisions) / len(precisions)",
+     "    log_mean = sum(math.log(p) if p > 0 else -9999999999 for p in precisions) / (len(precisions) - 1)",
+             "BLEU's geometric mean divides the log sum by 3, not 4"),
+    Mutation("average-drops-first", "repro/train/average.py",
+     "    total = {k: v.double() if v.is_floating_point() else v for k, v in first.items()}",
+     "    total = {k: torch.zeros_like(v, dtype=torch.float64) if v.is_floating_point() else v for k, v in first.items()}",
+             "the average's sum leaves out the first checkpoint (k - 1 summed, divided by k)"),
+    Mutation("big-averages-last-5", "repro/recipes.py",
+     "             \"big\", \"big\", max_steps=300_000, average_last=20)",
+     "             \"big\", \"big\", max_steps=300_000, average_last=5)",
+             "the big EN-DE recipe averages the last 5 checkpoints, not 20"),
+    Mutation("big-enfr-base-steps", "repro/recipes.py",
+     "                  \"big\", dataset=\"wmt14-en-fr\", max_steps=300_000, average_last=20)",
+     "                  \"big\", dataset=\"wmt14-en-fr\", max_steps=100_000, average_last=20)",
+             "the big EN-FR recipe trains the base's 100K steps"),
+    Mutation("checkpoint-spacing-minutes-as-seconds", "repro/recipes.py",
+     "    return round(CHECKPOINT_MINUTES * 60 / PAPER_STEP_SECONDS[size])",
+     "    return round(CHECKPOINT_MINUTES / PAPER_STEP_SECONDS[size])",
+             "the paper recipes' checkpoint spacing reads 10 minutes as 10 seconds (25 updates, not 1500)"),
+    Mutation("table3-rows-averaged", "repro/recipes.py",
+     "                         preset=row, average_last=1, **table3_changes(row).train)",
+     "                         preset=row, **table3_changes(row).train)",
+             "Table 3's rows average the base's last 5 checkpoints (the paper: no checkpoint averaging)"),
+]
+
+
+#: Machinery mistakes (issue 45: the test suite, not `repro check`, must catch them).
+SUITE_MUTATIONS = [
+    SuiteMutation("observed-log-repeats-a-step", "repro/checks/observed_records.py",
+     "        if before is not None and row.step <= before.step:",
+     "        if before is not None and row.step < before.step:",
+                  "a metrics log that holds one update twice is read as written by the run",
+                  ("tests/observed/test_run_check.py",)),
+    SuiteMutation("observed-sessions-against-wrong-field", "repro/checks/observed_records.py",
+     "        if i and session[\"resumed_from\"] < found[i - 1][\"ended_at\"]:",
+     "        if i and session[\"resumed_from\"] < found[i - 1][\"resumed_from\"]:",
+                  "a session that resumed before the one before it ended (overlapping sessions) passes",
+                  ("tests/observed/test_run_check.py",)),
+    SuiteMutation("observed-kept-skips-the-one-before-last", "repro/checks/observed_records.py",
+     "        written = range((since // every + 1) * every, steps[-1], every)",
+     "        written = range((since // every + 1) * every, steps[-1] - every, every)",
+                  "the checkpoint just before the newest may be missing unnoticed",
+                  ("tests/observed/test_run_check.py",)),
+    SuiteMutation("observed-evaluation-one-update-past", "repro/checks/observed_records.py",
+     "        if isinstance(evaluated, int) and steps is not None and evaluated > steps:",
+     "        if isinstance(evaluated, int) and steps is not None and evaluated > steps + 1:",
+                  "an evaluation of one update more than the run made counts as the run's",
+                  ("tests/observed/test_run_check.py",)),
+    SuiteMutation("observed-stated-model-without-d-ff", "repro/checks/observed_records.py",
+     "STATED_MODEL = (\"n_layers\", \"d_model\", \"d_ff\", \"n_heads\", \"d_k\", \"d_v\", \"dropout\")",
+     "STATED_MODEL = (\"n_layers\", \"d_model\", \"n_heads\", \"d_k\", \"d_v\", \"dropout\")",
+                  "a checkpoint whose d_ff is not its recipe's is read as the recipe's model",
+                  ("tests/observed/test_run_check.py",)),
+    SuiteMutation("stack-factor-absolute-tolerance", "repro/checks/stack_embedding.py",
+     "    if scale == 0.0 or residual > MULTIPLE_TOLERANCE * scale:",
+     "    if scale == 0.0 or residual > MULTIPLE_TOLERANCE:",
+                  "the multiple's residual compared with an absolute 1e-4, not a share of the difference",
+                  ("tests/audit/test_issue43_unseen_layouts.py",)),
+    SuiteMutation("stack-factor-inverted", "repro/checks/stack_embedding.py",
+     "    factor = ((d * r).sum() / (r * r).sum()).item()",
+     "    factor = ((d * r).sum() / (d * d).sum()).item()",
+                  "the stack's factor fitted the wrong way round (1 / f)",
+                  ("tests/audit/test_issue43_unseen_layouts.py",)),
+    SuiteMutation("step-clock-warmup-one-short", "repro/train/step_clock.py",
+     "        steady[:warm] = False", "        steady[:warm - 1] = False",
+                  "the last warm-up update counted as steady",
+                  ("tests/train/test_step_clock.py",)),
+    SuiteMutation("run-lock-file-left-behind", "repro/run_lock.py",
+     "            remove(path, within=folder)", "            pass",
+                  "the run directory's lock file is left behind when the run ends",
+                  ("tests/train/test_run_lock.py",)),
+    SuiteMutation("store-conflict-ignores-status", "repro/results/store.py",
+     "    return not same(a.measured, b.measured) or a.status != b.status",
+     "    return not same(a.measured, b.measured)",
+                  "two records of one measurement that differ only in their verdict are no conflict",
+                  ("tests/results/test_conflicts.py",)),
+    SuiteMutation("store-conflict-ignores-seed", "repro/results/store.py",
+     "    if a.provenance.scale != b.provenance.scale or a.extra.get(\"seed\") != b.extra.get(\"seed\"):",
+     "    if a.provenance.scale != b.provenance.scale:",
+                  "two seeds' records of one claim are taken for a conflict",
+                  ("tests/results/test_conflicts.py",)),
+    SuiteMutation("job-path-fixed-batch-both-sides", "repro/benchmarks/job_path.py",
+     "        per_side = statistics.mean(job_tokens) / 2", "        per_side = statistics.mean(job_tokens)",
+                  "the job-path benchmark's fixed batch holds the update's tokens on each side (twice the job's)",
+                  ("tests/benchmarks/test_job_path.py",)),
 ]
 
 
@@ -502,17 +703,20 @@ def apply(mutation: Mutation, tree: Path) -> None:
     path.write_text("\n".join(lines), encoding="utf-8")
 
 
-def run_check(tree: Path, claims: Sequence[str] = ()) -> tuple[int, list[str], float]:
+def run_check(tree: Path, claims: Sequence[str] = ()) -> tuple[int | None, list[str], float]:
     """`repro check` on the package in ``tree`` (only the claims whose ids start with ``claims``, when
-    given): exit code, the claims that failed or erred, seconds."""
+    given): exit code (None: it ran past 15 minutes), the claims that failed or erred, seconds."""
     env = {**os.environ, "PYTHONPATH": str(tree), "REPRO_CLAIMS_DIR": str(tree / "claims"),
            "REPRO_SLURM_PROFILES": str(ROOT / "slurm"),
            "REPRO_DATA_DIR": os.environ.get("REPRO_DATA_DIR", str(ROOT.parent / "shared" / "data"))}
     out = tree / "check.json"
     began = time.monotonic()
     only = [arg for prefix in claims for arg in ("--only", prefix)]
-    proc = subprocess.run([sys.executable, "-m", "repro", "check", "--json", str(out), *only], cwd=tree, env=env,
-                          capture_output=True, text=True, timeout=900)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "repro", "check", "--json", str(out), *only], cwd=tree, env=env,
+                              capture_output=True, text=True, timeout=900)
+    except subprocess.TimeoutExpired:   # a check that hangs has caught nothing (no exit code); the other rows go on
+        return None, ["(timed out after 900 s)"], time.monotonic() - began
     seconds = time.monotonic() - began
     broken = []
     if out.is_file():
@@ -520,6 +724,35 @@ def run_check(tree: Path, claims: Sequence[str] = ()) -> tuple[int, list[str], f
     elif proc.returncode:
         broken = [f"(no records: {proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else 'crashed'})"]
     return proc.returncode, broken, seconds
+
+
+def run_suite(mutation: SuiteMutation) -> tuple[int, float]:
+    """The test files of ``mutation`` (one worker, stopping at the first failure) on a copy of the
+    project with the mistake in it: pytest's exit code, seconds."""
+    with tempfile.TemporaryDirectory(prefix="repro-suite-mutations-") as tmp:
+        tree = Path(tmp) / mutation.name
+        for part in ("repro", "tests", "claims", "slurm"):
+            shutil.copytree(ROOT / part, tree / part, ignore=shutil.ignore_patterns("__pycache__"), symlinks=True)
+        shutil.copy2(ROOT / "pyproject.toml", tree / "pyproject.toml")
+        apply(mutation, tree)
+        began = time.monotonic()
+        proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-n", "1", *mutation.tests], cwd=tree,
+                              env={**os.environ, "PYTHONPATH": str(tree)}, capture_output=True, text=True,
+                              timeout=1800)
+        return proc.returncode, time.monotonic() - began
+
+
+def main_suite(names: Sequence[str]) -> int:
+    """``--suite``: each machinery mistake against its test files (those named, else all)."""
+    chosen = [m for m in SUITE_MUTATIONS if not names or m.name in names]
+    caught = 0
+    for mutation in chosen:
+        code, seconds = run_suite(mutation)
+        caught += code != 0
+        print(f"{'caught' if code else 'MISSED':7s} {mutation.name:42s} {seconds:5.1f} s  {' '.join(mutation.tests)}",
+              flush=True)
+    print(f"the test suite caught {caught} of {len(chosen)} machinery mistakes")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -535,7 +768,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--claims", action="append", default=[],
                         help="run `repro check --only` these claim id prefixes instead of every claim (a machine too "
                              "loaded for the full check); each row then lists them under 'check_only'")
+    parser.add_argument("--suite", action="store_true",
+                        help="run the machinery mistakes (SUITE_MUTATIONS, --only to choose) against their test "
+                             "files instead of repro check")
     args = parser.parse_args(argv)
+    if args.suite:
+        return main_suite(args.only)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     if args.merge:
         shards = [json.loads(p.read_text(encoding="utf-8")) for p in args.merge]
@@ -563,7 +801,7 @@ def main(argv: list[str] | None = None) -> int:
             shutil.copytree(ROOT / "claims", tree / "claims")
             apply(mutation, tree)
             code, broken, seconds = run_check(tree, args.claims)
-            caught = code != 0
+            caught = code is not None and code != 0
             rows.append({**asdict(mutation), "caught": caught, "exit_code": code, "claims": broken,
                          "seconds": round(seconds, 1), **({"check_only": args.claims} if args.claims else {})})
             print(f"{'caught' if caught else 'MISSED':7s} {mutation.name:42s} {seconds:5.1f} s  {', '.join(broken[:4])}",

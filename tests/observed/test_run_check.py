@@ -245,17 +245,26 @@ def _edit_checkpoint(path: Path, change) -> None:
     torch.save(state, path)
 
 
-def _drop_row(path: Path, step: int) -> None:
+def _drop_row(path: Path, step: int, copies: int = 0) -> None:
+    """The row of ``step`` left out of the run's metrics log (``copies``: written that many times instead)."""
     rows = list(csv.DictReader((path / "metrics.csv").open()))
     with (path / "metrics.csv").open("w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
         writer.writeheader()
-        writer.writerows(r for r in rows if r["step"] != str(step))
+        writer.writerows(r for row in rows for r in ([row] * copies if row["step"] == str(step) else [row]))
+
+
+def _overlapping_sessions(record: dict) -> None:
+    """The run's one session split in two that overlap: the second resumed before the first ended."""
+    first = record["sessions"][0]
+    record["sessions"] = [dict(first, ended_at=4), dict(first, resumed_from=2)]
 
 
 @pytest.mark.parametrize("damage, claims, named", [
     (lambda p: _drop_row(p, 3), ("observed.eq3.rates", "observed.batch-tokens", "observed.train-steps.base"),
      "metrics.csv: no row for update 3, which the run logged (log_every 1"),
+    (lambda p: _drop_row(p, 3, copies=2), ("observed.eq3.rates", "observed.batch-tokens", "observed.train-steps.base"),
+     "metrics.csv line 5: step 3 after step 3"),
     (lambda p: (p / "metrics.csv").write_text((p / "metrics.csv").read_text().splitlines()[0] + "\n"),
      ("observed.eq3.rates", "observed.warmup-steps", "observed.batch-tokens"), "metrics.csv: no row for update 1"),
     (lambda p: edit_log(p, 1, "step", "0"), ("observed.warmup-steps", "observed.eq3.rates"),
@@ -267,9 +276,15 @@ def _drop_row(path: Path, step: int) -> None:
     (lambda p: _edit_checkpoint(p / "checkpoints" / "step_00000006.pt", lambda s: s["model_config"].update(dropout=0.3)),
      ("observed.dropout.base", "observed.dimensions.base"),
      "step_00000006.pt: field 'model_config.dropout' is 0.3, but the run's recipe builds dropout 0.1"),
+    (lambda p: _edit_checkpoint(p / "checkpoints" / "step_00000006.pt", lambda s: s["model_config"].update(d_ff=128)),
+     ("observed.dimensions.base",), "step_00000006.pt: field 'model_config.d_ff' is 128, but the run's recipe builds "
+                                    "d_ff 64"),
     (lambda p: edit_json(p / "run.json", lambda d: d["sessions"][0].update(ended_at=4)),
      ("observed.hardware", "observed.train-steps.base", "sec5.step-time.base"),
      "run.json: field 'sessions[0].ended_at' is 4, but field 'steps' is 6"),
+    (lambda p: edit_json(p / "run.json", _overlapping_sessions),
+     ("observed.hardware", "observed.train-steps.base", "sec5.step-time.base"),
+     "run.json: field 'sessions[1].resumed_from' is 2, but the session before it ended at update 4"),
     (lambda p: edit_json(p / "evaluations" / "local.multi30k.bleu.json",
                          lambda d: d["provenance"]["extra"].update(measure="bleu.tokenized-compound-split")),
      ("observed.bleu-protocol",), "field 'provenance.extra.measure' is 'bleu.tokenized-compound-split', but its BLEU "

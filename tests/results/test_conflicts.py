@@ -13,6 +13,7 @@ import pytest
 
 from repro.report.newest import latest
 from repro.results import Provenance, Result, ResultStore
+from repro.results.store import disagree
 from tests.scaled.conftest import write_row
 from tests.cli_run import run
 
@@ -31,9 +32,11 @@ unit = "BLEU"
 """
 
 
-def _record(store: ResultStore, value: float, name: str, date: str = DATE, claim: str = "x.bleu") -> Path:
+def _record(store: ResultStore, value: float, name: str, date: str = DATE, claim: str = "x.bleu",
+            status: str | None = None, seed: int | None = None) -> Path:
     prov = Provenance(commit="c0ffee", config_hash="h", hardware="cpu", dataset="d", date=date, scale="local: test")
-    return store.write(Result(claim, value, prov, unit="BLEU"), name)
+    return store.write(Result(claim, value, prov, unit="BLEU", status=status,
+                              extra={} if seed is None else {"seed": seed}), name)
 
 
 @pytest.fixture()
@@ -52,6 +55,22 @@ def test_report_refuses_two_records_of_one_claim_and_date_that_disagree(tmp_path
     line = [x for x in err.splitlines() if "error:" in x]
     assert rc == 2 and len(line) == 1 and str(a) in line[0] and str(b) in line[0], err
     assert not (tmp_path / "out" / "report.md").exists()
+
+
+def test_report_refuses_two_records_of_one_value_and_date_with_other_verdicts(tmp_path, claims_dir, capsys):
+    store = ResultStore(tmp_path / "results")
+    a, b = _record(store, 31.57, "a", status="pass"), _record(store, 31.57, "b", status="fail")
+    rc, _, err = run(capsys, "report", "--results", str(store.root), "--claims-dir", str(claims_dir),
+                     "--out", str(tmp_path / "out"), "--no-attention")
+    line = [x for x in err.splitlines() if "error:" in x]
+    assert rc == 2 and len(line) == 1 and str(a) in line[0] and str(b) in line[0], err
+
+
+def test_records_of_two_seeds_of_one_claim_and_date_are_no_conflict() -> None:
+    prov = Provenance(commit="c0ffee", config_hash="h", hardware="cpu", dataset="d", date=DATE, scale="local: test")
+    one, two = (Result("x.bleu", value, prov, unit="BLEU", extra={"seed": seed}) for value, seed in ((31.0, 1), (30.2, 2)))
+    assert not disagree(one, two)
+    assert disagree(one, Result("x.bleu", 30.2, prov, unit="BLEU", extra={"seed": 1}))
 
 
 def test_report_takes_the_newer_of_two_dates_and_equal_copies(tmp_path, claims_dir, capsys):
