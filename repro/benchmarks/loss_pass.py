@@ -27,6 +27,8 @@ from typing import Any, Callable
 
 import torch
 from torch import Tensor
+from torch._dynamo.backends.common import aot_autograd
+from torch._functorch.aot_autograd import make_boxed_func
 
 from repro.argtypes import positive_int
 from repro.benchmarks.machine import environment, parse_benchmark_args, publish, ratio_spread, spread, synchronize
@@ -58,9 +60,6 @@ FORMS: dict[str, Callable[..., tuple[Tensor, Tensor, Tensor]]] = {
 def wide_backward_ops(form: Callable, logits: Tensor, target: Tensor) -> list[str]:
     """The ops of ``form``'s compiled backward graph that make a (tokens x V) tensor and are neither
     element-wise nor a matrix product or view: each one a pass inductor does not fuse."""
-    from torch._dynamo.backends.common import aot_autograd
-    from torch._functorch.aot_autograd import make_boxed_func
-
     graphs: dict[str, torch.fx.GraphModule] = {}
 
     def keep(gm, _inputs):
