@@ -62,8 +62,10 @@ def _run_departures(cfg, examples, kwargs: dict[str, Any], tmp: Path) -> list[st
         out.append(f"updates logged {[r.step for r in got]}, read at once {[r.step for r in want]}")
     for g, w in zip(got, want):
         for field in ("lr", "src_tokens", "tgt_tokens", "loss", "nll"):
-            if getattr(w, field) is None or getattr(g, field) != getattr(w, field):
-                out.append(f"update {g.step}: {field} {getattr(g, field)!r}, read at once {getattr(w, field)!r}")
+            value, reference = getattr(g, field), getattr(w, field)
+            if reference is None or finite(value, f"update {g.step}'s {field} read late") != finite(
+                    reference, f"update {w.step}'s {field} read at once"):
+                out.append(f"update {g.step}: {field} {value!r}, read at once {reference!r}")
     kept_want, kept_got = list_checkpoints(at_once), list_checkpoints(late)
     steps_want = [load_checkpoint(p)["step"] for p in kept_want]
     steps_got = [load_checkpoint(p)["step"] for p in kept_got]

@@ -138,6 +138,7 @@ PARAMS: dict[str, dict[str, Any]] = {
     "run.resume_exact": {**_JOB, "updates": COUNT, "stop": COUNT},
     "run.shard_order": {},
     "run.smoothing_spread": {"experiment": TEXT},
+    "run.read_late": {"experiment": TEXT},
     "run.update_arithmetic": {"experiment": TEXT},
     "run.attention_maps": {"run_claim": TEXT},
     "run.batch_by_length": {"vocab_size": COUNT},

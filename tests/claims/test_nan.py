@@ -333,6 +333,15 @@ def _nan_gpu_adam(bad):
     return mock.patch.object(runtime_choice, "optimizer_updates", broken)
 
 
+def _nan_read_late(bad):
+    """Both runs of the read-late claim log a non-finite loss (equal to itself where it is infinite)."""
+    import repro.checks.read_late as read_late
+
+    original = read_late.read_log
+    return mock.patch.object(read_late, "read_log",
+                             lambda path: [dataclasses.replace(r, loss=bad) for r in original(path)])
+
+
 #: The checkers of repro's own runs (not applicable to another implementation), each with the piece
 #: of its code path that is made to produce NaN or inf.
 OWN_PATHS: dict[str, Callable] = {
@@ -346,7 +355,7 @@ OWN_PATHS: dict[str, Callable] = {
     "run.update_gradient": _nan_gradient, "model.base_dimensions": None,
     "run.update_arithmetic": _nan_logits, "run.dropout_places": _nan_logits,
     "run.smoothing_spread": _nan_loss, "run.ddp_update": _nan_group, "run.gpu_optimizer": _nan_gpu_adam,
-    "run.resume_exact": _nan_resumed_weights,
+    "run.resume_exact": _nan_resumed_weights, "run.read_late": _nan_read_late,
 }
 
 
