@@ -28,7 +28,6 @@ Every refusal: exit 2, one line naming the file, line, field or flag, nothing wr
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 
@@ -43,7 +42,7 @@ from repro.model import Transformer, TransformerConfig
 from repro.train.checkpoint import load_checkpoint, save_checkpoint
 from repro.train.lineage import FIELDS
 from tests.cli_run import refusal, run
-from tests.test_hostile_input import METRIC_CLAIM, record
+from tests.test_hostile_input import claims_dir, record  # noqa: F401  (claims_dir: a fixture)
 
 EN = ["A man rides a bike .", "Two dogs play in the snow .", "A woman reads a book .", "Children run on the beach ."]
 DE = ["Ein Mann fährt Fahrrad .", "Zwei Hunde spielen im Schnee .", "Eine Frau liest ein Buch .",
@@ -132,14 +131,6 @@ def test_a_record_measuring_a_number_no_float_holds_is_one_line(tmp_path, capsys
     rc, _, err = run(capsys, "report", "--claims-dir", str(claims_dir), "--results", str(tmp_path / "results"),
                      "--out", str(tmp_path / "rep"), "--no-attention")
     assert rc == 2 and str(path) in refusal(err) and not (tmp_path / "rep").exists()
-
-
-@pytest.fixture()
-def claims_dir(tmp_path: Path) -> Path:
-    folder = tmp_path / "claims"
-    folder.mkdir()
-    (folder / "x.toml").write_text(METRIC_CLAIM)
-    return folder
 
 
 # -- checkpoints: crafted tensors, weights of another shape ------------------------------------------------
