@@ -11,7 +11,14 @@ checkpoint writes and no evaluation, and beside it, in alternating rounds on the
 optimizer, the fixed-shape update at the job's own tokens per update (``sentences x 32`` tokens per
 side, as ``repro bench gpu`` builds it, rounded to the job's mean real tokens per side).
 
-Each round runs ``--block`` updates of the job, then ``--block`` fixed-shape updates, each block
+Between the two, a third case splits the gap: ``shapes`` runs the job's own next updates, drawn
+before the rounds and kept on the device, so that it has the job's shapes (its padding and ever new
+sizes) without its data path (batcher, prefetch thread, pinned copies). ``ratio_shapes`` (shapes over
+fixed) and ``ratio_data_path`` (job over shapes) say which half of the gap is which; per case, the host's
+milliseconds per update waiting for the batch, launching the update and reading the last one's figures
+(``host_ms_per_update``), and the driver allocations made while measured, say where the host's time went.
+
+Each round runs ``--block`` updates of the job, then of ``shapes``, then fixed-shape updates, each block
 timed between two device synchronisations; the figures are medians over ``--steps`` rounds after
 ``--warmup`` updates of each. As in the loop, an update's figures are read once the next update is
 launched (:class:`repro.train.update_step.ReadLate`; on one GPU with fused Adam the host so never waits
@@ -63,6 +70,9 @@ from repro.train.update_step import ReadLate
 
 __all__ = ["FIXED_LENGTH", "QUICK_MODEL", "job_config_for", "measure", "main"]
 
+#: The cases of a round, in their order: the job's path; the job's own batches already on the device (its
+#: shapes without its data path); the fixed-shape update.
+CASES = ("job", "shapes", "fixed")
 #: Tokens per sentence and side of the fixed-shape update (``repro bench gpu``'s 780 x 32).
 FIXED_LENGTH = 32
 #: The model of ``--quick``: the path's mechanics, not a figure about the paper's model.
@@ -150,12 +160,26 @@ def _measure(trainer: Trainer, steps: int, block: int, warmup: int, kernels: boo
     step = iter(range(1, 10**9))
     job_tokens: list[int] = []
     padded: list[int] = []
+    host = {name: {"batch": 0.0, "launch": 0.0, "read": 0.0} for name in CASES}   # host seconds, measured rounds
+    measuring = [False]
 
     late = ReadLate()   # the loop's order: an update's figures read once the next is launched
 
+    def launch(name: str, micro: list[Any]) -> None:
+        began = time.perf_counter()
+        launched = trainer.launch(micro, next(step))
+        launched_at = time.perf_counter()
+        late.push(launched)
+        if measuring[0]:
+            host[name]["launch"] += launched_at - began
+            host[name]["read"] += time.perf_counter() - launched_at
+
     def job_update() -> int:
+        began = time.perf_counter()
         micro, _ = next(batches)
-        late.push(trainer.launch(micro, next(step)))
+        if measuring[0]:
+            host["job"]["batch"] += time.perf_counter() - began
+        launch("job", micro)
         padded.append(sum(b.src.numel() + b.tgt_out.numel() for b in micro))
         job_tokens.append(sum(b.src_tokens + b.tgt_tokens for b in micro))   # one process: the update's tokens
         return job_tokens[-1]
@@ -170,21 +194,34 @@ def _measure(trainer: Trainer, steps: int, block: int, warmup: int, kernels: boo
         fixed_tokens = fixed.src_tokens + fixed.tgt_tokens
 
         def fixed_update() -> int:
-            late.push(trainer.launch([fixed], next(step)))
+            launch("fixed", [fixed])
             return fixed_tokens
 
+        # the job's own next updates, drawn now and kept on the device: its shapes without its data path
+        ahead = [[b.to(device) for b in next(batches)[0]] for _ in range(steps * block)]
+        shapes_at = iter(range(10**9))
+
+        def shapes_update() -> int:
+            micro = ahead[next(shapes_at) % len(ahead)]
+            launch("shapes", micro)
+            return sum(b.src_tokens + b.tgt_tokens for b in micro)
+
+        updates = {"job": job_update, "shapes": shapes_update, "fixed": fixed_update}
         fixed_warmup_s = _timed(device, lambda: [fixed_update() for _ in range(max(warmup, 1))], late)
         warm_graphs = watch.graphs
         job_tokens.clear()
         padded.clear()
-        seconds: dict[str, list[float]] = {"job": [], "fixed": []}
-        tokens: dict[str, list[int]] = {"job": [], "fixed": []}
+        seconds: dict[str, list[float]] = {name: [] for name in CASES}
+        tokens: dict[str, list[int]] = {name: [] for name in CASES}
         discarded: list[float] = []   # seconds of rounds during which dynamo compiled: kept out of the figures
+        allocations = _device_allocations(device)
+        measuring[0] = True
         while len(seconds["job"]) < steps and len(discarded) <= steps:
             round_seconds, round_tokens = {}, {}
             graphs = watch.graphs
-            for name, fn in (("job", job_update), ("fixed", fixed_update)):
+            for name in CASES:
                 counted: list[int] = []
+                fn = updates[name]
                 round_seconds[name] = _timed(device, lambda: counted.extend(fn() for _ in range(block)), late)
                 round_tokens[name] = sum(counted)
             if watch.graphs != graphs:
@@ -193,7 +230,9 @@ def _measure(trainer: Trainer, steps: int, block: int, warmup: int, kernels: boo
             for name in seconds:
                 seconds[name].append(round_seconds[name])
                 tokens[name].append(round_tokens[name])
-        profiles = ({name: profile_kernels(fn, device) for name, fn in (("job", job_update), ("fixed", fixed_update))}
+        measuring[0] = False
+        allocations = _device_allocations(device) - allocations
+        profiles = ({name: profile_kernels(updates[name], device) for name in ("job", "fixed")}
                     if (device.type == "cuda" if kernels is None else kernels) else None)
         late.drain()
     finally:
@@ -202,6 +241,7 @@ def _measure(trainer: Trainer, steps: int, block: int, warmup: int, kernels: boo
         raise RuntimeError(f"jobpath: dynamo compiled during every measured round ({len(discarded)} rounds): "
                            + "; ".join(watch.reasons()[:3]))
     rates = {name: [t / s for t, s in zip(tokens[name], seconds[name])] for name in seconds}
+    updates_measured = len(seconds["job"]) + len(discarded)
     out: dict[str, Any] = {
         "compile_s": round(compile_s, 3), "warmup_s": round(warmup_s, 3), "fixed_warmup_s": round(fixed_warmup_s, 3),
         "compilations_in_warmup": warm_graphs,
@@ -211,6 +251,7 @@ def _measure(trainer: Trainer, steps: int, block: int, warmup: int, kernels: boo
                     "measured": round(sum(sum(v) for v in seconds.values()), 3),
                     "discarded": round(sum(discarded), 3)},
         "fixed_batch": f"{sentences} x {FIXED_LENGTH} tokens per side (random ids), one pass, on the device",
+        "shapes_batches": f"the job's own next {len(ahead)} updates, drawn before the rounds and kept on the device",
         "cases": {},
     }
     for name in seconds:
@@ -218,15 +259,30 @@ def _measure(trainer: Trainer, steps: int, block: int, warmup: int, kernels: boo
         out["cases"][name] = {
             "s_per_update": round(statistics.median(per_update), 4), "s_per_update_spread": spread(per_update, 4),
             "tokens_per_s": round(statistics.median(rates[name]), 1),
-            "real_tokens_per_update": round(sum(tokens[name]) / (len(seconds[name]) * block), 1)}
+            "real_tokens_per_update": round(sum(tokens[name]) / (len(seconds[name]) * block), 1),
+            # where the host's time went, per update: waiting for the batch, launching it, reading the last figures
+            "host_ms_per_update": {part: round(1e3 * s / (updates_measured * block), 3)
+                                   for part, s in host[name].items() if name == "job" or part != "batch"}}
     out["cases"]["job"]["padding_fraction"] = round(1 - sum(job_tokens) / max(sum(padded), 1), 4)
     out["padding_fraction"] = out["cases"]["job"]["padding_fraction"]
     out["ratio_spread"] = ratio_spread(rates["job"], rates["fixed"])   # job / fixed tokens per second, per round
     out["ratio"] = out["ratio_spread"]["median"]
+    # the gap split in two: the job's shapes (padding, new sizes) and its data path (batcher, prefetch, copies)
+    out["ratio_shapes"] = ratio_spread(rates["shapes"], rates["fixed"])["median"]
+    out["ratio_data_path"] = ratio_spread(rates["job"], rates["shapes"])["median"]
+    out["device_allocations_while_measured"] = allocations
     out["peak_memory_gib"] = round(peak_memory_gib(device), 2)
     if profiles is not None:
         out["kernels"] = profiles
     return out
+
+
+def _device_allocations(device: torch.device) -> int:
+    """How many times the caching allocator has asked the driver for memory (``cudaMalloc``, which
+    waits for the device) on ``device``; 0 elsewhere."""
+    if device.type != "cuda":
+        return 0
+    return int(torch.cuda.memory_stats(device).get("num_device_alloc", 0))
 
 
 def _timed(device: torch.device, fn: Callable[[], Any], late: ReadLate | None = None) -> float:

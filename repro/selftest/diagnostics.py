@@ -3,7 +3,9 @@
 Collected from the stages' figures into one place of the summary: for the paper's base and big
 updates and for the job's path, the kernels that took the device's time (top 20 with their shares,
 grouped by kind, and how busy the device was), dynamo's graph count and the guards that made it
-compile again, the peak memory and the padding of the job's passes; for every stage, its seconds
+compile again, the peak memory and the padding of the job's passes, the job's gap split into its
+shapes and its data path with the host's milliseconds per update (batch, launch, read) and the
+driver allocations made while measured; for every stage, its seconds
 split into compilation, warm-up and measured time where it measured any.
 """
 
@@ -15,7 +17,8 @@ from typing import Any
 from repro.selftest.stage import StageResult
 
 #: The figures of a measured case that say where its time went (each stage keeps them under these names).
-KEYS = ("kernels", "compilations", "recompile_reasons", "peak_memory_gib", "padding_fraction", "seconds")
+KEYS = ("kernels", "compilations", "recompile_reasons", "peak_memory_gib", "padding_fraction", "seconds",
+        "ratio_shapes", "ratio_data_path", "host_ms_per_update", "device_allocations_while_measured")
 
 
 def diagnostics(results: Sequence[StageResult]) -> dict[str, Any]:

@@ -94,6 +94,7 @@ def job_path_bench(ctx: Context) -> tuple[dict[str, Any], list[Target]]:
                "compile_s": found["compile_s"], "plan": found["plan"],
                **{f"{case}_tokens_per_s": found["cases"][case]["tokens_per_s"] for case in found["cases"]},
                **{f"{case}_s_per_update": found["cases"][case]["s_per_update"] for case in found["cases"]},
+               "host_ms_per_update": {case: found["cases"][case]["host_ms_per_update"] for case in found["cases"]},
                **{key: found[key] for key in DIAGNOSTICS if key in found}}
     if found["compiled"] and found["compilations"] > found["compilations_bound"]:
         reasons = found["recompile_reasons"]

@@ -58,13 +58,24 @@ def test_the_job_path_on_the_cpu_compiled_within_its_bound(eager_backend, data_d
     assert result["ratio"] == result["ratio_spread"]["median"] > 0
     assert result["ratio_spread"]["n"] == TINY["steps"]
     assert result["compile_s"] > 0 and result["update_plan"]["accumulation"] == 1
+    # the gap split: the job's own batches on the device (its shapes, not its data path) run too
+    shapes = result["cases"]["shapes"]
+    assert shapes["s_per_update"] > 0 and shapes["real_tokens_per_update"] == pytest.approx(
+        job["real_tokens_per_update"], rel=0.3)
+    assert result["ratio_shapes"] > 0 and result["ratio_data_path"] > 0
+    assert set(job["host_ms_per_update"]) == {"batch", "launch", "read"}
+    assert set(shapes["host_ms_per_update"]) == set(fixed["host_ms_per_update"]) == {"launch", "read"}
+    # launching an update takes host time on every path; none of it was left uncounted
+    assert all(case["host_ms_per_update"]["launch"] > 0 for case in (job, shapes, fixed))
+    assert sum(job["host_ms_per_update"].values()) <= 1e3 * job["s_per_update"] * 1.05
+    assert result["device_allocations_while_measured"] == 0   # the CPU has no driver allocations to count
 
 
 def test_the_gpu_path_syncs_once_per_update_on_the_fake_device(fake_gpu, data_dir: Path, prepared: Path) -> None:
     result = job_path.measure("cuda", quick=True, steps=1, block=1, warmup=0, compile="off", data_dir=str(data_dir),
                               work_dir=prepared, kernels=False)
     assert result["prefetch"] is True and result["device_name"] == "FakeAccelerator" and result["data"] == "reused"
-    updates = 4     # the job's first and measured updates, the fixed batch's warm-up and measured updates
+    updates = 5     # the job's first and measured updates, the shapes case's, the fixed batch's warm-up and measured
     syncs = fake_gpu.sites("sync")
     assert sum(syncs.values()) == updates, syncs
     assert all(site.startswith("repro/train/update_step.py") for site in syncs), syncs
