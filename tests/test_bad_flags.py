@@ -78,6 +78,8 @@ BENCH_BAD = [   # issue 39: every count a benchmark takes is at least 1; --out i
     (["bench", "matmul_peak", "--seconds", "0"], "--seconds"),
     (["bench", "check_time", "--repeats", "0"], "--repeats"),
     (["bench", "train_speed", "--sentences", "-2"], "--sentences"),
+    (["bench", "attention", "--batch", "0"], "--batch"),
+    (["bench", "attention", "--rounds", "0"], "--rounds"),
 ]
 
 

@@ -24,10 +24,12 @@ BENCHMARKS = {
     "loss_pass": "the dense loss's passes over the logits: repro's one-pass backward against autograd's formula",
     "jobpath": "the training job's own path (batcher, accumulation, compiled objective, prefetch) against the "
                "fixed-shape update at the same tokens per update",
+    "attention": "Eq. 1 per call kind of the model (encoder self, decoder causal self, cross), forward and backward: "
+                 "the model's call against each SDPA backend forced, the math form and compiled",
 }
 
 #: a benchmark whose module is named otherwise than the benchmark
-MODULES = {"jobpath": "job_path"}
+MODULES = {"jobpath": "job_path", "attention": "attention_kernels"}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
