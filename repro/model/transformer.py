@@ -103,8 +103,8 @@ class Transformer(nn.Module):
         causal = False
         if cache is None and self.cfg.attention == "fused":
             # Targets are padded on the right: the causal mask alone hides every PAD key from every
-            # real query, so it goes to the kernel as a flag (flash-eligible); only PAD queries, whose
-            # outputs nothing reads, then see PAD keys.
+            # real query, so the kernel gets the triangle alone (fused_attention makes it its bias);
+            # only PAD queries, whose outputs nothing reads, then see PAD keys.
             tgt_mask, causal = None, True
         elif cache is None:
             tgt_mask = causal_mask(length, tgt_in.device) & padding_mask(tgt_in, self.cfg.pad_id)

@@ -225,8 +225,8 @@ MUTATIONS = [
              "the batcher lets a pass hold one sentence more than the device's token cap"),
     # -- fresh mistakes (the lead's probe after issue 28: none of them was written down before) ----
     Mutation("fused-ignores-causal-flag", "repro/model/attention.py",
-     "    return F.scaled_dot_product_attention(query, key, value, attn_mask=bias, is_causal=causal)",
-     "    return F.scaled_dot_product_attention(query, key, value, attn_mask=bias, is_causal=False)",
+     "        mask = triangle if mask is None else mask & triangle",
+     "        mask = mask",
              "the fused kernel drops the decoder's causal flag in training"),
     Mutation("reference-causal-off-by-one", "repro/model/attention.py",
      "                tril = torch.ones(n, m, dtype=torch.bool, device=q.device).tril(m - n)",
