@@ -45,6 +45,7 @@ from repro.cli_flags import device_name
 from repro.data.batching import Batch
 from repro.model import Transformer, count_parameters, get_preset
 from repro.model.attention import train_with_shape_free_kernels
+from repro.train.allocator import grow_segments_for_varying_shapes
 from repro.model.precision import PRECISIONS
 from repro.runtime import Runtime
 from repro.train.compile_cache import use_compile_cache
@@ -167,7 +168,8 @@ def main(argv: list[str] | None = None) -> dict:
     n = args.peak_n or (8192 if gpu else 2048)
     if gpu:
         torch.backends.cuda.matmul.allow_tf32 = True
-        train_with_shape_free_kernels()   # the job's kernels (repro.train.loop.build)
+        train_with_shape_free_kernels()   # the job's kernels and allocator (repro.train.loop.build)
+        grow_segments_for_varying_shapes()
     peaks = {"bf16": sustained_rate(runtime.device, torch.bfloat16, n if gpu else 512, args.peak_seconds),
              "fp32": sustained_rate(runtime.device, torch.float32, n, args.peak_seconds)}
     compute = "bf16" if runtime.precision.mixed else "fp32"
@@ -175,6 +177,7 @@ def main(argv: list[str] | None = None) -> dict:
     out: dict[str, Any] = {
         "benchmark": "gpu", **environment(args.note), "device": str(runtime.device), "device_name": name,
         "cuda": torch.version.cuda, "precision": runtime.precision.name, "precision_reason": runtime.precision.reason,
+        "allocator": grow_segments_for_varying_shapes() if gpu else "not CUDA: left as it is",
         "update": f"{sentences} x {args.length} source + target tokens, vocabulary {args.vocab} (shared, tied)",
         "peak_tflops": {k: round(v, 3) for k, v in peaks.items()},
         "peak": f"median of back-to-back {n}^3 products over {args.peak_seconds:g} s (bf16; fp32 with TF32 on CUDA)",

@@ -62,6 +62,7 @@ from repro.errors import UsageError
 from repro.model.precision import PRECISIONS
 from repro.benchmarks.kernel_profile import profile_kernels
 from repro.train.compile_cache import compile_cache_dir, use_compile_cache
+from repro.train.allocator import grow_segments_for_varying_shapes
 from repro.train.compiled import COMPILATIONS, CompileWatch, compiles
 from repro.train.config import COMPILE_MODES, TrainConfig
 from repro.train.data import prepare_training_data
@@ -144,6 +145,7 @@ def measure(device: str = "auto", quick: bool = False, *, steps: int | None = No
         "model": trainer.model_cfg.to_dict(), "update_plan": trainer.plan.to_dict(), "plan": trainer.plan.describe(),
         "compiled": compiled, "compile_cache": str(compile_cache_dir()) if compiled else None,
         "compilations_bound": COMPILATIONS if compiled else 0, "loss_impl": trainer.objective.impl,
+        "allocator": grow_segments_for_varying_shapes(),   # what build() set (idempotent)
         "prefetch": trainer.runtime.on_gpu, "optimizer": type(trainer.optimizer).__name__
         + (" (fused)" if trainer.optimizer.defaults.get("fused") else ""),
         "rounds": steps, "block": block, "warmup_updates": warmup, "prepare_s": round(prepare_s, 2),

@@ -34,6 +34,7 @@ from repro.model import Transformer, TransformerConfig, count_parameters
 from repro.model.attention import train_with_shape_free_kernels
 from repro.model.precision import Precision
 from repro.runtime import Runtime, resolve_device
+from repro.train.allocator import grow_segments_for_varying_shapes
 from repro.train.cadence import CheckpointCadence
 from repro.train.checkpoint import checkpoint_path, list_checkpoints, prune_checkpoints, save_checkpoint
 from repro.train.compile_cache import use_compile_cache
@@ -189,6 +190,7 @@ def build(cfg: TrainConfig, examples: Sequence[tuple[Sequence[int], Sequence[int
         torch.set_num_threads(cfg.threads)
     if runtime.on_gpu:
         train_with_shape_free_kernels()
+        grow_segments_for_varying_shapes()
     plan = plan_update(cfg.tokens_per_batch, runtime.world_size, cfg.max_tokens_per_device)
     torch.manual_seed(cfg.seed)
     random.seed(cfg.seed)
