@@ -19,6 +19,7 @@ import repro.train.loop as loop
 from repro.benchmarks import job_path
 from repro.cli import main as cli_main
 from repro.train.compiled import COMPILATIONS
+from repro.train.data import prepare_training_data
 
 TINY = dict(quick=True, steps=2, block=2, warmup=1)
 
@@ -72,6 +73,8 @@ def test_the_job_path_on_the_cpu_compiled_within_its_bound(eager_backend, data_d
 
 
 def test_the_gpu_path_syncs_once_per_update_on_the_fake_device(fake_gpu, data_dir: Path, prepared: Path) -> None:
+    # the data prepared first (whatever ran before on this worker), so that the path measured reuses them
+    prepare_training_data(job_path.job_config_for("cpu", True, prepared, data_dir=str(data_dir)))
     result = job_path.measure("cuda", quick=True, steps=1, block=1, warmup=0, compile="off", data_dir=str(data_dir),
                               work_dir=prepared, kernels=False)
     assert result["prefetch"] is True and result["device_name"] == "FakeAccelerator" and result["data"] == "reused"
