@@ -147,6 +147,8 @@ INTEGER_VALUED = {
     "training.checkpoint_clock": "counts updates between checkpoints (repro's own loop, not audited)",
     "run.tokens_per_update": "counts tokens",
     "run.batch_by_length": "counts padding positions",
+    "run.batch_order": "correlates the places of pairs among passes (positions it counts)",
+    "run.batch_side_tokens": "counts tokens",
     "run.shared_vocabulary": "counts word pieces",
     "run.shifted_right": "compares token ids",
     "run.job_dimensions": "reads shapes of matrix products",
