@@ -33,7 +33,12 @@ def watch() -> None:
 
 def from_user(err: BaseException) -> bool:
     """Whether ``err`` ends the run: a KeyboardInterrupt after a SIGINT (or one that could not be told
-    apart: no watch installed), never a SystemExit raised by the code under test."""
+    apart: another handler than the watch's), never a SystemExit raised by the code under test, nor a
+    KeyboardInterrupt while SIGINT is ignored (a process started in the background by a shell that
+    has no job control, ``cmd &`` in a script, inherits SIGINT ignored: no Ctrl-C can reach it)."""
     if not isinstance(err, KeyboardInterrupt):
         return False
-    return _signalled or signal.getsignal(signal.SIGINT) is not _on_sigint
+    handler = signal.getsignal(signal.SIGINT)
+    if handler is signal.SIG_IGN:
+        return False
+    return _signalled or handler is not _on_sigint

@@ -69,7 +69,7 @@ def user_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 @pytest.mark.parametrize("factory, raised", [("exits", "SystemExit"), ("interrupts", "KeyboardInterrupt")])
-def test_an_adapter_that_exits_is_that_claims_error(user_module, tmp_path, capsys, factory, raised):
+def test_an_adapter_that_exits_is_that_claims_error(user_module, tmp_path, capsys, factory, raised, default_sigint):
     out = tmp_path / "audit.json"
     assert main(["audit", f"{user_module}:{factory}", "--only", "sec3.eq1", "--json", str(out)]) == 1
     records = json.loads(out.read_text())
@@ -89,7 +89,27 @@ def test_a_factory_that_exits_is_a_bad_target(user_module, capsys):
     assert "SystemExit" in capsys.readouterr().err
 
 
-def test_the_users_ctrl_c_still_stops_the_run():
+@pytest.fixture
+def default_sigint():
+    """Python's own SIGINT handler for the test, whatever the process inherited (a test run started with
+    ``&`` by a script inherits SIGINT ignored), and the inherited one back after it."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
+def test_a_raise_while_sigint_is_ignored_is_the_claims_error(user_module, tmp_path):
+    """With SIGINT ignored no Ctrl-C can arrive: a KeyboardInterrupt is the adapter's, never the user's."""
+    out = tmp_path / "audit.json"
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        assert main(["audit", f"{user_module}:interrupts", "--only", "sec3.eq1", "--json", str(out)]) == 1
+    finally:
+        signal.signal(signal.SIGINT, before)
+    assert {r["status"] for r in json.loads(out.read_text())} == {"error"}
+
+
+def test_the_users_ctrl_c_still_stops_the_run(default_sigint):
     from repro.checks import select_claims
     from repro.checks.registry import CHECKERS
 
