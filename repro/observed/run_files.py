@@ -239,6 +239,10 @@ class RunFiles:
                     and name.startswith("average_"):
                 files.averaged[name] = read_checkpoint(path / name)
         files.check_recipe()
+        if files.record is None and files.newest is None and files.metrics_path.is_file():
+            raise ResultError(f"{path}: a training run interrupted before its first checkpoint ({files.metrics_path.name} "
+                              f"logs {len(files.metrics or [])} update(s); no checkpoints/step_*.pt, no {RUN_RECORD}): "
+                              f"nothing of it can be checked; rerun its repro train with --out-dir {path}")
         if files.record is None and files.newest is None:
             inside = sorted(p.name for p in path.iterdir() if (p / RUN_RECORD).is_file() or (p / "checkpoints").is_dir())
             hint = f"; it holds the runs {', '.join(inside)}: check each (repro check --run {path / inside[0]})" \

@@ -23,7 +23,7 @@ import pytest
 
 from repro.checks.run_check import check_run
 from repro.train.metrics_log import MetricsLog
-from tests.cli_run import run
+from tests.cli_run import refusal, run
 
 pytestmark = pytest.mark.xdist_group("interrupted-run")
 
@@ -122,6 +122,12 @@ def test_a_row_cut_by_the_kill_is_left_out_and_named(copy: Path, capsys) -> None
     assert f"metrics.csv line {lines} was cut as it was written" in out.splitlines()[0]
     MetricsLog(copy / "metrics.csv", resume_step=newest(copy)).close()   # a resume drops it
     assert (copy / "metrics.csv").read_text().endswith("\n") and logged(copy) == newest(copy)
+
+
+def test_a_run_killed_before_its_first_checkpoint_is_named_so(copy: Path, capsys) -> None:
+    shutil.rmtree(copy / "checkpoints")
+    rc, _, err = run(capsys, "check", "--run", str(copy))
+    assert rc == 2 and "a training run interrupted before its first checkpoint" in refusal(err), err
 
 
 def test_a_record_past_the_newest_checkpoint_is_no_interruption(copy: Path) -> None:
