@@ -92,20 +92,20 @@ def logged_rows(files: Any) -> list[LoggedRow]:
     path = files.metrics_path
     if files.metrics is None:
         raise NotRun(missing("the metrics log: the rate and tokens of the logged updates", path))
-    rows, steps, cut = files.metrics, run_steps(files), files.interrupted
+    rows, steps, stopped = files.metrics, run_steps(files), files.interrupted
     for before, row in zip([None, *rows], rows):
         finite(row.lr, f"{path} line {row.line} (step {row.step}): lr")
         if row.step < 1:
             raise Contradiction(f"{path} line {row.line}: step {row.step}; updates count from 1", row.step)
         if before is not None and row.step <= before.step:
             raise Contradiction(f"{path} line {row.line}: step {row.step} after step {before.step}", row.step)
-    if cut is not None:   # the rows past the newest checkpoint are updates the interruption lost
+    if stopped is not None:   # the rows past the newest checkpoint are updates the interruption lost
         rows = [r for r in rows if r.step <= steps]
     elif rows and steps is not None and rows[-1].step != steps:
         raise Contradiction(f"{path} line {rows[-1].line}: the log ends at step {rows[-1].step}, but the run made "
                             f"{steps} updates (its newest checkpoint, else {files.record_path.name})", rows[-1].step)
     every, start = files.train.get("log_every"), _last_session_start(files)
-    end = None if cut is not None else steps   # the update a session ended at, which it logs
+    end = None if stopped is not None else steps   # the update a session ended at, which it logs
     if isinstance(every, int) and every > 0 and start is not None and steps is not None:
         logged = {r.step for r in rows}
         due = next((s for s in range(start + 1, steps + 1) if (s % every == 0 or s == end) and s not in logged), None)
@@ -119,7 +119,7 @@ def logged_rows(files: Any) -> list[LoggedRow]:
                                 f"{every}, no dev evaluation on the row)", off.step)
     if not rows:
         raise NotRun(f"needs another run: {path} logs no update" +
-                     (f" up to update {steps}; the run was {cut.describe()}" if cut is not None else ""))
+                     (f" up to update {steps}; the run was {stopped.describe()}" if stopped is not None else ""))
     return rows
 
 
