@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from repro.checks.registry import checker
-from repro.checks.observed_records import own_evaluations, sessions
+from repro.checks.observed_records import not_found, own_evaluations, sessions, written_at_end
 from repro.claims.claim import Claim
 from repro.claims.outcome import CheckContext, Contradiction, Measurement, NotRun
 from repro.data.test_sets import identity, paper_test_set
@@ -81,7 +81,7 @@ def corpus(claim: Claim, ctx: CheckContext) -> Measurement:
     files = ctx.target
     paper_job(claim, files)
     if files.record is None or "corpus" not in files.record:
-        raise NotRun(missing("the run's record of its counted corpus", files.record_path))
+        raise not_found(files, "the run's record of its counted corpus", files.record_path)
     counted = files.record["corpus"]
     pairs, trained, filtered = counted["pairs"], counted["trained"], counted["filtered"]
     if pairs != trained + filtered:
@@ -162,7 +162,7 @@ def test_set(claim: Claim, ctx: CheckContext) -> Measurement:
     split, dataset = claim.params["split"], claim.params["dataset"]
     records = scored_records(files, split, ("bleu.", "perplexity.", "f1."))
     if not records:
-        raise NotRun(f"needs another run: {files.path / 'evaluations'} holds no evaluation of the run's {split} split")
+        raise written_at_end(files, f"{files.path / 'evaluations'} holds no evaluation of the run's {split} split")
     paper = paper_test_set(dataset, split)
     found: list[str] = []
     for path, result in records:
@@ -185,7 +185,7 @@ def hardware(claim: Claim, ctx: CheckContext) -> Measurement:
     paper_job(claim, files)
     found = sessions(files)
     if not found:
-        raise NotRun(missing("the run's record of the devices it trained on", files.record_path))
+        raise not_found(files, "the run's record of the devices it trained on", files.record_path)
     plan = (files.record or {}).get("update_plan") or {}
     for i, session in enumerate(found):
         devices = session.get("devices", 1)

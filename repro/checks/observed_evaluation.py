@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from repro.checks.observed_data import check_scored, translations_file
-from repro.checks.observed_records import kept_steps, own_evaluations
+from repro.checks.observed_records import kept_steps, own_evaluations, written_at_end
 from repro.checks.observed_records import sessions as all_sessions
 from repro.checks.registry import checker
 from repro.checks.step_time import normalised
@@ -82,7 +82,7 @@ def average(claim: Claim, ctx: CheckContext) -> Measurement:
     paper_job(claim, files)
     records = _model_records(files)
     if not records:
-        raise NotRun(f"needs another run: {files.path / 'evaluations'} holds no evaluation of the run's averaged model")
+        raise written_at_end(files, f"{files.path / 'evaluations'} holds no evaluation of the run's averaged model")
     field = "provenance.extra.averaged_from"
     first_path, first = records[0]
     names = list(first.provenance.extra["averaged_from"])
@@ -124,7 +124,7 @@ def search(claim: Claim, ctx: CheckContext) -> Measurement:
     name = claim.params["setting"]
     records = own_evaluations(files, lambda r: str(r.provenance.extra.get("measure", "")).startswith(("bleu.", "f1.")))
     if not records:
-        raise NotRun(f"needs another run: {files.path / 'evaluations'} holds no evaluation that searched (BLEU or F1)")
+        raise written_at_end(files, f"{files.path / 'evaluations'} holds no evaluation that searched (BLEU or F1)")
     asked = (files.recipe.get("decode") or {}).get(name)
     values = set()
     for path, result in records:
@@ -168,7 +168,7 @@ def protocol(claim: Claim, ctx: CheckContext) -> Measurement:
     paper_job(claim, files)
     records = own_evaluations(files, lambda r: str(r.provenance.extra.get("measure", "")).startswith("bleu."))
     if not records:
-        raise NotRun(f"needs another run: {files.path / 'evaluations'} holds no BLEU evaluation")
+        raise written_at_end(files, f"{files.path / 'evaluations'} holds no BLEU evaluation")
     for path, result in records:
         finite(result.measured, f"{path}: field 'measured'")
         measure, signature = str(result.provenance.extra.get("measure")), str(result.provenance.bleu_signature or "")
@@ -217,7 +217,7 @@ def _own_step_time(claim: Claim, files: Any) -> Measurement:
         same_step_time(files, path, result)
     sessions = [s for s in all_sessions(files) if (s.get("step_time") or {}).get("steady_updates")]
     if not sessions:
-        raise NotRun(f"needs another run: {files.record_path} holds no session with a steady update")
+        raise written_at_end(files, f"{files.record_path} holds no session with a steady update")
     longest = max(sessions, key=lambda s: s["step_time"]["steady_updates"])
     seconds = longest["step_time"].get("steady_s_per_update")
     finite(seconds, f"{files.record_path}: field 'sessions[].step_time.steady_s_per_update'")
@@ -243,7 +243,7 @@ def metric(claim: Claim, ctx: CheckContext) -> Measurement:
     if found is None:
         if measure in RUN_MEASURES:
             return _own_step_time(claim, files)
-        raise NotRun(f"needs another run: {files.path / 'evaluations'} holds no evaluation measured as {measure}"
+        raise written_at_end(files, f"{files.path / 'evaluations'} holds no evaluation measured as {measure}"
                      + (f" on the {split} split" if split else ""))
     path, result = found
     finite(result.measured, f"{path}: field 'measured'")

@@ -11,6 +11,12 @@ that record is one the run wrote as it ran (``repro check --run``):
 - each evaluation record is of this run's recipe (:func:`own_evaluations`);
 - the checkpoint's model config is the model its recipe builds (:func:`built_as_recipe`).
 
+A run whose last session was interrupted (:mod:`repro.observed.interruption`: killed before it wrote
+``run.json``) is checked up to its newest checkpoint: the rows and checkpoints of the sessions its
+record does not list must be there, every one, from the update its record ends at (else 0); the rows
+logged past the newest checkpoint are lost updates, left out; what only a session's end writes reads
+"needs another run", naming the interruption (:func:`written_at_end`).
+
 Each failure is a :class:`~repro.claims.outcome.Contradiction` naming the file, the line or field and
 both values: the claims that read the record fail, never pass on it.
 """
@@ -59,9 +65,25 @@ def sessions(files: Any) -> list[dict[str, Any]]:
 
 
 def _last_session_start(files: Any) -> int | None:
-    """The update the run's last session resumed from (None: the run keeps no record of its sessions)."""
+    """The update the run's last session resumed from (None: the run keeps no record of its sessions);
+    of an interrupted run, the update after which its unrecorded sessions made its updates."""
     found = sessions(files)
+    if files.interrupted is not None:
+        return files.interrupted.unrecorded_from
     return found[-1]["resumed_from"] if found else None
+
+
+def written_at_end(files: Any, absent: str) -> NotRun:
+    """"Needs another run" for want of a record only a session's end (or the evaluation after training)
+    writes, ``absent`` saying which; of an interrupted run, naming where it stopped and how to resume it."""
+    if files.interrupted is not None:
+        return NotRun(files.interrupted.reason(absent))
+    return NotRun(f"needs another run: {absent}")
+
+
+def not_found(files: Any, what: str, path: Path) -> NotRun:
+    """:func:`written_at_end` for a record file that is not there (:func:`repro.observed.run_files.missing`)."""
+    return written_at_end(files, missing(what, path).removeprefix("needs another run: "))
 
 
 def logged_rows(files: Any) -> list[LoggedRow]:
@@ -70,30 +92,34 @@ def logged_rows(files: Any) -> list[LoggedRow]:
     path = files.metrics_path
     if files.metrics is None:
         raise NotRun(missing("the metrics log: the rate and tokens of the logged updates", path))
-    rows, steps = files.metrics, run_steps(files)
+    rows, steps, stopped = files.metrics, run_steps(files), files.interrupted
     for before, row in zip([None, *rows], rows):
         finite(row.lr, f"{path} line {row.line} (step {row.step}): lr")
         if row.step < 1:
             raise Contradiction(f"{path} line {row.line}: step {row.step}; updates count from 1", row.step)
         if before is not None and row.step <= before.step:
             raise Contradiction(f"{path} line {row.line}: step {row.step} after step {before.step}", row.step)
-    if rows and steps is not None and rows[-1].step != steps:
+    if stopped is not None:   # the rows past the newest checkpoint are updates the interruption lost
+        rows = [r for r in rows if r.step <= steps]
+    elif rows and steps is not None and rows[-1].step != steps:
         raise Contradiction(f"{path} line {rows[-1].line}: the log ends at step {rows[-1].step}, but the run made "
                             f"{steps} updates (its newest checkpoint, else {files.record_path.name})", rows[-1].step)
     every, start = files.train.get("log_every"), _last_session_start(files)
+    end = None if stopped is not None else steps   # the update a session ended at, which it logs
     if isinstance(every, int) and every > 0 and start is not None and steps is not None:
         logged = {r.step for r in rows}
-        due = next((s for s in range(start + 1, steps + 1) if (s % every == 0 or s == steps) and s not in logged), None)
+        due = next((s for s in range(start + 1, steps + 1) if (s % every == 0 or s == end) and s not in logged), None)
         if due is not None:
             raise Contradiction(f"{path}: no row for update {due}, which the run logged (log_every {every}; its last "
                                 f"session made updates {start + 1}-{steps}; {len(rows)} row(s) in the log)", due)
-        off = next((r for r in rows if r.step > start and r.step % every and r.step != steps
+        off = next((r for r in rows if r.step > start and r.step % every and r.step != end
                     and r.dev_ppl is None and r.dev_accuracy is None), None)
         if off is not None:
             raise Contradiction(f"{path} line {off.line}: step {off.step} is not an update the run logs (log_every "
                                 f"{every}, no dev evaluation on the row)", off.step)
     if not rows:
-        raise NotRun(f"needs another run: {path} logs no update")
+        raise NotRun(f"needs another run: {path} logs no update" +
+                     (f" up to update {steps}; the run was {stopped.describe()}" if stopped is not None else ""))
     return rows
 
 

@@ -18,7 +18,7 @@ from repro.claims.compare import finite
 from repro.claims.outcome import CheckContext, Contradiction, Measurement, NotRun
 from repro.observed.judge import judge, paper_job
 from repro.observed.replay import MAX_REPLAYED, replayed_tokens
-from repro.checks.observed_records import built_as_recipe, logged_rows, sessions
+from repro.checks.observed_records import built_as_recipe, logged_rows, sessions, written_at_end
 from repro.observed.run_files import missing
 from repro.train.config import TrainConfig
 from repro.train.schedule import learning_rate
@@ -132,7 +132,7 @@ def tokens(claim: Claim, ctx: CheckContext) -> Measurement:
     for row in rows:
         for side in ("src_tokens", "tgt_tokens"):
             finite(getattr(row, side), f"{files.metrics_path} line {row.line} (step {row.step}): {side}")
-    steps = int((files.record or {}).get("steps") or rows[-1].step)
+    steps = rows[-1].step   # the run's last update (logged_rows), or an interrupted run's newest checkpoint's at most
     examples, why = files.encoded_pairs
     if examples is not None:
         replayed = min(steps, MAX_REPLAYED)
@@ -166,7 +166,7 @@ def updates(claim: Claim, ctx: CheckContext) -> Measurement:
     paper_job(claim, files)
     newest, cfg = _newest(files), _config(files)
     steps = newest.step
-    if files.record is not None and files.record.get("steps") != steps:
+    if files.record is not None and files.record.get("steps") != steps and files.interrupted is None:
         raise Contradiction(f"{files.record_path}: field 'steps' is {files.record.get('steps')!r}, but the run's newest "
                             f"checkpoint {newest.path.name} is of update {steps}", files.record.get("steps"))
     if newest.path.name != f"step_{steps:08d}.pt":
@@ -174,6 +174,8 @@ def updates(claim: Claim, ctx: CheckContext) -> Measurement:
     sessions(files)
     if files.metrics:
         logged_rows(files)   # the log's rows are the run's updates, in order, to its last
+    if files.interrupted is not None:   # how many updates the run makes, its end says
+        raise written_at_end(files, f"the updates the run makes are known when its last session ends ({files.record_path})")
     departures = []
     if cfg.max_steps != claim.expected:
         departures.append(f"max_steps {cfg.max_steps}")

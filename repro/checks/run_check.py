@@ -8,7 +8,8 @@ step time), read off the run's own evaluation records (checker ``observed.metric
 Each is judged by :mod:`repro.observed.judge`: pass, departs (the run was asked for something else,
 with its value and the paper's), fail (its records contradict each other or its recipe), or "needs
 another run" with the reason. The run's files are read first (:mod:`repro.observed.run_files`): a
-malformed record stops the check, naming its file and field (exit 2).
+malformed record stops the check, naming its file and field (exit 2). A run whose last session was
+interrupted (:mod:`repro.observed.interruption`) is checked up to its newest checkpoint, and says so.
 """
 
 from __future__ import annotations
@@ -37,8 +38,9 @@ class RunCheck:
         files = self.files
         job = files.paper.describe() if files.paper is not None else "none of the paper's jobs"
         steps = files.newest.step if files.newest is not None else (files.record or {}).get("steps")
-        return (f"{files.path}: recipe '{files.recipe.get('name') or 'unnamed'}', {steps} update(s), recipe hash "
+        line = (f"{files.path}: recipe '{files.recipe.get('name') or 'unnamed'}', {steps} update(s), recipe hash "
                 f"{files.recipe_hash}; it stands for {job}")
+        return line if files.interrupted is None else f"{line}; {files.interrupted.describe()}"
 
 
 def claims_of(files: RunFiles, claims: Sequence[Claim], only: Sequence[str] = ()) -> list[Claim]:

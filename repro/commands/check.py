@@ -79,7 +79,9 @@ def check_a_run(args: argparse.Namespace) -> int:
     print(check.describe())
     print(render_run(check.records))
     if args.json:
-        rows = [{**r.to_dict(), "verdict": verdict(r), "run": str(check.files.path)} for r in check.records]
+        cut = check.files.interrupted
+        rows = [{**r.to_dict(), "verdict": verdict(r), "run": str(check.files.path),
+                 "interrupted": cut.to_dict() if cut is not None else None} for r in check.records]
         atomic_write_text(Path(args.json), json.dumps(rows, indent=2, default=str) + "\n")
     return 1 if any(r.status.broken for r in check.records) else 0
 

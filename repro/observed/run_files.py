@@ -37,12 +37,14 @@ from repro.limits import TEXT_BYTES
 from repro.measures.recording import EVALUATIONS
 from repro.data.encoded import EncodedPairs
 from repro.observed.counterpart import PaperJob, counterpart
+from repro.observed.interruption import Interruption, interruption
 from repro.observed.replay import encoded_corpus
 from repro.results.provenance import config_hash
 from repro.results.record_schema import record_problem
 from repro.results.store import Result
 from repro.train.checkpoint import list_checkpoints, load_checkpoint
 from repro.train.config import TrainConfig, recipe_identity
+from repro.train.metrics_log import whole_rows
 from repro.train.run_record import RUN_RECORD
 from repro.validation import problem
 
@@ -146,6 +148,8 @@ class RunFiles:
     vocab_size: int | None = None
     vocab_sha256: str | None = None
     encoded: dict[str, Any] | None = None
+    #: the line of the metrics log's last row when a kill cut it as it was written (left out of ``metrics``)
+    cut_row: int | None = None
 
     @property
     def name(self) -> str:
@@ -184,6 +188,11 @@ class RunFiles:
     def metrics_path(self) -> Path:
         return self.path / "metrics.csv"
 
+    @cached_property
+    def interrupted(self) -> Interruption | None:
+        """Where the run's records stop when its last session was interrupted (:mod:`repro.observed.interruption`)."""
+        return interruption(self)
+
     def check_recipe(self) -> None:
         """The recipe the run trained, and the one its record states, must be ones repro can build
         (ConfigError naming where it was read, exit 2): a value no recipe takes is bad input, not a
@@ -212,7 +221,7 @@ class RunFiles:
         if files.record_path.is_file():
             files.record = _read_json(files.record_path, "run record", RUN_SCHEMA)
         if files.metrics_path.is_file():
-            files.metrics = read_log(files.metrics_path)
+            files.metrics, files.cut_row = read_log_rows(files.metrics_path)
         files.checkpoints = list_checkpoints(path)
         files.kept = [read_checkpoint(p) for p in files.checkpoints]   # each refused here when it does not load
         files.newest = files.kept[-1] if files.kept else None
@@ -230,6 +239,10 @@ class RunFiles:
                     and name.startswith("average_"):
                 files.averaged[name] = read_checkpoint(path / name)
         files.check_recipe()
+        if files.record is None and files.newest is None and files.metrics_path.is_file():
+            raise ResultError(f"{path}: a training run interrupted before its first checkpoint ({files.metrics_path.name} "
+                              f"logs {len(files.metrics or [])} update(s); no checkpoints/step_*.pt, no {RUN_RECORD}): "
+                              f"nothing of it can be checked; rerun its repro train with --out-dir {path}")
         if files.record is None and files.newest is None:
             inside = sorted(p.name for p in path.iterdir() if (p / RUN_RECORD).is_file() or (p / "checkpoints").is_dir())
             hint = f"; it holds the runs {', '.join(inside)}: check each (repro check --run {path / inside[0]})" \
@@ -264,9 +277,17 @@ def read_evaluation(path: Path) -> Result:
 
 
 def read_log(path: Path) -> list[LoggedRow]:
-    """The rows of a metrics log; a row whose step, rate or token counts are not numbers is refused,
-    naming the file, the line and the field. A NaN rate is read as NaN (a check fails on it)."""
+    """The whole rows of a metrics log (:func:`read_log_rows`)."""
+    return read_log_rows(path)[0]
+
+
+def read_log_rows(path: Path) -> tuple[list[LoggedRow], int | None]:
+    """The rows of a metrics log, and the line of its last row when that row was cut as it was written
+    (no line end: a kill, :mod:`repro.observed.interruption`), left out. A whole row whose step, rate or
+    token counts are not numbers is refused, naming the file, the line and the field. A NaN rate is read
+    as NaN (a check fails on it)."""
     text = reader.read_text(path, "metrics log", limit=TEXT_BYTES.hard, error=ResultError)
+    text, cut = whole_rows(text)
     try:
         table = csv.DictReader(io.StringIO(text, newline=""))
         header = table.fieldnames or []
@@ -282,7 +303,7 @@ def read_log(path: Path) -> list[LoggedRow]:
                                   value["dev_ppl"], value["dev_accuracy"], value["loss"], value["nll"]))
     except csv.Error as err:
         raise ResultError(f"{path}: not a CSV file ({err})") from None
-    return rows
+    return rows, cut
 
 
 def _number(path: Path, line: int, column: str, raw: str | None, optional: bool) -> float | None:
@@ -330,4 +351,4 @@ def missing(what: str, path: Path) -> str:
 
 
 __all__ = ["Checkpoint", "LoggedRow", "RunFiles", "missing", "read_checkpoint", "read_evaluation",
-           "read_log"]
+           "read_log", "read_log_rows"]

@@ -25,9 +25,18 @@ COLUMNS = ("step", "loss", "nll", "lr", "tokens_per_s", "src_tokens", "tgt_token
            "padding", "dev_accuracy")
 
 
+def whole_rows(text: str) -> tuple[str, int | None]:
+    """The text of a metrics log up to its last line end, and the line of the row after it when there is
+    one: a row cut as it was written (the process killed then), which no reader takes as a row."""
+    if "\n" not in text or text.endswith(("\n", "\r")):
+        return text, None
+    return text[:text.rfind("\n") + 1], text.count("\n") + 1
+
+
 class MetricsLog:
     """Appends rows to ``OUT_DIR/metrics.csv``. On resume from step s, rows after s are dropped
-    first, so that the log of a resumed run reads like the log of an uninterrupted one."""
+    first, and a last row cut as it was written (:func:`whole_rows`), so that the log of a resumed run
+    reads like the log of an uninterrupted one."""
 
     def __init__(self, path: str | os.PathLike[str], resume_step: int = 0, tensorboard: bool = False) -> None:
         self.path = Path(path)
@@ -58,12 +67,13 @@ class MetricsLog:
     def _truncate_after(self, step: int) -> None:
         if not self.path.exists():
             return
+        text, cut = whole_rows(self._text())
         try:
-            rows = list(csv.DictReader(io.StringIO(self._text(), newline="")))
+            rows = list(csv.DictReader(io.StringIO(text, newline="")))
         except csv.Error as err:
             raise ResultError(f"{self.path}: not a readable metrics log ({err})") from None
         kept = [r for r in rows if (r.get("step") or "").isdigit() and int(r["step"]) <= step]
-        if len(kept) == len(rows):
+        if len(kept) == len(rows) and cut is None:
             return
         out = io.StringIO(newline="")
         writer = csv.DictWriter(out, fieldnames=COLUMNS, extrasaction="ignore")
