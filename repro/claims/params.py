@@ -142,6 +142,8 @@ PARAMS: dict[str, dict[str, Any]] = {
     "run.update_arithmetic": {"experiment": TEXT},
     "run.attention_maps": {"run_claim": TEXT},
     "run.batch_by_length": {"vocab_size": COUNT},
+    "run.batch_order": {"vocab_size": COUNT},
+    "run.batch_side_tokens": {"vocab_size": COUNT},
     "run.evaluation_average": {**_JOB, "extra_checkpoints": OFFSET},
     "run.job_dimensions": _JOB,
     "run.job_dropout": _JOB,
