@@ -9,7 +9,9 @@ Table 3 rows: one sorted epoch cut), one per distinct batching setting, on the r
 * the batches' order is drawn again every epoch (issue 42, as tensor2tensor and fairseq do): a pair's
   place among its epoch's batches tells nothing of its place in the next epoch;
 * each pass holds about the plan's tokens per side (``tokens_per_micro_batch``: the paper's 25000 on
-  one process), source and target each counted.
+  one process), source and target each counted;
+* the pairs of a pass are of about one length: its padding is a small share of the padding of passes
+  of the same sizes drawn at random, and no padded side exceeds the recipe's tokens per device.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from repro.checks.recipe_runs import SAMPLE, _sample_examples
 from repro.checks.registry import checker
 from repro.claims.claim import Claim
 from repro.claims.outcome import CheckContext, Measurement
+from repro.data.batching import collate
 from repro.data.buckets import BucketBatcher
 from repro.recipes import RECIPES
 from repro.train.config import TrainConfig
@@ -146,3 +149,41 @@ def batch_side_tokens(claim: Claim, ctx: CheckContext) -> Measurement:
         worst = max(worst, abs(src - 1), abs(tgt - 1))
         parts.append(f"{_label(names, cfg)}: median source {src:.3f}, target {tgt:.3f} of {budget}")
     return Measurement(round(worst, 3), detail=f"{SAMPLE}, {PASSES} passes each: " + "; ".join(parts))
+
+
+@checker("run.batch_by_length")
+def batch_by_length(claim: Claim, ctx: CheckContext) -> Measurement:
+    """"Sentence pairs were batched together by approximate sequence length": for every recipe's
+    batching (:func:`watched_settings`, each at its own budget), the first :data:`PASSES` passes of the
+    batcher the loop builds on one process over the WMT sample (and over the sample turned round, the
+    source the longer side). Measured: the largest, over the settings, of the padding those passes
+    carry as a share of the padding of passes of the same sizes drawn at random (seeded with the
+    recipe's seed); a pass of several pairs whose padded source or target (EOS counted) exceeds the
+    recipe's tokens per device fails the claim."""
+    own(ctx)
+    examples = _sample_examples(claim.params.get("vocab_size", 8000))
+    worst, parts = 0.0, []
+    for names, cfg in watched_settings().values():
+        for pairs, way in ((examples, "EN-DE"), ([(t, s) for s, t in examples], "DE-EN")):
+            passes = list(islice(iter(batcher_for(cfg, pairs, 1, 0)), PASSES))
+            over = [b for b in passes if b.src.size(0) > 1
+                    and max(b.src.numel(), b.tgt_out.numel()) > cfg.max_tokens_per_device]
+            if over:
+                b = over[0]
+                return Measurement(None, False, (
+                    f"{_label(names, cfg)}, {way}: {len(over)} of {len(passes)} passes exceed the recipe's "
+                    f"{cfg.max_tokens_per_device} padded tokens a side, the first {tuple(b.src.shape)} source / "
+                    f"{tuple(b.tgt_out.shape)} target"))
+            rng = np.random.default_rng(cfg.seed)
+            drawn = [collate([pairs[i] for i in rng.choice(len(pairs), b.src.size(0), replace=False)]) for b in passes]
+            ratio = _padding(passes) / max(_padding(drawn), 1e-12)
+            worst = max(worst, ratio)
+            parts.append(f"{_label(names, cfg)}, {way}: padding {_padding(passes):.1%} against {_padding(drawn):.1%} "
+                         f"at random ({ratio:.3f})")
+    return Measurement(round(worst, 3), detail=f"{SAMPLE}, {PASSES} passes each: " + "; ".join(parts))
+
+
+def _padding(passes: list) -> float:
+    """PAD positions over all positions of the passes' source and target tensors."""
+    real = sum(b.src_tokens + b.tgt_tokens for b in passes)
+    return 1 - real / sum(b.src.numel() + b.tgt_out.numel() for b in passes)

@@ -16,7 +16,6 @@ from functools import lru_cache
 from pathlib import Path
 from unittest import mock
 
-import numpy as np
 import torch
 
 import repro.train.loss as loss_module
@@ -116,47 +115,6 @@ def shards_split_the_epoch(cfg: TrainConfig, examples: list, world: int, epochs:
             return (f"epoch {epoch}: the {world} ranks take {[len(g) for g in got]} passes, one process cuts "
                     f"{len(want)} (each rank must take {share}, together every pass once)")
     return ""
-
-
-@checker("run.batch_by_length")
-def batch_by_length(claim: Claim, ctx: CheckContext) -> Measurement:
-    """"Sentence pairs were batched together by approximate sequence length": the padding the
-    job's batcher leaves, as a fraction of the padding of batches drawn at random (same token
-    budget), over one epoch of real WMT text; a batch whose padded source or target (EOS counted)
-    holds more than the job's tokens per device fails the claim."""
-    own(ctx)
-    cfg = job_config("table2-base-ende")
-    examples = _sample_examples(claim.params.get("vocab_size", 8000))
-    batcher = TokenBatcher(examples, cfg.max_tokens_per_device, shuffle=True, seed=cfg.seed)
-
-    def padding(batches: list[np.ndarray]) -> float:
-        real = padded = 0
-        for idx in batches:
-            b = collate([examples[i] for i in idx])
-            real += b.src_tokens + b.tgt_tokens
-            padded += b.src.numel() + b.tgt_out.numel()
-        return 1 - real / padded
-
-    batches = batcher.epoch_batches(0)
-    ours = padding(batches)
-    # The bound the token budget is: each side's padded tensor (with EOS), whichever side is the
-    # longer (the pairs are also batched the other way round, the source the longer side).
-    for pairs, way in ((examples, "EN-DE"), ([(t, s) for s, t in examples], "DE-EN")):
-        packed = TokenBatcher(pairs, cfg.max_tokens_per_device, shuffle=True, seed=cfg.seed).epoch_batches(0)
-        sizes = [(len(idx), max(max(len(pairs[i][0]), 1) for i in idx), max(len(pairs[i][1]) + 1 for i in idx))
-                 for idx in packed]
-        over = [(n, s, t) for n, s, t in sizes if n > 1 and max(n * s, n * t) > cfg.max_tokens_per_device]
-        if over:
-            n, s, t = over[0]
-            return Measurement(None, False, f"{way}: {len(over)} batches exceed the job's {cfg.max_tokens_per_device} "
-                                            f"padded tokens a side, the first {n} pairs x {s} source / {t} target tokens")
-    rng = np.random.default_rng(cfg.seed)
-    random_order = rng.permutation(len(examples))
-    sizes = [len(b) for b in batcher.epoch_batches(0)]
-    starts = np.cumsum([0, *sizes[:-1]])
-    shuffled = padding([random_order[s:s + n] for s, n in zip(starts, sizes)])
-    return Measurement(round(ours / shuffled, 3), detail=(
-        f"padding {ours:.1%} of the batch tensors, against {shuffled:.1%} for the same batch sizes drawn at random"))
 
 
 @checker("run.shared_vocabulary")

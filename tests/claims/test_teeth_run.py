@@ -366,6 +366,17 @@ def unsorted_batches() -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def one_length_bucket() -> Iterator[None]:
+    """The paper jobs' length buckets with a single range: every pair in one bucket, lengths mixed."""
+    import numpy as np
+
+    import repro.data.buckets as buckets
+
+    with mock.patch.object(buckets, "bucket_bounds", lambda step, longest: np.asarray([longest], dtype=np.int64)):
+        yield
+
+
+@contextlib.contextmanager
 def source_only_vocabulary() -> Iterator[None]:
     import repro.train.data as train_data
 
@@ -416,6 +427,7 @@ PATCHES = [
     ("sec5.batch-tokens.observed-h100", pass_holds_the_device_bound),
     ("sec5.batch-tokens.observed-one-gpu", no_accumulation),
     ("sec5.batch.by-length", unsorted_batches),
+    ("sec5.batch.by-length", one_length_bucket),
     ("sec5.bpe.shared-vocabulary", source_only_vocabulary),
     ("sec6.2.perplexity-per-wordpiece", perplexity_per_sentence),
 ]
