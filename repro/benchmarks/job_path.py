@@ -237,7 +237,8 @@ def _measure(trainer: Trainer, steps: int, block: int, warmup: int, kernels: boo
                 seconds[name].append(round_seconds[name])
                 tokens[name].append(round_tokens[name])
         measuring[0] = False
-        allocations = _device_allocations(device) - allocations
+        after = _device_allocations(device)
+        allocations = None if after is None or allocations is None else after - allocations
         profiles = ({name: profile_kernels(updates[name], device) for name in ("job", "fixed")}
                     if (device.type == "cuda" if kernels is None else kernels) else None)
         late.drain()
@@ -283,12 +284,13 @@ def _measure(trainer: Trainer, steps: int, block: int, warmup: int, kernels: boo
     return out
 
 
-def _device_allocations(device: torch.device) -> int:
+def _device_allocations(device: torch.device) -> int | None:
     """How many times the caching allocator has asked the driver for memory (``cudaMalloc``, which
-    waits for the device) on ``device``; 0 elsewhere."""
+    waits for the device) on ``device``; 0 elsewhere; None where this torch does not count them."""
     if device.type != "cuda":
         return 0
-    return int(torch.cuda.memory_stats(device).get("num_device_alloc", 0))
+    count = torch.cuda.memory_stats(device).get("num_device_alloc")
+    return None if count is None else int(count)
 
 
 def _timed(device: torch.device, fn: Callable[[], Any], late: ReadLate | None = None) -> float:

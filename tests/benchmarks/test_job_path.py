@@ -91,3 +91,13 @@ def test_repro_bench_jobpath_refuses_bad_flags(capsys: pytest.CaptureFixture) ->
     assert err.value.code == 2 and "--steps must be at least 1" in capsys.readouterr().err
     assert cli_main(["bench", "jobpath", "--quick", "--profile", "h100"]) == 2   # 8 devices: not one process's path
     assert "one-device profile" in capsys.readouterr().err
+
+
+def test_driver_allocations_are_counted_or_said_unknown(monkeypatch) -> None:
+    """The count the allocator keeps is read as it is; a torch that keeps none gives None, never 0."""
+    cuda = torch.device("cuda", 0)
+    monkeypatch.setattr(torch.cuda, "memory_stats", lambda device=None: {"num_device_alloc": 5})
+    assert job_path._device_allocations(cuda) == 5
+    monkeypatch.setattr(torch.cuda, "memory_stats", lambda device=None: {})
+    assert job_path._device_allocations(cuda) is None
+    assert job_path._device_allocations(torch.device("cpu")) == 0
