@@ -175,11 +175,13 @@ def batch_by_length(claim: Claim, ctx: CheckContext) -> Measurement:
                     f"{cfg.max_tokens_per_device} padded tokens a side, the first {tuple(b.src.shape)} source / "
                     f"{tuple(b.tgt_out.shape)} target"))
             rng = np.random.default_rng(cfg.seed)
-            drawn = [collate([pairs[i] for i in rng.choice(len(pairs), b.src.size(0), replace=False)]) for b in passes]
-            ratio = _padding(passes) / max(_padding(drawn), 1e-12)
+            # a pass may hold more pairs than a tiny corpus (buckets repeat pairs there): drawn with replacement then
+            drawn = [collate([pairs[i] for i in rng.choice(len(pairs), n, replace=n > len(pairs))])
+                     for n in (b.src.size(0) for b in passes)]
+            ours, random = _padding(passes), _padding(drawn)
+            ratio = ours / max(random, 1e-12)
             worst = max(worst, ratio)
-            parts.append(f"{_label(names, cfg)}, {way}: padding {_padding(passes):.1%} against {_padding(drawn):.1%} "
-                         f"at random ({ratio:.3f})")
+            parts.append(f"{_label(names, cfg)}, {way}: padding {ours:.1%} against {random:.1%} at random ({ratio:.3f})")
     return Measurement(round(worst, 3), detail=f"{SAMPLE}, {PASSES} passes each: " + "; ".join(parts))
 
 
