@@ -3,7 +3,7 @@
 ``repro bench gpu`` times the loop's update (``launch_update``) on one fixed batch already on the device. A
 training job does more around it: the batcher packs real sentence pairs by length (Section 5.1),
 every pass has another shape and carries padding, passes may be accumulated, the compiled objective
-meets those shapes, and on a GPU the prefetcher collates and pins the next batches in a thread while
+meets those shapes, and on a GPU the prefetcher draws, collates and pins the next batches in a worker process while
 the main thread launches kernels. This measures that path as the job runs it, from the loop's own
 pieces (:func:`repro.train.loop.build`, :func:`repro.train.loop.batches_for`, ``Trainer.launch``) on
 real text prepared as a job prepares it (:func:`repro.train.data.prepare_training_data`), with no

@@ -20,7 +20,7 @@ from repro.claims.compare import finite
 from repro.claims.outcome import CheckContext, Inconclusive, Measurement
 from repro.train.checkpoint import list_checkpoints, load_checkpoint, step_of
 from repro.train.loop import run
-from repro.train.prefetch import Prefetcher
+from repro.train.prefetch import prefetcher
 from repro.train.probes import files_dated_against_steps, pruned_run
 
 
@@ -91,7 +91,7 @@ def resume_exact(claim: Claim, ctx: CheckContext) -> Measurement:
     model and a corpus of several batches per epoch, run for ``updates`` updates at once, and run
     to ``stop`` updates then resumed to ``updates``; the weights must be equal bit for bit. Both
     batch sources the loop runs are watched: the CPU's (one update's batches at a time) and the
-    GPU's prefetcher (the next updates' batches read ahead in a thread), whose checkpoint must hold
+    GPU's prefetcher (the next updates' batches read ahead in a worker process), whose checkpoint must hold
     the position of what was consumed, not of what was read. What a resume must restore, the RNG
     (dropout masks, the batcher's shuffles) and the data position among it, each changes the
     weights. Measured: the largest |difference| of a weight over both sources."""
@@ -104,7 +104,7 @@ def resume_exact(claim: Claim, ctx: CheckContext) -> Measurement:
     pairs = random_pairs(torch.Generator().manual_seed(ctx.seed), 12)
     worst, rows = 0.0, []
     for source, batches in (("the CPU's batches", loop.batches_for),
-                            ("the prefetcher", lambda t: Prefetcher(t.batcher, t.accumulation, pin=False))):
+                            ("the GPU's prefetcher", lambda t: prefetcher(t.batcher, t.accumulation, pin=False))):
         with tempfile.TemporaryDirectory(prefix="repro-resume-") as tmp, \
                 mock.patch.object(loop, "batches_for", batches):
             finals = []

@@ -53,6 +53,11 @@ class Batch:
         return Batch(self.src.to(device), self.tgt_in.to(device), self.tgt_out.to(device),
                      self.src_tokens, self.tgt_tokens, self.indices)
 
+    def pin_memory(self) -> "Batch":
+        """This batch in page-locked host memory (what a non-blocking copy to a GPU needs)."""
+        return Batch(self.src.pin_memory(), self.tgt_in.pin_memory(), self.tgt_out.pin_memory(),
+                     self.src_tokens, self.tgt_tokens, self.indices)
+
 
 def collate(examples: Sequence[tuple[Sequence[int], Sequence[int]]], indices: Sequence[int] = ()) -> Batch:
     """Pad a list of (source ids, target ids) into a Batch. Source ids are used as given."""

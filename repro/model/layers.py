@@ -30,7 +30,12 @@ class SublayerConnection(nn.Module):
     def forward(self, x: Tensor, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
         if self.norm_first:
             return x + self.dropout(sublayer(self.norm(x)))
-        return self.norm(x + self.dropout(sublayer(x)))
+        out = sublayer(x)
+        # Under bf16 autocast the norm computes in fp32 and its output is kept in the sub-layer's
+        # dtype (bf16): the stream between sub-layers is then stored in bf16, as fairseq's and
+        # Megatron's bf16 training store it, and every element-wise kernel around a sub-layer moves
+        # half the bytes. Without autocast both are fp32 and this is the identity.
+        return self.norm(x + self.dropout(out)).to(out.dtype)
 
 
 class EncoderLayer(nn.Module):

@@ -44,7 +44,7 @@ from repro.train.data import prepare_training_data
 from repro.train.lineage import ALLOW_FLAG, KEY as LINEAGE, run_lineage
 from repro.train.loss import TranslationLoss, loss_impl_for
 from repro.train.optimizer import optimizer_for
-from repro.train.prefetch import Prefetcher, Sequential
+from repro.train.prefetch import Prefetcher, Sequential, WorkerPrefetcher, prefetcher
 from repro.train.resume import restore
 from repro.train.progress import Progress
 from repro.train.run_record import write_run_record
@@ -171,11 +171,12 @@ class Trainer:
         return [next(it) for _ in range(self.accumulation)]
 
 
-def batches_for(trainer: Trainer) -> Prefetcher | Sequential:
+def batches_for(trainer: Trainer) -> WorkerPrefetcher | Prefetcher | Sequential:
     """The loop's source of (an update's micro-batches, the batcher's state after them): on a GPU
-    the next updates' batches are collated and pinned in a thread while this one computes."""
+    the next updates' batches are drawn, collated and pinned in a worker process while this one
+    computes (:func:`repro.train.prefetch.prefetcher`)."""
     if trainer.runtime.on_gpu:
-        return Prefetcher(trainer.batcher, trainer.accumulation)
+        return prefetcher(trainer.batcher, trainer.accumulation)
     return Sequential(trainer.batcher, trainer.accumulation)
 
 
