@@ -26,6 +26,8 @@ BENCHMARKS = {
                "fixed-shape update at the same tokens per update",
     "attention": "Eq. 1 per call kind of the model (encoder self, decoder causal self, cross), forward and backward: "
                  "the model's call against each SDPA backend forced, the math form and compiled",
+    "fused_bytes": "the bytes a compiled update's fused kernels and matrix products move, counted by inductor "
+                   "on the CPU (bf16 autocast)",
 }
 
 #: a benchmark whose module is named otherwise than the benchmark
