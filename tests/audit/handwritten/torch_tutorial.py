@@ -190,8 +190,12 @@ class TutorialAdapter(Adapter):
     def optimizer(self, params):
         return torch.optim.Adam(params, lr=0.0001, betas=(0.9, 0.98), eps=1e-9)
 
+    def learning_rate(self, step, d_model, warmup_steps):
+        return 0.0001   # Adam(lr=0.0001) and no scheduler: no warm-up, no decay
+
     def hyperparameters(self):
-        return {"dropout_base": (0.1, "Seq2SeqTransformer(dropout=0.1)"), "beam_size": (1, "greedy_decode")}
+        return {"dropout_base": (0.1, "Seq2SeqTransformer(dropout=0.1)"), "beam_size": (1, "greedy_decode"),
+                "label_smoothing": (0.0, "CrossEntropyLoss(ignore_index=PAD_IDX): no label_smoothing")}
 
 
 def _encoder_parts(layer: nn.TransformerEncoderLayer) -> EncoderLayerParts:
