@@ -187,14 +187,16 @@ def causal_mask(claim: Claim, ctx: CheckContext) -> Measurement:
     Perturbation test: change the target token at j and watch the logits of every position.
     (1) No leak: the logits at every i < j must not move. (2) Every earlier position reaches:
     the logits at every i > j must move. The pair i = j proves nothing (the token reaches its own
-    output through the residual connection, whatever the mask) and is left out. "Move" is judged
+    output through the residual connection, whatever the mask) and is left out; so is j = 0 where
+    the start token reaches no output at all, its own included (a decoder that starts from a fixed
+    vector, as tensor2tensor's ``shift_right_3d``: position 0 holds no output to depend on). "Move" is judged
     against the model's own noise floor (:mod:`repro.checks.noise`: the same call again, the
     other sentence of the batch changed), never an absolute constant: a correct model on the CPU
     repeats itself exactly, so any move of the past is a leak, however small. Measured: the
     number of leaking (i < j) pairs (a leak in any sentence of the batch) plus blind (i > j) pairs
     (in each sentence); inconclusive where the noise is as large as the moves the test must see."""
     gen = torch.Generator().manual_seed(ctx.seed)
-    leaks, blind, pairs, paths, floors = 0, 0, 0, [], []
+    leaks, blind, pairs, paths, floors, start_unread = 0, 0, 0, [], [], []
     for path, parts in ctx.target.model_paths(vocab_size=40, d_model=32, n_heads=4, d_ff=64, n_layers=2).items():
         src = torch.randint(4, 40, (2, 7), generator=gen)
         tgt = torch.randint(4, 40, (2, 9), generator=gen)
@@ -214,6 +216,11 @@ def causal_mask(claim: Claim, ctx: CheckContext) -> Measurement:
                 perturbed[:, j] = 4 + (perturbed[:, j] - 4 + 7) % 36
                 out = parts.forward(src, perturbed)
                 moved = noise.moved(out, base, 2, what)
+                if j == 0 and not moved.any():
+                    # position 0 holds the start token, no output: a decoder that starts from a fixed
+                    # vector (tensor2tensor's shift_right) reads it nowhere, its own output included
+                    start_unread.append(path)
+                    continue
                 past += int(moved.any(0)[:j].sum())             # positions i < j that moved in any sentence
                 systematic += int(noise.systematic(out, base, 2).any(0)[:j].sum())
                 blind += int((~moved[:, j + 1:]).sum())          # (sentence, i > j) where i did not move
@@ -229,6 +236,9 @@ def causal_mask(claim: Claim, ctx: CheckContext) -> Measurement:
         floors.append(noise)
     detail = (f"{leaks} leaking (i < j) pairs; {blind} of {pairs} (i > j) pairs where changing target j leaves "
               f"output i unchanged (attention paths: {', '.join(paths)}); {noise_text(dict(zip(paths, floors)))}")
+    if start_unread:
+        detail += (f"; the start token (j = 0) reaches no output, its own included, on {', '.join(start_unread)}: "
+                   "the decoder starts from a fixed vector, not the token's embedding (its pairs are not counted)")
     return Measurement(leaks + blind, detail=detail)
 
 

@@ -208,12 +208,13 @@ def position_wise(claim: Claim, ctx: CheckContext) -> Measurement:
     return Measurement(max(permuted, alone), detail=f"permuted {permuted:.1e}, one position at a time {alone:.1e}")
 
 
-def _layer_norm_fit(norm: torch.nn.Module, d_model: int, gen: torch.Generator) -> tuple[float, str | None]:
-    """(worst residual of out = a z + c per feature, what departs from LayerNorm's parameters)
-    for one norm whose parameters have been set to random values."""
+def _layer_norm_fit(norm: torch.nn.Module, d_model: int,
+                    gen: torch.Generator) -> tuple[float, str | None, str | None]:
+    """(worst residual of out = a z + c per feature, what departs from LayerNorm's parameters, what
+    is worth saying though it holds) for one norm whose parameters have been set to random values."""
     params = [p for p in norm.parameters() if p.requires_grad]
     if not params:
-        return 0.0, "it has no learned gain and bias"
+        return 0.0, "it has no learned gain and bias", None
     x = torch.randn(256, d_model, generator=gen) * (torch.rand(256, 1, generator=gen) * 3 + 0.2) \
         + torch.randn(256, 1, generator=gen) * 2
     with torch.no_grad():
@@ -233,10 +234,18 @@ def _layer_norm_fit(norm: torch.nn.Module, d_model: int, gen: torch.Generator) -
     flat = [p.detach().cpu().double().flatten() for p in params]
     match = lambda v: [i for i, p in enumerate(flat) if p.numel() == d_model and float((p - v).abs().max()) < 1e-4]
     gains, biases = match(gain), match(bias)
+    note = None
+    bessel = math.sqrt((d_model - 1) / d_model)
+    if not gains and match(gain / bessel):
+        # x.std()'s default, Bessel's correction (The Annotated Transformer's LayerNorm): the same
+        # standardisation up to one constant on every feature, which the learned gain carries
+        gains = match(gain / bessel)
+        note = (f"standardised by the unbiased std (Bessel's correction, as torch.std's default): the gain found is "
+                f"sqrt((d-1)/d) = {bessel:.4f} x the norm's own")
     if not gains or not biases or (gains == biases and len(gains) == 1):
         return residual, (f"its {len(params)} parameter tensor(s) are not a gain and a bias per feature "
-                          f"({'a gain' if gains else 'no gain'}, {'a bias' if biases else 'no bias'} found)")
-    return residual, None
+                          f"({'a gain' if gains else 'no gain'}, {'a bias' if biases else 'no bias'} found)"), None
+    return residual, None, note
 
 
 @checker("layers.layer_norm")
@@ -255,17 +264,20 @@ def layer_norm(claim: Claim, ctx: CheckContext) -> Measurement:
         raise NotApplicable(f"{ctx.target.name}: the layer norms are not torch modules whose parameters can be set")
     gen = torch.Generator().manual_seed(ctx.seed)
     saved = _perturb_norms(tuple(norms), gen)
-    worst, problems = 0.0, []
+    worst, problems, notes = 0.0, [], set()
     try:
         for i, norm in enumerate(norms):
-            residual, problem = _layer_norm_fit(norm, d_model, gen)
+            residual, problem, note = _layer_norm_fit(norm, d_model, gen)
             worst = max(worst, residual)
             if problem:
                 problems.append(f"norm {i + 1} of {len(norms)}: {problem}")
+            if note:
+                notes.add(note)
     finally:
         with torch.no_grad():
             for p, value in saved:
                 p.copy_(value)
     detail = (f"{len(norms)} norms (2 encoder, 3 decoder): worst residual of a z + c per feature {worst:.1e}"
-              + ("; " + "; ".join(problems) if problems else "; a and c are each norm's own gain and bias"))
+              + ("; " + "; ".join(problems) if problems else "; a and c are each norm's own gain and bias")
+              + "".join(f"; {note}" for note in sorted(notes)))
     return Measurement(worst, False if problems else None, detail)

@@ -309,6 +309,13 @@ def both_stacks(claim: Claim, ctx: CheckContext) -> Measurement:
             weight = parts.source_embedding if stack == "encoder" else parts.target_embedding
             embedded[stack] = own.factor * weight.detach().cpu()[tokens].double()
             note += f"; {own.seen}, not what ModelParts.embed_{'source' if stack == 'encoder' else 'target'} gives"
+    if _start_vector(parts, tokens, received["decoder"]):
+        # tensor2tensor's shift_right_3d: the decoder's position 0 holds a fixed start vector (zeros),
+        # not the start token's embedding; the positions of the embedded tokens are rows 1 ..
+        received["decoder"], embedded["decoder"] = received["decoder"][:, 1:], embedded["decoder"][:, 1:]
+        tables["decoder"] = tables["decoder"][1:]
+        note += ("; the decoder's position 0 receives a fixed start vector whatever the start token (not its "
+                 "embedding): positions 1 .. compared there")
     errors = {k: max_abs_diff(received[k] - embedded[k], tables[k].double().expand_as(received[k]),
                               f"the {k}'s input - embedding") for k in received}
     normed = [k for k in received if errors[k] > 1e-5 and _is_normalised_sum(received[k], embedded[k] + tables[k])]
@@ -316,6 +323,15 @@ def both_stacks(claim: Claim, ctx: CheckContext) -> Measurement:
         note += (f"; the {' and '.join(normed)} receive{'s' if len(normed) == 1 else ''} LayerNorm(embedding + positions): "
                  "a norm on the sum before the first layer (as BART's layernorm_embedding)")
     return Measurement(max(errors.values()), detail=", ".join(f"{k} {v:.1e}" for k, v in errors.items()) + note)
+
+
+def _start_vector(parts, tokens: torch.Tensor, received: torch.Tensor) -> bool:
+    """Whether what the decoder's position 0 receives ignores the token there (the start token)."""
+    other = tokens.clone()
+    other[:, 0] = 4 + (other[:, 0] - 4 + 7) % (parts.vocab_size - 4)
+    with torch.no_grad():
+        moved = (parts.decoder_input(other)[:, 0].double() - received[:, 0]).abs().max().item()
+    return moved <= 1e-6
 
 
 def _differs(rest: torch.Tensor, table: torch.Tensor) -> bool:

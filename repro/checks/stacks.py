@@ -114,19 +114,61 @@ def stacks(claim: Claim, ctx: CheckContext) -> Measurement:
     gen = torch.Generator().manual_seed(ctx.seed)
     src = torch.randint(4, 40, (2, 7), generator=gen)
     tgt = torch.randint(4, 40, (2, 6), generator=gen)
-    with torch.no_grad():
-        memory = _compose_encoder(parts, src)
-        require_informative(memory, "the encoder stack's outputs")
-        encoder_err = max_abs_diff(parts.encode(src), memory, "the encoder stack")
-        y = parts.decoder_input(tgt)
-        for layer in parts.decoder_layers:
-            y = layer.layer(y, memory)
-        logits = parts.forward(src, tgt)
-        require_informative(logits, "the logits")
-        logits_err = max_abs_diff(logits, y @ parts.output_projection.detach().cpu().T, "the logits")
+    saved = _perturb_vectors(parts.module, D_MODEL, gen)
+    try:
+        with torch.no_grad():
+            memory = _compose_encoder(parts, src)
+            require_informative(memory, "the encoder stack's outputs")
+            encoder_err = max_abs_diff(parts.encode(src), memory, "the encoder stack")
+            y = parts.decoder_input(tgt)
+            for layer in parts.decoder_layers:
+                y = layer.layer(y, memory)
+            logits = parts.forward(src, tgt)
+            require_informative(logits, "the logits")
+            logits_err, absorbed = _projection_error(logits, y @ parts.output_projection.detach().cpu().T)
+    finally:
+        with torch.no_grad():
+            for param, value in saved:
+                param.copy_(value)
     err = max(encoder_err, logits_err)
+    perturbed = (f"; the model's {len(saved)} d_model-vectors (norm gains and biases, wherever they sit) perturbed"
+                 if saved else "")
     return Measurement(err, detail=f"encoder stack {encoder_err:.1e}, logits {logits_err:.1e} "
-                                   f"({len(parts.encoder_layers)} + {len(parts.decoder_layers)} layers)")
+                                   f"({len(parts.encoder_layers)} + {len(parts.decoder_layers)} layers){absorbed}{perturbed}")
+
+
+def _perturb_vectors(module: torch.nn.Module | None, d_model: int, gen: torch.Generator) -> list:
+    """Give every parameter of ``module`` that is one d_model-vector (a norm's gain or bias, by any
+    name; a projection's bias) random values of its own, in place; (parameter, saved value) to
+    restore. A norm at its initial gain 1 and bias 0 on top of a post-norm stack (torch's
+    nn.Transformer) returns its input, and a final norm would not show."""
+    saved = []
+    for param in (module.parameters() if module is not None else ()):
+        if param.dim() == 1 and param.numel() == d_model:
+            saved.append((param, param.detach().clone()))
+            with torch.no_grad():
+                param.add_((torch.randn(param.shape, generator=gen, dtype=param.dtype) * 0.5).to(param.device))
+    return saved
+
+
+def _projection_error(logits: torch.Tensor, projected: torch.Tensor) -> tuple[float, str]:
+    """(max |logits - the projected decoder output| once a bias per vocabulary entry and a constant
+    per position are taken out, what was taken out). A bias on the output projection (an untied
+    ``nn.Linear``) and log-softmax logits (the Annotated Transformer's ``Generator``) are the
+    paper's "linear transformation and softmax"; a norm or a scale between stack and projection
+    is neither, and stays in the residual."""
+    diff = logits.double() - projected.double()
+    per_position = diff.mean(-1, keepdim=True)
+    per_entry = (diff - per_position).mean(dim=tuple(range(diff.dim() - 1)), keepdim=True)
+    residual = (diff - per_position - per_entry).abs().max().item()
+    absorbed = []
+    if residual > 1e-4:  # a departure: what the fit took out says nothing
+        return residual, ""
+    if per_entry.abs().max().item() > 1e-5:
+        absorbed.append("a bias on the output projection")
+    if (per_position - per_position.mean()).abs().max().item() > 1e-5:
+        absorbed.append("a constant per position (log-softmax logits)")
+    return residual, (f"; taken out of the logits: {' and '.join(absorbed)}" if absorbed else "")
 
 
 @checker("layers.distinct_parameters")
