@@ -57,6 +57,7 @@ PARAMS: dict[str, dict[str, Any]] = {
                             "mean_bound": POSITIVE},
     "attention.saturation": {"d_k": COUNTS, "stable": POSITIVE},
     "attention.multihead_cost": {"d_model": COUNT, "heads": COUNT, "length": COUNT},
+    "attention.multihead_positions": {"d_model": COUNT, "heads": COUNTS},
     "attention.weighted_sum": {"d_model": COUNT, "heads": COUNT},
     "bleu.paper_protocol": {},
     "bleu.case": {},
