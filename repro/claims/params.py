@@ -182,7 +182,7 @@ PARAMS: dict[str, dict[str, Any]] = {
                                     "updates": COUNT},
     "training.eq3": {"d_model": COUNT, "warmup": COUNT},
     "training.label_smoothing": {"smoothing": RATE},
-    "training.loop_rates": {"d_model": COUNT, "warmup": COUNT, "steps": COUNTS, "experiment": TEXT},
+    "training.loop_rates": {"d_model": COUNT, "warmup": COUNT, "steps": COUNTS, "experiment": TEXT, "job": TEXT},
     "training.lr_peak": {"d_model": COUNT, "warmup": COUNT, "measure": {"enum": ["value", "step"]}, "experiment": TEXT},
     "training.recipe_peak": {"recipe": TEXT, "measure": {"enum": ["value", "step"]}},
 }
