@@ -767,6 +767,16 @@ MUTATIONS = [
      "                                      epsilon=0.0, pad_id=model.cfg.pad_id, accuracy=True)",
      "                                      epsilon=0.1, pad_id=model.cfg.pad_id, accuracy=True)",
              "the evaluation's loss call keeps the training's label smoothing"),
+    Mutation("beam-memory-rows-tiled", "repro/decode/beam.py",
+     "    rows = torch.arange(batch, device=device).repeat_interleave(k)",
+     "    rows = torch.arange(batch, device=device).repeat(k)",
+             "the encoder output tiled (0, 1, 0, 1, ...) for the beam rows laid out (0, 0, 1, 1, ...): hypotheses attend to other sentences"),
+    Mutation("translations-put-back-by-sorted-index", "repro/decode/translate.py",
+     "        for i, hyp in zip(batch, hyps):", "        for i, hyp in zip(sorted(batch), hyps):",
+             "each decoding batch's outputs put back in the order of the sentences' indices, not the batch's (length) order"),
+    Mutation("bleu-tokenized-as-source-language", "repro/eval/translation.py",
+     "    paper_kwargs = {\"lang\": dataset.tgt_lang}", "    paper_kwargs = {\"lang\": dataset.src_lang}",
+             "the evaluation's tokenized BLEU runs tokenizer.perl with the source language (-l en on German output)"),
 ]
 
 
