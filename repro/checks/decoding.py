@@ -163,6 +163,40 @@ def max_length(claim: Claim, ctx: CheckContext) -> Measurement:
         value, detail=f"{_where(search)}: {[len(o) for o in outputs]} output tokens for {sources} input tokens"))
 
 
+#: The probability of EOS where the limit cuts the long path of :func:`cut_scored` (the model's own,
+#: which the score of the cut hypothesis must include).
+CUT_EOS = 1e-6
+
+
+@checker("decode.cut_scored")
+def cut_scored(claim: Claim, ctx: CheckContext) -> Measurement:
+    """The output limit ends a hypothesis with EOS, and the search ranks it as every finished one:
+    by log P(Y | X) / lp(Y), P including the model's probability of that EOS. Two paths: A (first
+    token 10, p = 0.5) ends at once; B (token 11, p = 0.5) goes on with certainty up to the limit,
+    where EOS has probability :data:`CUT_EOS`. Scored with that EOS, B is far below A at the paper's
+    alpha; a search that ends B with EOS for free (log P without it, or EOS taken as certain) ranks
+    B first. Measured: True when every sentence of the batch returns A."""
+    search = searcher(claim, ctx)
+    offset = search.settings.max_len_offset
+
+    def rule(prefix: tuple[int, ...], limit: int) -> dict[int, float]:
+        if not prefix:
+            return {10: 0.5, 11: 0.5}
+        if prefix[0] == 10:
+            return {EOS: 1.0}
+        return {FILLER: 1 - CUT_EOS, EOS: CUT_EOS} if len(prefix) >= limit else {FILLER: 1.0}
+
+    sources = [SOURCE_LENGTH, SOURCE_LENGTH + 7]
+    outputs, _ = search([lambda prefix, n=n: rule(prefix, n + offset) for n in sources], sources)
+    alpha = search.settings.alpha
+    a = math.log(0.5) / length_penalty(2, alpha)
+    b = [(math.log(0.5) + math.log(CUT_EOS)) / length_penalty(n + offset + 1, alpha) for n in sources]
+    return Measurement(all(out == [10] for out in outputs), detail=(
+        f"{_where(search)}: output lengths {[len(o) for o in outputs]} (the path ending at once: 1; the path cut "
+        f"at input + {offset}: {[n + offset for n in sources]}); GNMT scores {a:.3f} against "
+        f"{', '.join(f'{s:.3f}' for s in b)} for the cut path with its EOS"))
+
+
 @checker("decode.early_stop")
 def early_stop(claim: Claim, ctx: CheckContext) -> Measurement:
     """"Terminate early when possible": the likeliest first tokens end at once (EOS next with

@@ -73,6 +73,7 @@ PARAMS: dict[str, dict[str, Any]] = {
     "decode.early_stop": _SEARCH,
     "decode.finished_stay_finished": _SEARCH,
     "decode.max_length": _SEARCH,
+    "decode.cut_scored": _SEARCH,
     "decode.ranking": _SEARCH,
     "dropout.embeddings": {"p": RATE},
     "dropout.residual": {"p": RATE},
