@@ -150,11 +150,13 @@ def alpha_observed(claim: Claim, ctx: CheckContext) -> Measurement:
 @checker("decode.max_length")
 def max_length(claim: Claim, ctx: CheckContext) -> Measurement:
     """A model that does not end (EOS always far less likely than each of 30 other tokens, so that
-    it never ranks among the beam), for sentences of several source lengths in one batch: each
-    output must stop at its own limit. Measured: output length - input length (the paper: 50;
-    Section 6.3: 300), one value when every sentence agrees, else all of them."""
+    it never ranks among the beam), for sentences of several source lengths in one batch, given in
+    an order that is not their length order (as a test set's is not: a search that decodes them
+    sorted by length must put each output back in its sentence's place): each output must stop at
+    its own limit. Measured: output length - input length (the paper: 50; Section 6.3: 300), one
+    value when every sentence agrees, else all of them."""
     going_on = {**{t: (1 - 1e-9) / 30 for t in range(FILLER, FILLER + 30)}, EOS: 1e-9}
-    sources = [4, SOURCE_LENGTH, 17]
+    sources = [SOURCE_LENGTH, 4, 17]
     search = searcher(claim, ctx)
     outputs, _ = search([lambda prefix: going_on] * len(sources), sources)
     offsets = sorted({len(out) - n for out, n in zip(outputs, sources)})

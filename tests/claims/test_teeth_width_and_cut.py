@@ -13,6 +13,7 @@ from unittest import mock
 
 import pytest
 
+import repro.checks.search_probe as search_probe
 import repro.checks.training as training
 import repro.decode.beam as beam
 import repro.decode.translate as translate
@@ -56,16 +57,21 @@ def test_loop_rates_pass_on_repro() -> None:
 
 
 @contextlib.contextmanager
-def search_with(old: str, new: str) -> Iterator[None]:
-    """repro's beam search with one line of its source replaced, as the evaluation's search."""
-    source = Path(beam.__file__).read_text(encoding="utf-8")
+def mutated(module: types.ModuleType, old: str, new: str, into: types.ModuleType, name: str) -> Iterator[None]:
+    """``into.name`` taken from ``module`` with one line of its source replaced (a one-line mistake)."""
+    source = Path(module.__file__).read_text(encoding="utf-8")
     assert source.count(old) == 1, old
-    module = types.ModuleType("repro_mutated_beam")
-    module.__file__ = beam.__file__
-    with mock.patch.dict(sys.modules, {module.__name__: module}):   # its dataclasses look their module up
-        exec(compile(source.replace(old, new), beam.__file__, "exec"), module.__dict__)
-        with mock.patch.object(translate, "beam_search", module.beam_search):
+    copy = types.ModuleType(f"mutated_{module.__name__.replace('.', '_')}")
+    copy.__file__ = module.__file__
+    with mock.patch.dict(sys.modules, {copy.__name__: copy}):   # its dataclasses look their module up
+        exec(compile(source.replace(old, new), module.__file__, "exec"), copy.__dict__)
+        with mock.patch.object(into, name, getattr(copy, name)):
             yield
+
+
+def search_with(old: str, new: str):
+    """repro's beam search with one line replaced, as the evaluation's search."""
+    return mutated(beam, old, new, translate, "beam_search")
 
 
 @pytest.mark.parametrize("new", ["only_eos[:, EOS] = 0.0", "only_eos[:, EOS] = logp.max(-1).values"],
@@ -77,3 +83,12 @@ def test_cut_hypothesis_scored_without_its_eos_fails(new) -> None:
 
 def test_cut_scored_passes_on_repro() -> None:
     assert outcome("sec6.max-output-length.scored") == Outcome.PASS
+
+
+def test_outputs_put_back_in_another_order_fail_the_output_limit() -> None:
+    """A decoding batch sorted by length whose outputs go back by sorted index, not the batch's order:
+    each sentence gets another's output, which stops at the other's limit."""
+    claim = next(c for c in select_claims(only=["sec6.max-output-length.observed"]))
+    with mutated(translate, "        for i, hyp in zip(batch, hyps):", "        for i, hyp in zip(sorted(batch), hyps):",
+                 search_probe, "translate_ids"):
+        assert run_claim(claim, CHECKERS[claim.checker], ReproAdapter(), {}).status == Outcome.FAIL

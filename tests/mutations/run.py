@@ -43,6 +43,9 @@ class Mutation:
     old: str
     new: str
     what: str
+    #: why the mistake cannot change a number on the paper's code path (a survivor that is no gap);
+    #: its row then says so under ``equivalent``
+    equivalent: str = ""
 
 
 @dataclass(frozen=True)
@@ -688,7 +691,10 @@ MUTATIONS = [
     Mutation("decoder-self-attention-no-padding-mask", "repro/model/transformer.py",
      "            tgt_mask = causal_mask(length, tgt_in.device) & padding_mask(tgt_in, self.cfg.pad_id)",
      "            tgt_mask = causal_mask(length, tgt_in.device)",
-             "the decoder's self-attention masks the future but not the target padding"),
+             "the decoder's self-attention masks the future but not the target padding",
+             "targets are padded on the right: for every real query i the causal mask already hides every key j > i, "
+             "PAD keys included; only PAD queries, whose outputs no loss, perplexity or search reads, see PAD keys "
+             "(the fused path relies on the same fact)"),
     Mutation("warmup-step-from-zero", "repro/train/schedule.py",
      "    return scale * d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)",
      "    return scale * d_model**-0.5 * min(step**-0.5, (step - 1) * warmup_steps**-1.5)",
@@ -758,15 +764,21 @@ MUTATIONS = [
              "the fused loss's value sums lse over V - 2 tokens where the sum has V - 1 terms less y (its gradient is right)"),
     Mutation("masked-scores-minus-1e9", "repro/model/attention.py",
      "        scores = scores.masked_fill(~mask, float(\"-inf\"))", "        scores = scores.masked_fill(~mask, -1e9)",
-             "masked scores set to -1e9 instead of -inf (the Annotated Transformer's habit)"),
+             "masked scores set to -1e9 instead of -inf (the Annotated Transformer's habit)",
+             "exp(-1e9 - max) is exactly 0 in fp32 and bf16, so a masked key weighs 0 as with -inf; the two differ only "
+             "on a row whose every key is masked, which no path forms (each query sees itself or a real source token)"),
     Mutation("bleu-closest-reference-tie-longer", "repro/eval/bleu.py",
      "        closest = min(ref_words, key=lambda r: (abs(len(r) - len(words)), len(r)))",
      "        closest = min(ref_words, key=lambda r: (abs(len(r) - len(words)), -len(r)))",
-             "multi-bleu's closest reference length breaks ties to the longer reference"),
+             "multi-bleu's closest reference length breaks ties to the longer reference",
+             "the paper's protocol scores against one reference (nrefs:1): the closest length is that reference's, "
+             "whatever the tie rule"),
     Mutation("perplexity-with-smoothing", "repro/eval/perplexity.py",
      "                                      epsilon=0.0, pad_id=model.cfg.pad_id, accuracy=True)",
      "                                      epsilon=0.1, pad_id=model.cfg.pad_id, accuracy=True)",
-             "the evaluation's loss call keeps the training's label smoothing"),
+             "the evaluation's loss call keeps the training's label smoothing",
+             "perplexity reads nll_sum (-log p(y) summed), which the loss computes whatever epsilon; epsilon changes only "
+             "the smoothed loss, which the evaluation does not read"),
     Mutation("beam-memory-rows-tiled", "repro/decode/beam.py",
      "    rows = torch.arange(batch, device=device).repeat_interleave(k)",
      "    rows = torch.arange(batch, device=device).repeat(k)",
@@ -952,7 +964,8 @@ def main(argv: list[str] | None = None) -> int:
             apply(mutation, tree)
             code, broken, seconds = run_check(tree, args.claims)
             caught = code is not None and code != 0
-            rows.append({**asdict(mutation), "caught": caught, "exit_code": code, "claims": broken,
+            fields = {k: v for k, v in asdict(mutation).items() if k != "equivalent" or v}
+            rows.append({**fields, "caught": caught, "exit_code": code, "claims": broken,
                          "seconds": round(seconds, 1), **({"check_only": args.claims} if args.claims else {})})
             print(f"{'caught' if caught else 'MISSED':7s} {mutation.name:42s} {seconds:5.1f} s  {', '.join(broken[:4])}",
                   flush=True)
