@@ -30,7 +30,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,7 +45,7 @@ class Mutation:
     what: str
     #: why the mistake cannot change a number on the paper's code path (a survivor that is no gap);
     #: its row then says so under ``equivalent``
-    equivalent: str = ""
+    equivalent: str = field(default="", kw_only=True)
 
 
 @dataclass(frozen=True)
@@ -692,7 +692,7 @@ MUTATIONS = [
      "            tgt_mask = causal_mask(length, tgt_in.device) & padding_mask(tgt_in, self.cfg.pad_id)",
      "            tgt_mask = causal_mask(length, tgt_in.device)",
              "the decoder's self-attention masks the future but not the target padding",
-             "targets are padded on the right: for every real query i the causal mask already hides every key j > i, "
+             equivalent="targets are padded on the right: for every real query i the causal mask already hides every key j > i, "
              "PAD keys included; only PAD queries, whose outputs no loss, perplexity or search reads, see PAD keys "
              "(the fused path relies on the same fact)"),
     Mutation("warmup-step-from-zero", "repro/train/schedule.py",
@@ -765,19 +765,19 @@ MUTATIONS = [
     Mutation("masked-scores-minus-1e9", "repro/model/attention.py",
      "        scores = scores.masked_fill(~mask, float(\"-inf\"))", "        scores = scores.masked_fill(~mask, -1e9)",
              "masked scores set to -1e9 instead of -inf (the Annotated Transformer's habit)",
-             "exp(-1e9 - max) is exactly 0 in fp32 and bf16, so a masked key weighs 0 as with -inf; the two differ only "
+             equivalent="exp(-1e9 - max) is exactly 0 in fp32 and bf16, so a masked key weighs 0 as with -inf; the two differ only "
              "on a row whose every key is masked, which no path forms (each query sees itself or a real source token)"),
     Mutation("bleu-closest-reference-tie-longer", "repro/eval/bleu.py",
      "        closest = min(ref_words, key=lambda r: (abs(len(r) - len(words)), len(r)))",
      "        closest = min(ref_words, key=lambda r: (abs(len(r) - len(words)), -len(r)))",
              "multi-bleu's closest reference length breaks ties to the longer reference",
-             "the paper's protocol scores against one reference (nrefs:1): the closest length is that reference's, "
+             equivalent="the paper's protocol scores against one reference (nrefs:1): the closest length is that reference's, "
              "whatever the tie rule"),
     Mutation("perplexity-with-smoothing", "repro/eval/perplexity.py",
      "                                      epsilon=0.0, pad_id=model.cfg.pad_id, accuracy=True)",
      "                                      epsilon=0.1, pad_id=model.cfg.pad_id, accuracy=True)",
              "the evaluation's loss call keeps the training's label smoothing",
-             "perplexity reads nll_sum (-log p(y) summed), which the loss computes whatever epsilon; epsilon changes only "
+             equivalent="perplexity reads nll_sum (-log p(y) summed), which the loss computes whatever epsilon; epsilon changes only "
              "the smoothed loss, which the evaluation does not read"),
     Mutation("beam-memory-rows-tiled", "repro/decode/beam.py",
      "    rows = torch.arange(batch, device=device).repeat_interleave(k)",
