@@ -165,38 +165,43 @@ def max_length(claim: Claim, ctx: CheckContext) -> Measurement:
         value, detail=f"{_where(search)}: {[len(o) for o in outputs]} output tokens for {sources} input tokens"))
 
 
-#: The probability of EOS where the limit cuts the long path of :func:`cut_scored` (the model's own,
-#: which the score of the cut hypothesis must include).
-CUT_EOS = 1e-6
+#: (probability of the path that ends at once, probability of EOS where the limit cuts the other)
+#: for the two cases of :func:`cut_scored`: the cut path loses by its EOS, then wins despite it.
+CUT_CASES = ((0.5, 1e-6), (1e-3, 0.5))
 
 
 @checker("decode.cut_scored")
 def cut_scored(claim: Claim, ctx: CheckContext) -> Measurement:
     """The output limit ends a hypothesis with EOS, and the search ranks it as every finished one:
     by log P(Y | X) / lp(Y), P including the model's probability of that EOS. Two paths: A (first
-    token 10, p = 0.5) ends at once; B (token 11, p = 0.5) goes on with certainty up to the limit,
-    where EOS has probability :data:`CUT_EOS`. Scored with that EOS, B is far below A at the paper's
-    alpha; a search that ends B with EOS for free (log P without it, or EOS taken as certain) ranks
-    B first. Measured: True when every sentence of the batch returns A."""
+    token 10, probability p) ends at once; B (token 11, 1 - p) goes on with certainty up to the
+    limit, where EOS has probability q (:data:`CUT_CASES`). With p = 0.5, q = 1e-6, B scored with
+    its EOS is far below A at the paper's alpha, and a search that ends B with EOS for free ranks it
+    first; with p = 0.001, q = 0.5, B must win (a search that never ranks a cut hypothesis, or ranks
+    by order found, keeps A). Two sentences of each case in one batch. Measured: True when every
+    sentence returns the path GNMT's score picks."""
     search = searcher(claim, ctx)
-    offset = search.settings.max_len_offset
+    offset, alpha = search.settings.max_len_offset, search.settings.alpha
 
-    def rule(prefix: tuple[int, ...], limit: int) -> dict[int, float]:
+    def rule(prefix: tuple[int, ...], limit: int, p: float, q: float) -> dict[int, float]:
         if not prefix:
-            return {10: 0.5, 11: 0.5}
+            return {10: p, 11: 1 - p}
         if prefix[0] == 10:
             return {EOS: 1.0}
-        return {FILLER: 1 - CUT_EOS, EOS: CUT_EOS} if len(prefix) >= limit else {FILLER: 1.0}
+        return {FILLER: 1 - q, EOS: q} if len(prefix) >= limit else {FILLER: 1.0}
 
-    sources = [SOURCE_LENGTH, SOURCE_LENGTH + 7]
-    outputs, _ = search([lambda prefix, n=n: rule(prefix, n + offset) for n in sources], sources)
-    alpha = search.settings.alpha
-    a = math.log(0.5) / length_penalty(2, alpha)
-    b = [(math.log(0.5) + math.log(CUT_EOS)) / length_penalty(n + offset + 1, alpha) for n in sources]
-    return Measurement(all(out == [10] for out in outputs), detail=(
-        f"{_where(search)}: output lengths {[len(o) for o in outputs]} (the path ending at once: 1; the path cut "
-        f"at input + {offset}: {[n + offset for n in sources]}); GNMT scores {a:.3f} against "
-        f"{', '.join(f'{s:.3f}' for s in b)} for the cut path with its EOS"))
+    cases = [(n, p, q) for p, q in CUT_CASES for n in (SOURCE_LENGTH, SOURCE_LENGTH + 7)]
+    outputs, _ = search([lambda prefix, n=n, p=p, q=q: rule(prefix, n + offset, p, q) for n, p, q in cases],
+                        [n for n, _, _ in cases])
+    right, seen = [], []
+    for out, (n, p, q) in zip(outputs, cases):
+        a = math.log(p) / length_penalty(2, alpha)
+        b = (math.log(1 - p) + math.log(q)) / length_penalty(n + offset + 1, alpha)
+        want = [10] if a > b else [11] + [FILLER] * (n + offset - 1)
+        right.append(out == want)
+        seen.append(f"p {p:g}, q {q:g}: {len(out)} tokens (GNMT: A {a:.3f}, B {b:.3f}: "
+                    f"{'A' if a > b else 'B'}, {len(want)} tokens)")
+    return Measurement(all(right), detail=f"{_where(search)}: " + "; ".join(seen))
 
 
 @checker("decode.early_stop")
