@@ -789,6 +789,13 @@ MUTATIONS = [
     Mutation("bleu-tokenized-as-source-language", "repro/eval/translation.py",
      "    paper_kwargs = {\"lang\": dataset.tgt_lang}", "    paper_kwargs = {\"lang\": dataset.src_lang}",
              "the evaluation's tokenized BLEU runs tokenizer.perl with the source language (-l en on German output)"),
+    Mutation("embedding-dropout-fixed-at-0.1", "repro/model/transformer.py",
+     "        self.embed_dropout = nn.Dropout(cfg.dropout)", "        self.embed_dropout = nn.Dropout(0.1)",
+             "the dropout on the embeddings plus positions written in at 0.1, whatever the job's P_drop (big EN-DE: 0.3)"),
+    Mutation("decoder-dropout-fixed-at-0.1", "repro/model/layers.py",
+     "        self.sublayers = nn.ModuleList(SublayerConnection(cfg.d_model, cfg.dropout, cfg.norm_first) for _ in range(3))",
+     "        self.sublayers = nn.ModuleList(SublayerConnection(cfg.d_model, 0.1, cfg.norm_first) for _ in range(3))",
+             "the decoder's sub-layers drop at 0.1 whatever the job's P_drop (big EN-DE: 0.3)"),
 ]
 
 
