@@ -150,17 +150,58 @@ def alpha_observed(claim: Claim, ctx: CheckContext) -> Measurement:
 @checker("decode.max_length")
 def max_length(claim: Claim, ctx: CheckContext) -> Measurement:
     """A model that does not end (EOS always far less likely than each of 30 other tokens, so that
-    it never ranks among the beam), for sentences of several source lengths in one batch: each
-    output must stop at its own limit. Measured: output length - input length (the paper: 50;
-    Section 6.3: 300), one value when every sentence agrees, else all of them."""
+    it never ranks among the beam), for sentences of several source lengths in one batch, given in
+    an order that is not their length order (as a test set's is not: a search that decodes them
+    sorted by length must put each output back in its sentence's place): each output must stop at
+    its own limit. Measured: output length - input length (the paper: 50; Section 6.3: 300), one
+    value when every sentence agrees, else all of them."""
     going_on = {**{t: (1 - 1e-9) / 30 for t in range(FILLER, FILLER + 30)}, EOS: 1e-9}
-    sources = [4, SOURCE_LENGTH, 17]
+    sources = [SOURCE_LENGTH, 4, 17]
     search = searcher(claim, ctx)
     outputs, _ = search([lambda prefix: going_on] * len(sources), sources)
     offsets = sorted({len(out) - n for out, n in zip(outputs, sources)})
     value = offsets[0] if len(offsets) == 1 else [len(out) - n for out, n in zip(outputs, sources)]
     return observed(claim, search, "max_len_offset", Measurement(
         value, detail=f"{_where(search)}: {[len(o) for o in outputs]} output tokens for {sources} input tokens"))
+
+
+#: (probability of the path that ends at once, probability of EOS where the limit cuts the other)
+#: for the two cases of :func:`cut_scored`: the cut path loses by its EOS, then wins despite it.
+CUT_CASES = ((0.5, 1e-6), (1e-3, 0.5))
+
+
+@checker("decode.cut_scored")
+def cut_scored(claim: Claim, ctx: CheckContext) -> Measurement:
+    """The output limit ends a hypothesis with EOS, and the search ranks it as every finished one:
+    by log P(Y | X) / lp(Y), P including the model's probability of that EOS. Two paths: A (first
+    token 10, probability p) ends at once; B (token 11, 1 - p) goes on with certainty up to the
+    limit, where EOS has probability q (:data:`CUT_CASES`). With p = 0.5, q = 1e-6, B scored with
+    its EOS is far below A at the paper's alpha, and a search that ends B with EOS for free ranks it
+    first; with p = 0.001, q = 0.5, B must win (a search that never ranks a cut hypothesis, or ranks
+    by order found, keeps A). Two sentences of each case in one batch. Measured: True when every
+    sentence returns the path GNMT's score picks."""
+    search = searcher(claim, ctx)
+    offset, alpha = search.settings.max_len_offset, search.settings.alpha
+
+    def rule(prefix: tuple[int, ...], limit: int, p: float, q: float) -> dict[int, float]:
+        if not prefix:
+            return {10: p, 11: 1 - p}
+        if prefix[0] == 10:
+            return {EOS: 1.0}
+        return {FILLER: 1 - q, EOS: q} if len(prefix) >= limit else {FILLER: 1.0}
+
+    cases = [(n, p, q) for p, q in CUT_CASES for n in (SOURCE_LENGTH, SOURCE_LENGTH + 7)]
+    outputs, _ = search([lambda prefix, n=n, p=p, q=q: rule(prefix, n + offset, p, q) for n, p, q in cases],
+                        [n for n, _, _ in cases])
+    right, seen = [], []
+    for out, (n, p, q) in zip(outputs, cases):
+        a = math.log(p) / length_penalty(2, alpha)
+        b = (math.log(1 - p) + math.log(q)) / length_penalty(n + offset + 1, alpha)
+        want = [10] if a > b else [11] + [FILLER] * (n + offset - 1)
+        right.append(out == want)
+        seen.append(f"p {p:g}, q {q:g}: {len(out)} tokens (GNMT: A {a:.3f}, B {b:.3f}: "
+                    f"{'A' if a > b else 'B'}, {len(want)} tokens)")
+    return Measurement(all(right), detail=f"{_where(search)}: " + "; ".join(seen))
 
 
 @checker("decode.early_stop")

@@ -144,18 +144,20 @@ FAR = 1_000_000
 
 
 #: The rates the loop applied, by (experiment, update): several claims watch the same updates.
-_APPLIED: dict[tuple[str, int], float] = {}
+_APPLIED: dict[tuple[str, str | None, int], float] = {}
 
 
-def applied_rates(experiment: str, steps: list[int]) -> list[float]:
-    """The rate the training loop applies in each of ``steps`` running the job's settings
-    (:func:`repro.train.probes.job_rates`), each update watched once per process. ``experiment``
-    may name a recipe instead, as ``recipe:NAME`` (the project's own, run by ``repro train``)."""
-    missing = sorted({s for s in steps if (experiment, s) not in _APPLIED})
+def applied_rates(experiment: str, steps: list[int], job: str | None = None) -> list[float]:
+    """The rate the training loop applies in each of ``steps`` running the settings of the
+    experiment's ``job`` (default: its first; :func:`repro.train.probes.job_rates`), each update
+    watched once per process. ``experiment`` may name a recipe instead, as ``recipe:NAME`` (the
+    project's own, run by ``repro train``)."""
+    missing = sorted({s for s in steps if (experiment, job, s) not in _APPLIED})
     if missing:
-        cfg = get_recipe(experiment[7:]).train if experiment.startswith("recipe:") else job_config(experiment)
-        _APPLIED.update(zip(((experiment, s) for s in missing), job_rates(cfg, missing)))
-    return finite([_APPLIED[(experiment, s)] for s in steps], f"the rates the loop applies for job {experiment}")
+        cfg = get_recipe(experiment[7:]).train if experiment.startswith("recipe:") else job_config(experiment, job)
+        _APPLIED.update(zip(((experiment, job, s) for s in missing), job_rates(cfg, missing)))
+    return finite([_APPLIED[(experiment, job, s)] for s in steps],
+                  f"the rates the loop applies for job {job or experiment}")
 
 
 def loop_peak(experiment: str) -> tuple[int, dict[int, float]]:
@@ -285,14 +287,14 @@ def loop_rates(claim: Claim, ctx: CheckContext) -> Measurement:
     """Eq. 3 as the training loop applies it: the rate the optimizer holds in updates 1, 2, ...,
     4000, 4001, ... (the first update is update 1: it must not run at rate 0, and the peak must
     land on update ``warmup_steps``, not one later), against Eq. 3 with the paper's d_model and
-    warm-up (params). repro: the loop runs the job's own settings (params.experiment: its warm-up,
-    rate scale and model width; :func:`repro.train.probes.job_rates`); another implementation:
+    warm-up (params). repro: the loop runs the job's own settings (params.experiment and .job: its
+    warm-up, rate scale and model width; :func:`repro.train.probes.job_rates`); another implementation:
     its ``update_rates`` with the claim's d_model and warm-up. Measured: the worst relative error."""
     d_model, warmup = claim.params.get("d_model", 512), claim.params.get("warmup", 4000)
     steps = claim.params.get("steps", [1, 2, warmup - 1, warmup, warmup + 1, 2 * warmup])
     if watches_jobs(ctx, "update_rates"):
-        experiment = claim.params.get("experiment", "table2-base-ende")
-        rates, where = applied_rates(experiment, list(steps)), f"job {experiment}'s settings in the loop: "
+        experiment, job = claim.params.get("experiment", "table2-base-ende"), claim.params.get("job")
+        rates, where = applied_rates(experiment, list(steps), job), f"job {job or experiment}'s settings in the loop: "
     else:
         rates, where = ctx.target.update_rates(steps, d_model, warmup), ""
     finite(list(rates), "the loop's rates")

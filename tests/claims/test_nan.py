@@ -179,7 +179,7 @@ INTEGER_VALUED = {
 }
 #: The search's claims: their value comes from the tokens it outputs (no float can reach it), so
 #: NaN is fed into the scores it ranks by (OWN_PATHS below).
-SEARCH_VALUED = {"decode.ranking", "decode.alpha"}
+SEARCH_VALUED = {"decode.ranking", "decode.alpha", "decode.cut_scored"}
 
 
 def _outcome(checker: str, adapter, results=None) -> Outcome:
@@ -347,7 +347,7 @@ def _nan_read_late(bad):
 #: The checkers of repro's own runs (not applicable to another implementation), each with the piece
 #: of its code path that is made to produce NaN or inf.
 OWN_PATHS: dict[str, Callable] = {
-    "decode.ranking": _nan_search, "decode.alpha": _nan_search,
+    "decode.ranking": _nan_search, "decode.alpha": _nan_search, "decode.cut_scored": _nan_search,
     "training.adam": _nan_adam, "training.lr_peak": _nan_rates, "training.loop_rates": _nan_rates,
     "training.recipe_peak": _nan_rates,
     "run.objective_smoothing": _nan_objective, "run.job_dropout": _nan_dropout,
