@@ -30,6 +30,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch._inductor.graph import GraphLowering
+from torch._inductor.scheduler import ExternKernelSchedulerNode
 
 from repro.benchmarks.machine import environment, parse_benchmark_args, publish
 from repro.benchmarks.train_speed import make_batch
@@ -52,9 +54,6 @@ def measure(*, layers: int = 2, sentences: int = 256, length: int = 32, vocab: i
             stream: str = "model") -> dict[str, Any]:
     """Compile the objective of a base-width model of ``layers`` layers per stack and run one update's
     forward and backward on ``sentences x length`` tokens per side; inductor's byte counts per graph."""
-    from torch._inductor.graph import GraphLowering
-    from torch._inductor.scheduler import ExternKernelSchedulerNode
-
     if stream not in STREAMS:
         raise ValueError(f"stream must be one of {STREAMS}, got {stream!r}")
     graphs: list[dict[str, int]] = []
