@@ -203,3 +203,11 @@ class OnDevice(AdapterWrapper):
 def on_device(adapter: Any, runtime: Runtime) -> Any:
     """``adapter`` computing on ``runtime``'s device: itself on the CPU, else :class:`OnDevice`."""
     return adapter if runtime.device.type == "cpu" else OnDevice(adapter, runtime)
+
+
+def repro_on(runtime: Runtime) -> Any:
+    """repro's own adapter on ``runtime``'s device (``repro check``'s target; picklable as
+    ``functools.partial(repro_on, runtime)`` for the checks' worker processes)."""
+    from repro.audit.repro_adapter import ReproAdapter
+
+    return on_device(ReproAdapter(), runtime)

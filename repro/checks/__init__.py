@@ -24,7 +24,7 @@ from repro.checks.step_time import comparable_results, step_time_result
 from repro.checks.table2 import cost_result
 from repro.claims import Claim, load_claims
 from repro.claims.compare import NonFinite
-from repro.claims.runner import CheckRecord, run_claims
+from repro.claims.runner import CheckRecord, run_claims, run_claims_in_processes
 from repro.errors import ClaimFileError
 
 if TYPE_CHECKING:
@@ -59,8 +59,16 @@ def run_checks(
     results: Mapping[str, "Result"] | None = None,
     seed: int = 0,
     on_record: Callable[[CheckRecord], None] | None = None,
+    jobs: int = 1,
+    make_target: Callable[[], Any] | None = None,
 ) -> list[CheckRecord]:
-    """Each claim's registered checker against ``target`` (an adapter, e.g. ``ReproAdapter()``)."""
+    """Each claim's registered checker against ``target`` (an adapter, e.g. ``ReproAdapter()``). With
+    ``jobs`` > 1, in that many processes, each building its target with ``make_target`` (picklable;
+    :func:`repro.claims.runner.run_claims_in_processes`): the same records, sooner where cores are many."""
+    if jobs > 1:
+        if make_target is None:
+            raise ValueError("run_checks: jobs > 1 needs make_target (each process builds its own target)")
+        return run_claims_in_processes(claims, __name__, make_target, jobs, results, seed, on_record)
     return run_claims(claims, CHECKERS, target, results, seed, on_record)
 
 

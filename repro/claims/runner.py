@@ -193,6 +193,62 @@ def run_claims(
     return records
 
 
+#: What each worker process of :func:`run_claims_in_processes` holds: (checkers, target, results, seed).
+_WORKER: dict[str, Any] = {}
+
+
+def _start_worker(checkers_module: str, make_target: Callable[[], Any], results: Mapping[str, "Result"] | None,
+                  seed: int, threads: int) -> None:
+    import importlib
+
+    import torch
+
+    torch.set_num_threads(threads)
+    checkers = importlib.import_module(checkers_module).CHECKERS
+    _WORKER.update(checkers=checkers, target=make_target(), results=results, seed=seed)
+
+
+def _run_in_worker(claim: Claim) -> CheckRecord:
+    return run_claim(claim, _WORKER["checkers"][claim.checker], _WORKER["target"], _WORKER["results"], _WORKER["seed"])
+
+
+def run_claims_in_processes(
+    claims: Iterable[Claim],
+    checkers_module: str,
+    make_target: Callable[[], Any],
+    jobs: int,
+    results: Mapping[str, "Result"] | None = None,
+    seed: int = 0,
+    on_record: Callable[[CheckRecord], None] | None = None,
+) -> list[CheckRecord]:
+    """:func:`run_claims` spread over ``jobs`` worker processes (spawned: a process that has touched a
+    GPU cannot be forked), each building its own target with ``make_target`` (picklable) and looking
+    checkers up in ``checkers_module``'s ``CHECKERS``. Each claim is seeded from its id
+    (:func:`run_claim`), so a record is the one a single process makes, whichever worker ran it and
+    whatever ran before it there; the records come back in the claims' order, ``on_record`` called in
+    that order. The cores are shared: each worker computes on ``cores // jobs`` threads."""
+    import concurrent.futures
+    import multiprocessing
+    import os
+
+    claims = list(claims)
+    if jobs <= 1 or len(claims) <= 1:
+        import importlib
+
+        checkers = importlib.import_module(checkers_module).CHECKERS
+        return run_claims(claims, checkers, make_target(), results, seed, on_record)
+    threads = max(1, (os.cpu_count() or 1) // jobs)
+    records: list[CheckRecord] = []
+    with concurrent.futures.ProcessPoolExecutor(
+            max_workers=min(jobs, len(claims)), mp_context=multiprocessing.get_context("spawn"),
+            initializer=_start_worker, initargs=(checkers_module, make_target, results, seed, threads)) as pool:
+        for record in pool.map(_run_in_worker, claims):
+            records.append(record)
+            if on_record is not None:
+                on_record(record)
+    return records
+
+
 def count(records: Iterable[CheckRecord]) -> dict[str, int]:
     """How many records have each outcome (keyed by the outcome's text)."""
     counts: dict[str, int] = {}

@@ -13,11 +13,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from functools import partial
 from pathlib import Path
 
-from repro.argtypes import existing_dir, output_dir, output_file, seed
+from repro.argtypes import existing_dir, output_dir, output_file, positive_int, seed
 from repro.files.writer import atomic_write_text
-from repro.audit.on_device import on_device
+from repro.audit.on_device import on_device, repro_on
 from repro.audit.repro_adapter import ReproAdapter
 from repro.checks import run_checks, select_claims
 from repro.claims.loader import known_values
@@ -50,6 +51,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="check the paper's statements on the records of the run in DIR (a repro train --out-dir, "
                              "a repro submit job's run, the main job's runs/local) instead of on the code")
     parser.add_argument("--seed", type=seed, default=0, help="seed of the random inputs (0 .. 2**31 - 1)")
+    parser.add_argument("--jobs", type=positive_int, default=1, metavar="N",
+                        help="check the claims in N processes (each claim is seeded from its id: the same verdicts "
+                             "and values as one process; default 1)")
     add_device_argument(parser, default="cpu", what="the models the claims build run there, fed the CPU's seeded "
                                                     "inputs; the default keeps the CPU's verdicts")
     parser.set_defaults(func=main)
@@ -95,8 +99,8 @@ def main(args: argparse.Namespace) -> int:
     runtime = runtime_from_args(args, "check", resolve_precision=False)
     if runtime.on_gpu:
         print(f"repro check: the claims' models run on {runtime.device}", file=sys.stderr)
-    records = run_checks(claims, on_device(ReproAdapter(), runtime), results=results, seed=args.seed,
-                         on_record=progress)
+    records = run_checks(claims, on_device(ReproAdapter(), runtime) if args.jobs == 1 else None, results=results,
+                         seed=args.seed, on_record=progress, jobs=args.jobs, make_target=partial(repro_on, runtime))
     print(render(records))
     if args.json:
         atomic_write_text(Path(args.json), json.dumps([r.to_dict() for r in records], indent=2, default=str) + "\n")

@@ -20,10 +20,11 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from repro.audit.on_device import on_device
+from repro.audit.on_device import on_device, repro_on
 from repro.errors import ResultError
 from repro.files.reader import read_json
 from repro.files.writer import atomic_write_text, make_dirs, open_log
@@ -181,8 +182,10 @@ def stored_table2(records: list[Any], figures: dict[str, Any]) -> tuple[dict[str
 def claims_on_device(ctx: Context) -> tuple[dict[str, Any], list[Target]]:
     """Every local claim on the CPU and on the device, fed the same seeded inputs: no verdict may change."""
     claims = select_claims("local", QUICK_CLAIMS if ctx.quick else ())
-    with cpu_verdicts(ctx, QUICK_CLAIMS if ctx.quick else ()) as cpu_run:   # a process of its own, meanwhile
-        records = run_checks(claims, on_device(ReproAdapter(), ctx.runtime))
+    jobs = claim_jobs()
+    with cpu_verdicts(ctx, QUICK_CLAIMS if ctx.quick else (), jobs) as cpu_run:   # processes of their own, meanwhile
+        records = run_checks(claims, on_device(ReproAdapter(), ctx.runtime) if jobs == 1 else None, jobs=jobs,
+                             make_target=partial(repro_on, ctx.runtime))
     device = {r.claim.id: r.status.value for r in records}
     cpu, cpu_details = cpu_run.verdicts()
     missing = sorted(set(device) ^ set(cpu))
@@ -193,18 +196,25 @@ def claims_on_device(ctx: Context) -> tuple[dict[str, Any], list[Target]]:
     # an error is no verdict, on either side: each is named with what it said
     errors = {**{f"{r.claim.id} on {ctx.device}": r.detail for r in records if r.status.value == "error"},
               **{f"{claim} on the CPU": cpu_details[claim] for claim, status in cpu.items() if status == "error"}}
-    figures = {"claims": len(claims), "changed": changed, "errors": sorted(errors), "error_details": errors,
+    figures = {"claims": len(claims), "processes": jobs, "changed": changed, "errors": sorted(errors), "error_details": errors,
                "on_device": dict(Counter(device.values())), "on_cpu": dict(Counter(cpu.values()))}
     if changed or errors:
         raise StageFailed(f"{len(changed)} verdict(s) changed on {ctx.device}, {len(errors)} error(s)", figures)
     return figures, [Target("claims whose verdict changed from the CPU's", float(len(changed)), 0, at_least=False)]
 
 
+def claim_jobs() -> int:
+    """Processes for each side of the claims stage (the device's claims, the CPU's): a quarter of the
+    cores, at most 4 (on the H200's 16 cores the cuda tests' 4 workers and the Table 3 subset run
+    beside them); 1 on a small host."""
+    return max(1, min(4, (os.cpu_count() or 1) // 4))
+
+
 class CpuVerdicts:
     """``repro check`` on the CPU in a subprocess (its verdicts are the baseline), started now and read
     at :meth:`verdicts`; the results store it reads is empty, as the device's run has none."""
 
-    def __init__(self, ctx: Context, only: Sequence[str]) -> None:
+    def __init__(self, ctx: Context, only: Sequence[str], jobs: int = 1) -> None:
         self.json = ctx.out_dir / "claims-cpu.json"
         empty = ctx.out_dir / "claims-cpu-results"
         make_dirs(empty, ctx.out_dir)
@@ -214,7 +224,7 @@ class CpuVerdicts:
         env = {**os.environ, "CUDA_VISIBLE_DEVICES": "",
                "PYTHONPATH": os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)}
         command = [sys.executable, "-m", "repro", "check", "--device", "cpu", "--json", str(self.json),
-                   "--results", str(empty), *(arg for prefix in only for arg in ("--only", prefix))]
+                   "--results", str(empty), "--jobs", str(jobs), *(arg for prefix in only for arg in ("--only", prefix))]
         self.log = open_log(ctx.out_dir / "claims-cpu.log", within=ctx.out_dir)
         self.process = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT, env=env)
 
@@ -235,8 +245,8 @@ class CpuVerdicts:
 
 
 @contextlib.contextmanager
-def cpu_verdicts(ctx: Context, only: Sequence[str]) -> Iterator[CpuVerdicts]:
-    run = CpuVerdicts(ctx, only)
+def cpu_verdicts(ctx: Context, only: Sequence[str], jobs: int = 1) -> Iterator[CpuVerdicts]:
+    run = CpuVerdicts(ctx, only, jobs)
     try:
         yield run
     except BaseException:
