@@ -17,6 +17,14 @@ from repro.checks.registry import checker
 from repro.claims.claim import Claim
 from repro.claims.outcome import CheckContext, Contradiction, Measurement, NotRun
 from repro.observed.judge import judge, paper_job
+from repro.train.config import TrainConfig
+
+#: Section 3.4's sharing, in words.
+ONE_MATRIX = "one matrix for both embeddings and the pre-softmax projection"
+#: What the paper's statement of each part says, read off a model config.
+_CONFIG_SAYS = {"norm": lambda c: "pre-norm" if c.norm_first else "post-norm",
+                "sharing": lambda c: ONE_MATRIX if c.share_embeddings and c.tie_output else "untied matrices",
+                "positions": lambda c: c.positional}
 
 #: The weights the paper's embedding layers and pre-softmax projection are (Section 3.4), by their names.
 _SHARED = ("src_embed.lut.weight", "tgt_embed.lut.weight", "output_projection.weight")
@@ -33,7 +41,7 @@ def _sharing(newest: Any) -> tuple[str, frozenset[str]]:
     pairs = frozenset(f"{short[a]}={short[b]}" for g in newest.tied for a in _SHARED for b in _SHARED
                       if a < b and a in g and b in g)
     if len(pairs) == 3:
-        return "one matrix for both embeddings and the pre-softmax projection", pairs
+        return ONE_MATRIX, pairs
     return (f"only {', '.join(sorted(pairs))} tied" if pairs else "three separate matrices"), pairs
 
 
@@ -47,10 +55,17 @@ def architecture(claim: Claim, ctx: CheckContext) -> Measurement:
     """What ``part`` (``norm``, ``sharing`` or ``positions``) of the run's model is, read off its newest
     checkpoint's weights, which its model config must agree with (module docstring)."""
     files = ctx.target
-    paper_job(claim, files)
+    job = paper_job(claim, files)
+    part = claim.params["part"]
+    if job is not None:   # a job of the paper whose recipe builds this part otherwise (Table 3's row E: learned positions)
+        theirs = _CONFIG_SAYS[part](TrainConfig.from_dict(dict(job.spec.train), source=f"the paper's job {job.job}")
+                                    .model_config(37000))
+        if theirs != claim.expected:
+            raise NotRun(f"needs another run: the statement is about the paper's models with {claim.expected}; this run "
+                         f"stands for {job.job}, whose recipe builds {theirs}")
     if files.newest is None:
         raise NotRun(f"needs another run: {files.path / 'checkpoints'} holds no checkpoint (the model as built)")
-    newest, part = files.newest, claim.params["part"]
+    newest = files.newest
     config = built_as_recipe(files)
     if part == "norm":
         value, flag = _norm(newest)

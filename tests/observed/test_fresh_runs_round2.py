@@ -42,8 +42,8 @@ def train(data: Path, tmp_path_factory):
     ``name`` (a second call resumes it)."""
     root = tmp_path_factory.mktemp("runs")
 
-    def session(name: str, steps: int, model: dict | None = None, **sets) -> Path:
-        argv = ["train", "--recipe", "base", "--out-dir", str(root / name), "--set", f"dataset={data}",
+    def session(name: str, steps: int, model: dict | None = None, recipe: str = "base", **sets) -> Path:
+        argv = ["train", "--recipe", recipe, "--out-dir", str(root / name), "--set", f"dataset={data}",
                 "--set", f"model_overrides={json.dumps({**MODEL, **(model or {})})}", "--set", f"max_steps={steps}"]
         for key, value in {**SETS, **sets}.items():
             argv += ["--set", f"{key}={json.dumps(value)}"]
@@ -140,6 +140,14 @@ def test_a_model_built_otherwise_than_section_3_departs(train, model, claim, val
     assert records[claim].measured == value and "the run was asked for it" in records[claim].detail
     others = {"observed.post-norm", "observed.shared-weights", "observed.positional"} - {claim}
     assert all(records[c].status.value == "pass" for c in others), {c: records[c].detail for c in others}
+
+
+def test_a_run_of_table_3_row_e_is_not_held_to_sinusoids(train) -> None:
+    """Row E learns its positions as the paper specifies it: not a departure from Section 3.5."""
+    records = verdicts(train("row-e", 2, model={"positional": "learned"}, recipe="table3-E-learned"))
+    record = records["observed.positional"]
+    assert record.status.value == "not run" and "table3-E-learned, whose recipe builds learned" in record.detail
+    assert records["observed.post-norm"].status.value == "pass"
 
 
 def test_weights_that_are_not_the_model_config_fail(resumed: Path, tmp_path: Path) -> None:
