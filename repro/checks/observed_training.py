@@ -250,8 +250,17 @@ def dimensions(claim: Claim, ctx: CheckContext) -> Measurement:
         wrong = sorted(k for k in value if value[k] != said[k])
         raise Contradiction(f"{newest.path}: its weights have {', '.join(f'{k} {value[k]}' for k in wrong)}, its model "
                             f"config says {', '.join(f'{k} {said[k]}' for k in wrong)}", value)
-    parameters = (files.record or {}).get("parameters")
+    counted = _parameters(newest)
+    recorded = (files.record or {}).get("parameters")
+    if isinstance(recorded, int) and recorded != counted:
+        raise Contradiction(f"{files.record_path}: field 'parameters' is {recorded:,}, but the weights of "
+                            f"{newest.path.name} hold {counted:,} (tied matrices once)", recorded)
     text = ", ".join(f"{k} {v}" for k, v in value.items())
-    return judge(claim, value, f"{text} on the weights of {newest.path.name}"
-                 + (f" ({parameters:,} parameters)" if isinstance(parameters, int) else ""),
+    return judge(claim, value, f"{text} on the weights of {newest.path.name} ({counted:,} parameters)",
                  [f"its model config ({newest.path.name})"])
+
+
+def _parameters(newest: Any) -> int:
+    """The numbers a checkpoint's weights hold, a tensor stored under several names (tied) counted once."""
+    size = {name: int(np.prod(shape)) for name, shape in newest.shapes.items()}
+    return sum(size.values()) - sum(size[g[0]] * (len(g) - 1) for g in newest.tied)

@@ -159,3 +159,12 @@ def test_weights_that_are_not_the_model_config_fail(resumed: Path, tmp_path: Pat
     record = verdicts(path)["observed.shared-weights"]
     assert record.status.value == "fail", record.detail
     assert "step_00000006.pt: its weights are only src_embed=tgt_embed tied" in record.detail
+
+
+def test_a_record_of_another_parameter_count_than_the_weights_fails(resumed: Path, tmp_path: Path) -> None:
+    path = Path(shutil.copytree(resumed, tmp_path / "run"))
+    record = json.loads((path / "run.json").read_text())
+    counted, record["parameters"] = record["parameters"], 65_000_000   # Table 3's base model
+    (path / "run.json").write_text(json.dumps(record))
+    detail = verdicts(path)["observed.dimensions.base"].detail
+    assert f"field 'parameters' is 65,000,000, but the weights of step_00000006.pt hold {counted:,}" in detail
