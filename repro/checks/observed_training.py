@@ -19,7 +19,7 @@ from repro.claims.outcome import CheckContext, Contradiction, Measurement, NotRu
 from repro.observed.history import changes, train_at
 from repro.observed.judge import judge, paper_job
 from repro.observed.replay import MAX_REPLAYED, replayed_tokens
-from repro.checks.observed_records import built_as_recipe, logged_rows, sessions, written_at_end
+from repro.checks.observed_records import built_as_recipe, logged_rows, run_steps, sessions, written_at_end
 from repro.observed.run_files import missing
 from repro.train.config import TrainConfig
 from repro.train.schedule import learning_rate
@@ -180,7 +180,7 @@ def updates(claim: Claim, ctx: CheckContext) -> Measurement:
     files = ctx.target
     paper_job(claim, files)
     newest, cfg = _newest(files), _config(files)
-    steps = newest.step
+    steps = run_steps(files)
     if files.record is not None and files.record.get("steps") != steps and files.interrupted is None:
         raise Contradiction(f"{files.record_path}: field 'steps' is {files.record.get('steps')!r}, but the run's newest "
                             f"checkpoint {newest.path.name} is of update {steps}", files.record.get("steps"))

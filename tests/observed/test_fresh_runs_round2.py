@@ -168,3 +168,13 @@ def test_a_record_of_another_parameter_count_than_the_weights_fails(resumed: Pat
     (path / "run.json").write_text(json.dumps(record))
     detail = verdicts(path)["observed.dimensions.base"].detail
     assert f"field 'parameters' is 65,000,000, but the weights of step_00000006.pt hold {counted:,}" in detail
+
+
+def test_a_missing_last_checkpoint_is_named_not_the_log(resumed: Path, tmp_path: Path) -> None:
+    """run.json and the log say 6 updates; step_00000006.pt is gone: the checkpoint is what is missing."""
+    path = Path(shutil.copytree(resumed, tmp_path / "run"))
+    (path / "checkpoints" / "step_00000006.pt").unlink()
+    records = verdicts(path)
+    for claim in ("observed.eq3.rates", "observed.train-steps.base"):   # was: "the log ends at step 6, but the run made 4"
+        assert records[claim].status.value == "fail"
+        assert "step_00000006.pt is missing" in records[claim].detail, records[claim].detail
