@@ -122,10 +122,12 @@ def adam(claim: Claim, ctx: CheckContext) -> Measurement:
     group = newest.optimizer[0]
     value = [float(group["betas"][0]), float(group["betas"][1]), float(group["eps"])]
     asked = [cfg.adam_beta1, cfg.adam_beta2, cfg.adam_eps]
-    if value != asked:
-        raise Contradiction(f"{newest.path}: Adam's betas and epsilon {value} are not the run's recipe's {asked}", value)
-    detail = f"betas ({value[0]}, {value[1]}), epsilon {value[2]:g} in {newest.path.name}"
     changed = changes(files, ("adam_beta1", "adam_beta2", "adam_eps"))
+    if value != asked:   # a resume restores Adam's state, its betas included, whatever the recipe says now
+        raise Contradiction(f"{newest.path}: Adam's betas and epsilon {value} are not the run's recipe's {asked}"
+                            + (f" ({'; '.join(changed)}, but Adam kept the betas of the checkpoint it resumed "
+                               "from)" if changed else ""), value)
+    detail = f"betas ({value[0]}, {value[1]}), epsilon {value[2]:g} in {newest.path.name}"
     if changed:
         return _changed(claim, value, detail, changed)
     return judge(claim, value, detail, [f"adam betas/epsilon {asked}"] if not claim.within(asked) else [])

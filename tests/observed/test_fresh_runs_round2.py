@@ -178,3 +178,13 @@ def test_a_missing_last_checkpoint_is_named_not_the_log(resumed: Path, tmp_path:
     for claim in ("observed.eq3.rates", "observed.train-steps.base"):   # was: "the log ends at step 6, but the run made 4"
         assert records[claim].status.value == "fail"
         assert "step_00000006.pt is missing" in records[claim].detail, records[claim].detail
+
+
+def test_a_resume_asking_other_betas_fails_saying_adam_kept_its_own(train) -> None:
+    """``repro train`` restores Adam's state on a resume, betas included: the run asked for 0.999 from update 5
+    and ran 0.98. Its records contradict its recipe (fail), and the check says why."""
+    train("betas", 4)
+    record = verdicts(train("betas", 6, adam_beta2=0.999))["observed.adam"]
+    assert record.status.value == "fail"
+    assert "then (0.9, 0.999, 1e-09) from update 5" in record.detail
+    assert "Adam kept the betas of the checkpoint it resumed from" in record.detail
