@@ -16,7 +16,7 @@ from repro.checks.registry import checker
 from repro.claims.claim import Claim
 from repro.claims.compare import finite
 from repro.claims.outcome import CheckContext, Contradiction, Measurement, NotRun
-from repro.observed.history import changes, train_at
+from repro.observed.history import changes, parts
 from repro.observed.judge import judge, paper_job
 from repro.observed.replay import MAX_REPLAYED, replayed_tokens
 from repro.checks.observed_records import built_as_recipe, logged_rows, run_steps, sessions, written_at_end
@@ -36,9 +36,16 @@ def _config(files: Any) -> TrainConfig:
     return TrainConfig.from_dict(files.train, source=f"{files.path}: the run's recipe")
 
 
-def _config_at(files: Any, step: int) -> TrainConfig:
-    """The training config update ``step`` ran with (:func:`repro.observed.history.train_at`)."""
-    return TrainConfig.from_dict(train_at(files, step), source=f"{files.path}: the recipe of update {step}")
+def _configs(files: Any) -> list[tuple[int, TrainConfig]]:
+    """The training config of each part of the run, from the update it begins at
+    (:func:`repro.observed.history.parts`); the run's recipe where its records say no other."""
+    found = [(p.first, TrainConfig.from_dict(p.train, source=p.where)) for p in parts(files)]
+    return found or [(1, _config(files))]
+
+
+def _config_at(configs: list[tuple[int, TrainConfig]], step: int) -> TrainConfig:
+    """The training config update ``step`` ran with, of :func:`_configs`."""
+    return next(cfg for first, cfg in reversed(configs) if first <= step)
 
 
 def _changed(claim: Claim, value: Any, detail: str, changed: list[str], unit: str | None = None) -> Measurement:
@@ -54,9 +61,9 @@ def eq3(claim: Claim, ctx: CheckContext) -> Measurement:
     paper_job(claim, files)
     rows, newest, cfg = logged_rows(files), _newest(files), _config(files)
     d_model = int(newest.model_config["d_model"])
-    worst, where = 0.0, ""
+    worst, where, configs = 0.0, "", _configs(files)
     for row in rows:
-        ran = _config_at(files, row.step)
+        ran = _config_at(configs, row.step)
         wanted = learning_rate(row.step, d_model, ran.warmup_steps, ran.lr_scale)
         error = abs(row.lr - wanted) / wanted
         if error > worst:
@@ -89,9 +96,9 @@ def warmup(claim: Claim, ctx: CheckContext) -> Measurement:
     paper_job(claim, files)
     rows, cfg = logged_rows(files), _config(files)
     d_model = int(_newest(files).model_config["d_model"])
-    inside = []   # (row, the warm-up its rate gives, the recipe it ran)
+    inside, configs = [], _configs(files)   # (row, the warm-up its rate gives, the recipe it ran)
     for r in rows:
-        ran = _config_at(files, r.step)
+        ran = _config_at(configs, r.step)
         if 0 < r.lr < ran.lr_scale * d_model ** -0.5 * r.step ** -0.5 * (1 - 1e-9):
             inside.append((r, round((ran.lr_scale * d_model ** -0.5 * r.step / r.lr) ** (2 / 3)), ran))
     for row, found, ran in inside:

@@ -5,9 +5,10 @@ warmup_steps=2000`` on a run that began with 4000 is taken, so a run's recipe is
 per run. Each part of the run is read from two records: the session of ``run.json`` that ran it keeps its
 training config (``sessions[].train``; records written before that lack it), and each checkpoint holds the
 recipe of the session that wrote it. A statement judged over the whole run (Eq. 3's rates, the warm-up,
-label smoothing, Adam, dropout, the batch) is judged on each part with that part's recipe
-(:func:`train_at`), and a change of a setting it reads (:func:`changes`) is what the run did: it departs,
-naming the update the setting changed at, never passes on the last session's value alone.
+label smoothing, Adam; the loop refuses a resume that changes the model or the batch) is judged on each
+part with that part's recipe (:func:`parts`), and a change of a setting it reads (:func:`changes`) is
+what the run did: it departs, naming the update the setting changed at, never passes on the last
+session's value alone.
 
 ``run.json`` states the recipe of the session it ends with; where it says otherwise than the checkpoint
 that session wrote, the records contradict each other (:func:`stated_as_checkpointed`).
@@ -65,12 +66,6 @@ def parts(files: Any) -> list[Part]:
     return out
 
 
-def train_at(files: Any, step: int) -> dict[str, Any]:
-    """The training config update ``step`` ran with (the run's recipe where its records say no other)."""
-    found = [p for p in parts(files) if p.first <= step]
-    return found[-1].train if found else files.train
-
-
 def changes(files: Any, keys: tuple[str, ...], value: Any = None) -> list[str]:
     """How the run changed what ``keys`` read at its resumes, in words ("warmup_steps 4000 for updates 1-4,
     then 2000 from update 5 (where it is recorded)"); ``value(train)`` reads it (default: the keys' values)."""
@@ -105,4 +100,4 @@ def stated_as_checkpointed(files: Any) -> None:
                                 f"{ckpt.path.name} holds {theirs!r}", mine)
 
 
-__all__ = ["Part", "changes", "parts", "stated_as_checkpointed", "train_at"]
+__all__ = ["Part", "changes", "parts", "stated_as_checkpointed"]
