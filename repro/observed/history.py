@@ -16,6 +16,7 @@ that session wrote, the records contradict each other (:func:`stated_as_checkpoi
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,8 +89,9 @@ def stated_as_checkpointed(files: Any) -> None:
     ckpt = next((c for c in files.kept if c.step == steps and c.recipe), None)
     if not isinstance(stated, dict) or ckpt is None:
         return
-    for section in sorted(set(stated) | set(ckpt.recipe)):
-        mine, theirs = stated.get(section), ckpt.recipe.get(section)
+    held = json.loads(json.dumps(ckpt.recipe, default=str))   # as run.json writes it (a tuple is a list there)
+    for section in sorted(set(stated) | set(held)):
+        mine, theirs = stated.get(section), held.get(section)
         if isinstance(mine, dict) and isinstance(theirs, dict):
             key = next((k for k in sorted(set(mine) | set(theirs)) if mine.get(k) != theirs.get(k)), None)
             if key is not None:
