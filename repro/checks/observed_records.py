@@ -38,11 +38,18 @@ STATED_MODEL = ("n_layers", "d_model", "d_ff", "n_heads", "d_k", "d_v", "dropout
 
 
 def run_steps(files: Any) -> int | None:
-    """The updates the run made: its newest checkpoint's, else its record's."""
+    """The updates the run made: its newest checkpoint's, else its record's. A run whose last session ended
+    (not interrupted) wrote a checkpoint of its last update: a record of more updates than the newest
+    checkpoint holds, where the log's last row agrees with the record, names a checkpoint that is missing."""
+    recorded = (files.record or {}).get("steps")
     if files.newest is not None:
+        logged = files.metrics[-1].step if files.metrics else recorded
+        if isinstance(recorded, int) and recorded == logged > files.newest.step and files.interrupted is None:
+            raise Contradiction(f"{files.path / 'checkpoints'}: step_{recorded:08d}.pt is missing: {files.record_path} "
+                                f"(field 'steps') and {files.metrics_path.name} say the run made {recorded} "
+                                f"updates, and it writes a checkpoint of its last; the newest there is of update {files.newest.step}", files.newest.step)
         return files.newest.step
-    steps = (files.record or {}).get("steps")
-    return steps if isinstance(steps, int) else None
+    return recorded if isinstance(recorded, int) else None
 
 
 def sessions(files: Any) -> list[dict[str, Any]]:

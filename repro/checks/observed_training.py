@@ -16,9 +16,10 @@ from repro.checks.registry import checker
 from repro.claims.claim import Claim
 from repro.claims.compare import finite
 from repro.claims.outcome import CheckContext, Contradiction, Measurement, NotRun
+from repro.observed.history import changes, parts
 from repro.observed.judge import judge, paper_job
 from repro.observed.replay import MAX_REPLAYED, replayed_tokens
-from repro.checks.observed_records import built_as_recipe, logged_rows, sessions, written_at_end
+from repro.checks.observed_records import built_as_recipe, logged_rows, run_steps, sessions, written_at_end
 from repro.observed.run_files import missing
 from repro.train.config import TrainConfig
 from repro.train.schedule import learning_rate
@@ -35,12 +36,21 @@ def _config(files: Any) -> TrainConfig:
     return TrainConfig.from_dict(files.train, source=f"{files.path}: the run's recipe")
 
 
-def recorded(files: Any, section: str, key: str, value: Any) -> None:
-    """``value`` (read from the checkpoint) must be what the run's record says of ``section.key``."""
-    theirs = ((files.record or {}).get("recipe") or {}).get(section, {})
-    if key in theirs and theirs[key] != value:
-        raise Contradiction(f"{files.record_path}: field 'recipe.{section}.{key}' is {theirs[key]!r}, but the run's "
-                            f"checkpoint {files.newest.path.name} holds {value!r}", value)
+def _configs(files: Any) -> list[tuple[int, TrainConfig]]:
+    """The training config of each part of the run, from the update it begins at
+    (:func:`repro.observed.history.parts`); the run's recipe where its records say no other."""
+    found = [(p.first, TrainConfig.from_dict(p.train, source=p.where)) for p in parts(files)]
+    return found or [(1, _config(files))]
+
+
+def _config_at(configs: list[tuple[int, TrainConfig]], step: int) -> TrainConfig:
+    """The training config update ``step`` ran with, of :func:`_configs`."""
+    return next(cfg for first, cfg in reversed(configs) if first <= step)
+
+
+def _changed(claim: Claim, value: Any, detail: str, changed: list[str], unit: str | None = None) -> Measurement:
+    """A run resumed with another value of what ``claim`` reads departs, whatever its last session ran."""
+    return Measurement(value, passed=False, departs=True, unit=unit, detail=f"{detail}; {'; '.join(changed)}")
 
 
 @checker("observed.eq3", audits=False, evidence="run")
@@ -51,15 +61,15 @@ def eq3(claim: Claim, ctx: CheckContext) -> Measurement:
     paper_job(claim, files)
     rows, newest, cfg = logged_rows(files), _newest(files), _config(files)
     d_model = int(newest.model_config["d_model"])
-    recorded(files, "train", "warmup_steps", cfg.warmup_steps)
-    worst, where = 0.0, ""
+    worst, where, configs = 0.0, "", _configs(files)
     for row in rows:
-        wanted = learning_rate(row.step, d_model, cfg.warmup_steps, cfg.lr_scale)
+        ran = _config_at(configs, row.step)
+        wanted = learning_rate(row.step, d_model, ran.warmup_steps, ran.lr_scale)
         error = abs(row.lr - wanted) / wanted
         if error > worst:
             worst, where = error, (f"{files.metrics_path} line {row.line} (step {row.step}): lr {row.lr!r}, where Eq. 3 "
-                                   f"with the run's d_model {d_model} and warmup_steps {cfg.warmup_steps}, times its "
-                                   f"lr_scale {cfg.lr_scale}, gives {wanted!r}")
+                                   f"with the run's d_model {d_model} and warmup_steps {ran.warmup_steps}, times its "
+                                   f"lr_scale {ran.lr_scale}, gives {wanted!r}")
     if worst > claim.tolerance.get("abs", 0.0):
         raise Contradiction(f"{where} (relative error {worst:.3g})", worst)
     groups = newest.optimizer
@@ -71,6 +81,9 @@ def eq3(claim: Claim, ctx: CheckContext) -> Measurement:
     value = abs(cfg.lr_scale - 1.0)   # relative error of the run's rates against the paper's Eq. 3 (no scale)
     detail = (f"the {len(rows)} logged rates (updates {rows[0].step}-{rows[-1].step}) are Eq. 3 with d_model "
               f"{d_model} and warmup_steps {cfg.warmup_steps} times {cfg.lr_scale} to within {worst:.1e}")
+    changed = changes(files, ("warmup_steps", "lr_scale"))
+    if changed:   # each part's rates are Eq. 3 with its own recipe; one schedule they are not
+        return _changed(claim, value, detail.replace(" are Eq. 3", " are, part by part, Eq. 3"), changed)
     return judge(claim, value, detail, [f"lr_scale {cfg.lr_scale} (the paper: Eq. 3 unscaled)"]
                  if cfg.lr_scale != 1.0 else [])
 
@@ -83,20 +96,26 @@ def warmup(claim: Claim, ctx: CheckContext) -> Measurement:
     paper_job(claim, files)
     rows, cfg = logged_rows(files), _config(files)
     d_model = int(_newest(files).model_config["d_model"])
-    inside = [r for r in rows if r.lr > 0
-              and r.lr < cfg.lr_scale * d_model ** -0.5 * r.step ** -0.5 * (1 - 1e-9)]
-    if inside:
-        row = inside[-1]
-        found = round((cfg.lr_scale * d_model ** -0.5 * row.step / row.lr) ** (2 / 3))
-        if found != cfg.warmup_steps:
+    inside, configs = [], _configs(files)   # (row, the warm-up its rate gives, the recipe it ran)
+    for r in rows:
+        ran = _config_at(configs, r.step)
+        if 0 < r.lr < ran.lr_scale * d_model ** -0.5 * r.step ** -0.5 * (1 - 1e-9):
+            inside.append((r, round((ran.lr_scale * d_model ** -0.5 * r.step / r.lr) ** (2 / 3)), ran))
+    for row, found, ran in inside:
+        if found != ran.warmup_steps:
             raise Contradiction(f"{files.metrics_path} line {row.line} (step {row.step}): lr {row.lr!r} warms up over "
-                                f"{found} updates, but the run's recipe says warmup_steps {cfg.warmup_steps}", found)
+                                f"{found} updates, but the run's recipe says warmup_steps {ran.warmup_steps}", found)
+    if inside:
+        row, found, _ = inside[-1]
         how = f"recovered from the rates of {len(inside)} logged update(s) inside the warm-up (the last: {row.step})"
     else:
         found = cfg.warmup_steps
         how = f"the run's recipe (no logged update lies inside the warm-up; the first logged is {rows[0].step})"
-    return judge(claim, found, f"warm-up of {found} updates, {how}",
-                 [f"warmup_steps {cfg.warmup_steps}"] if cfg.warmup_steps != claim.expected else [])
+    detail = f"warm-up of {found} updates, {how}"
+    changed = changes(files, ("warmup_steps",))
+    if changed:
+        return _changed(claim, found, detail, changed)
+    return judge(claim, found, detail, [f"warmup_steps {cfg.warmup_steps}"] if cfg.warmup_steps != claim.expected else [])
 
 
 @checker("observed.adam", audits=False, evidence="run")
@@ -110,10 +129,15 @@ def adam(claim: Claim, ctx: CheckContext) -> Measurement:
     group = newest.optimizer[0]
     value = [float(group["betas"][0]), float(group["betas"][1]), float(group["eps"])]
     asked = [cfg.adam_beta1, cfg.adam_beta2, cfg.adam_eps]
-    if value != asked:
-        raise Contradiction(f"{newest.path}: Adam's betas and epsilon {value} are not the run's recipe's {asked}", value)
-    return judge(claim, value, f"betas ({value[0]}, {value[1]}), epsilon {value[2]:g} in {newest.path.name}",
-                 [f"adam betas/epsilon {asked}"] if not claim.within(asked) else [])
+    changed = changes(files, ("adam_beta1", "adam_beta2", "adam_eps"))
+    if value != asked:   # a resume restores Adam's state, its betas included, whatever the recipe says now
+        raise Contradiction(f"{newest.path}: Adam's betas and epsilon {value} are not the run's recipe's {asked}"
+                            + (f" ({'; '.join(changed)}, but Adam kept the betas of the checkpoint it resumed "
+                               "from)" if changed else ""), value)
+    detail = f"betas ({value[0]}, {value[1]}), epsilon {value[2]:g} in {newest.path.name}"
+    if changed:
+        return _changed(claim, value, detail, changed)
+    return judge(claim, value, detail, [f"adam betas/epsilon {asked}"] if not claim.within(asked) else [])
 
 
 def _world_size(files: Any) -> int:
@@ -165,7 +189,7 @@ def updates(claim: Claim, ctx: CheckContext) -> Measurement:
     files = ctx.target
     paper_job(claim, files)
     newest, cfg = _newest(files), _config(files)
-    steps = newest.step
+    steps = run_steps(files)
     if files.record is not None and files.record.get("steps") != steps and files.interrupted is None:
         raise Contradiction(f"{files.record_path}: field 'steps' is {files.record.get('steps')!r}, but the run's newest "
                             f"checkpoint {newest.path.name} is of update {steps}", files.record.get("steps"))
@@ -197,9 +221,14 @@ def setting(claim: Claim, ctx: CheckContext) -> Measurement:
     else:
         value = newest.train_config.get(key, files.train.get(key))
         where = f"the training config of {newest.path.name}"
-        recorded(files, "train", key, value)
     if value is None:
         raise NotRun(f"needs another run: {newest.path} does not record '{key}'")
+    size = newest.model_config.get("src_vocab_size")
+    read = (lambda train: TrainConfig.from_dict(train, source=f"{files.path}: a recipe of the run").model_config(size)
+            .dropout) if key == "dropout" else (lambda train: train.get(key))
+    changed = changes(files, (key,), read)
+    if changed:
+        return _changed(claim, value, f"{key} = {value} in {where}", changed)
     return judge(claim, value, f"{key} = {value} in {where}", [f"{key} {value}"])
 
 
@@ -230,8 +259,17 @@ def dimensions(claim: Claim, ctx: CheckContext) -> Measurement:
         wrong = sorted(k for k in value if value[k] != said[k])
         raise Contradiction(f"{newest.path}: its weights have {', '.join(f'{k} {value[k]}' for k in wrong)}, its model "
                             f"config says {', '.join(f'{k} {said[k]}' for k in wrong)}", value)
-    parameters = (files.record or {}).get("parameters")
+    counted = _parameters(newest)
+    recorded = (files.record or {}).get("parameters")
+    if isinstance(recorded, int) and recorded != counted:
+        raise Contradiction(f"{files.record_path}: field 'parameters' is {recorded:,}, but the weights of "
+                            f"{newest.path.name} hold {counted:,} (tied matrices once)", recorded)
     text = ", ".join(f"{k} {v}" for k, v in value.items())
-    return judge(claim, value, f"{text} on the weights of {newest.path.name}"
-                 + (f" ({parameters:,} parameters)" if isinstance(parameters, int) else ""),
+    return judge(claim, value, f"{text} on the weights of {newest.path.name} ({counted:,} parameters)",
                  [f"its model config ({newest.path.name})"])
+
+
+def _parameters(newest: Any) -> int:
+    """The numbers a checkpoint's weights hold, a tensor stored under several names (tied) counted once."""
+    size = {name: int(np.prod(shape)) for name, shape in newest.shapes.items()}
+    return sum(size.values()) - sum(size[g[0]] * (len(g) - 1) for g in newest.tied)

@@ -103,6 +103,7 @@ PARAMS: dict[str, dict[str, Any]] = {
     "positional.wavelengths": {"d_model": COUNT, "length": COUNT},
     # a run's own records (repro check --run; repro/checks/observed_*.py)
     "observed.adam": _ABOUT,
+    "observed.architecture": {**_ABOUT, "part": {"enum": ["norm", "sharing", "positions"]}},
     "observed.average": _ABOUT,
     "observed.checkpoints": _ABOUT,
     "observed.corpus": _ABOUT,
@@ -190,6 +191,7 @@ PARAMS: dict[str, dict[str, Any]] = {
 
 #: Params a checker cannot do without.
 REQUIRED: dict[str, list[str]] = {
+    "observed.architecture": ["part"],
     "observed.search": ["setting"],
     "observed.setting": ["key"],
     "observed.test_set": ["dataset", "split"],

@@ -18,6 +18,7 @@ from typing import Any
 from repro.claims.claim import Claim
 from repro.claims.outcome import Measurement, NotRun
 from repro.observed.counterpart import PaperJob
+from repro.observed.history import stated_as_checkpointed
 
 #: The keys of ``params.about`` (the attributes of :class:`PaperJob` a statement may be about).
 ABOUT_KEYS = ("experiment", "job", "model", "pair", "table")
@@ -30,10 +31,13 @@ def _about_text(about: dict[str, Any]) -> str:
 def paper_job(claim: Claim, files: Any) -> PaperJob | None:
     """The paper's job the run stands for, when the claim is about it; NotRun ("needs another run")
     naming both when it is not. A claim about no job in particular takes any run (None: the run stands
-    for none of the paper's jobs)."""
+    for none of the paper's jobs). A run whose ``run.json`` states another recipe than its checkpoint
+    holds contradicts itself: every claim about it fails, naming the field
+    (:func:`repro.observed.history.stated_as_checkpointed`)."""
     about = claim.params.get("about") or {}
     job = files.paper
     if not about:
+        stated_as_checkpointed(files)
         return job
     if job is None:
         raise NotRun(f"needs another run: the statement is about the paper's {_about_text(about)}; this run's recipe "
@@ -43,6 +47,7 @@ def paper_job(claim: Claim, files: Any) -> PaperJob | None:
         if attributes.get(key) not in allowed:
             raise NotRun(f"needs another run: the statement is about the paper's {_about_text(about)}; this run stands "
                           f"for {job.job} ({key} {attributes.get(key)})")
+    stated_as_checkpointed(files)
     return job
 
 

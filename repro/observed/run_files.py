@@ -76,6 +76,7 @@ RUN_SCHEMA: dict = {
             "type": "object", "required": ["resumed_from", "ended_at"],
             "properties": {"resumed_from": _COUNT, "ended_at": _COUNT, "devices": {"type": "integer", "minimum": 1},
                            "hardware": {"type": "string"}, "device": {"type": ["string", "null"]},
+                           "train": {"type": "object"},
                            "step_time": _STEP_TIME}}},
     },
 }
@@ -131,6 +132,8 @@ class Checkpoint:
     optimizer: list[dict[str, Any]]
     lineage: dict[str, Any]
     averaged_from: list[str] | None = None
+    #: the weights stored as one tensor under several names (tied weights: Section 3.4), each group sorted
+    tied: tuple[tuple[str, ...], ...] = ()
 
 
 @dataclass
@@ -208,6 +211,12 @@ class RunFiles:
             TrainConfig.from_dict(stated["train"], source=f"{self.record_path}: field 'recipe'.train")
         if stated.get("decode") is not None:
             DecodeSettings.from_dict(stated["decode"], source=f"{self.record_path}: field 'recipe'.decode")
+        for i, session in enumerate((self.record or {}).get("sessions") or []):   # what each part of the run ran
+            if session.get("train"):
+                TrainConfig.from_dict(session["train"], source=f"{self.record_path}: field 'sessions[{i}].train'")
+        for ckpt in self.kept[:-1]:
+            if ckpt.train_config:
+                TrainConfig.from_dict(ckpt.train_config, source=f"{ckpt.path}: field 'train_config'")
 
     @classmethod
     def load(cls, path: str | Path) -> "RunFiles":
@@ -342,7 +351,17 @@ def read_checkpoint(path: Path) -> Checkpoint:
                       dict(state.get("recipe") or {}),
                       {k: tuple(v.shape) for k, v in state["model"].items() if hasattr(v, "shape")},
                       [{k: v for k, v in g.items() if k != "params"} for g in groups or [] if isinstance(g, dict)],
-                      dict(state.get("lineage") or {}), averaged)
+                      dict(state.get("lineage") or {}), averaged, _tied(state["model"]))
+
+
+def _tied(weights: dict[str, Any]) -> tuple[tuple[str, ...], ...]:
+    """The names under which one tensor is stored (torch.save keeps a tensor shared by several modules once)."""
+    groups: dict[tuple[int, int, tuple[int, ...]], list[str]] = {}
+    for name, tensor in weights.items():
+        if hasattr(tensor, "untyped_storage"):
+            key = (tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tuple(tensor.shape))
+            groups.setdefault(key, []).append(name)
+    return tuple(tuple(sorted(names)) for names in groups.values() if len(names) > 1)
 
 
 def missing(what: str, path: Path) -> str:

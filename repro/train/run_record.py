@@ -12,7 +12,8 @@ end of every session of the run (the first, and each resumed one):
 - ``corpus``: the training corpus as counted: the pairs read, those filtered by length, those trained
   on, and the files (size and SHA-256, from the encoded corpus's manifest);
 - ``update_plan``: devices x accumulated passes x tokens per pass (:mod:`repro.train.update_plan`);
-- ``sessions``: one entry per session: the step it resumed from and the step it ended at, the hardware
+- ``sessions``: one entry per session: the step it resumed from and the step it ended at, the training
+  config it ran (``train``: a resume may change it, :mod:`repro.observed.history`), the hardware
   (devices, their name, precision), the split of its wall time and its steady-state step time
   (:mod:`repro.train.step_clock`), the commit and the date.
 
@@ -78,6 +79,7 @@ def write_run_record(cfg: TrainConfig, recipe: dict[str, Any], summary: dict[str
     path = out_dir / RUN_RECORD
     session = {
         "resumed_from": summary.get("resumed_from", 0), "ended_at": summary.get("steps"),
+        "train": recipe.get("train"),
         "hardware": hardware_description(), "device": summary.get("device"),
         "devices": summary.get("world_size", 1), "precision": summary.get("precision"),
         "step_time": summary.get("step_time"), "tokens_per_s": summary.get("tokens_per_s"),

@@ -556,6 +556,7 @@ def _paper_run(tmp_path, bad) -> tuple[object, dict[str, Callable]]:
         "observed.updates": lambda: files.record.update(steps=bad),
         "observed.setting": lambda: newest.model_config.update(dropout=bad),
         "observed.dimensions": lambda: newest.model_config.update(n_heads=bad),
+        "observed.architecture": lambda: newest.model_config.update(norm_first=bad),
         "observed.vocabulary": lambda: files.record["vocabulary"].update(size=bad),
         "observed.corpus": lambda: files.record["corpus"].update(pairs=bad),
         "observed.hardware": lambda: files.record["sessions"][0].update(devices=bad),
