@@ -93,6 +93,24 @@ def not_an_input(output: str | os.PathLike[str] | None, inputs: list[str | os.Pa
                              "replace what was read: give another path")
 
 
+def outside_inputs(output: str | os.PathLike[str] | None,
+                   folders: list[tuple[str | os.PathLike[str] | None, str]], what: str = "output") -> None:
+    """Refuse ``output`` (a file or folder) that is, or lies inside, one of ``folders``: ``(folder,
+    what it is)`` pairs of folders whose files the command reads as its input (a claims folder, a
+    results store). What it wrote there would replace a claims file or be read back as a claim or a
+    record, breaking the next run."""
+    if output is None or str(output) == "-":
+        return
+    target = Path(os.path.realpath(output))
+    for folder, name in folders:
+        if folder is None or not os.path.isdir(folder):
+            continue
+        root = Path(os.path.realpath(folder))
+        if target == root or root in target.parents:
+            raise UsageError(f"{output}: the {what} lies in {folder}, the {name} this command reads; writing there "
+                             "would change its input: give a path outside it")
+
+
 def not_a_run_record(path: str | os.PathLike[str], what: str = "output file") -> None:
     """Refuse ``path`` when it is one of a run's own files (:data:`RUN_RECORDS`, or a file in one of
     :data:`RUN_FOLDERS`): an output flag pointed there would replace the run's record, vocabulary or
