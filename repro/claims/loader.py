@@ -58,7 +58,9 @@ def load_claims(directory: str | os.PathLike[str] | None = None,
     ``checkers`` (the names of the registered checkers), a claim naming an unknown one is refused."""
     directory = Path(directory) if directory else default_claims_dir()
     if not directory.is_dir():
-        raise ClaimFileError(f"{directory}: claims directory does not exist")
+        how = "is not a directory" if directory.exists() else "does not exist"
+        source = f" (${ENV_CLAIMS_DIR})" if os.environ.get(ENV_CLAIMS_DIR) == str(directory) else ""
+        raise ClaimFileError(f"{directory}: claims directory{source} {how}")
     files = sorted(directory.glob("*.toml"))
     if not files:
         raise ClaimFileError(f"{directory}: no claims files (*.toml) found")
