@@ -1,0 +1,159 @@
+"""Bad inputs, round 5: fresh hostile inputs through the CLI in-process, one class each. Each was a
+traceback, exit 0 on bad input, a refusal that named no file or field, or an input overwritten,
+before the mechanism below it was fixed:
+
+- environment variables read as numbers (``LOCAL_RANK``, ``SLURM_LOCALID``, ``SACREBLEU_SEED``):
+  one reader, :func:`repro.environment.env_int` (a ``ValueError`` traceback);
+- ``bleu --lang`` a language Moses has no tokenization for (tokenized as English, exit 0, the
+  signature naming the other language);
+- an output inside a folder the command reads: ``check``/``audit --json`` in the claims folder (a
+  claims file replaced by JSON), ``report --out`` or ``check --json`` in a results store (stray files
+  that broke the next report): :func:`repro.paths.outside_inputs`;
+- ``average --checkpoints`` naming one file twice (by any name: weighed twice in the mean);
+- ``claims/statements.csv`` with a statement id given twice (counted twice), and an unknown claim
+  named without the file's folder and line;
+- ``$REPRO_CLAIMS_DIR`` naming a file ("does not exist");
+- ``status --experiment`` naming no experiment ("no submissions", exit 0).
+
+Every refusal: exit 2, one line naming the file, line, field, flag or variable; nothing written or changed.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from repro.claims.loader import default_claims_dir
+from tests.cli_run import refusal, run
+from tests.test_bad_input_fresh import checkpoint_dir, train_argv, write_multi30k  # noqa: F401  (a fixture)
+from tests.test_hostile_input import claims_dir, record  # noqa: F401  (claims_dir: a fixture)
+
+
+def tree(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+# -- environment variables read as numbers ----------------------------------------------------------------
+
+@pytest.mark.parametrize("name, value", [("LOCAL_RANK", "abc"), ("SLURM_LOCALID", "0x1"), ("LOCAL_RANK", "-1")])
+def test_a_launcher_variable_that_is_no_rank_is_refused_naming_it(tmp_path, capsys, monkeypatch, name, value):
+    monkeypatch.setenv(name, value)
+    data = write_multi30k(tmp_path / "data")
+    rc, _, err = run(capsys, *train_argv(data, tmp_path / "run", steps=1))
+    line = refusal(err)
+    assert rc == 2 and f"environment variable {name}" in line and value in line
+    assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+@pytest.mark.parametrize("value, named", [("abc", "must be an integer or 'none'"), ("-5", "at least 0")])
+def test_a_sacrebleu_seed_it_cannot_seed_with_is_refused_before_any_score(tmp_path, capsys, monkeypatch, value, named):
+    (tmp_path / "ref").write_text("a man rides a bike .\ntwo dogs .\n")
+    monkeypatch.setenv("SACREBLEU_SEED", value)
+    rc, out, err = run(capsys, "bleu", "--confidence", "--confidence-n", "10", str(tmp_path / "ref"), str(tmp_path / "ref"))
+    line = refusal(err)
+    assert rc == 2 and "SACREBLEU_SEED" in line and named in line and out == ""
+    monkeypatch.setenv("SACREBLEU_SEED", "none")   # sacreBLEU's "no fixed seed" stays valid
+    assert run(capsys, "bleu", "--confidence", "--confidence-n", "10", str(tmp_path / "ref"), str(tmp_path / "ref"))[0] == 0
+
+
+# -- bleu --lang -------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("lang", ["zz", "DE", "../x"])
+def test_a_language_moses_does_not_tokenize_is_a_bad_flag(tmp_path, capsys, lang):
+    (tmp_path / "ref").write_text("Ein Mann fährt Fahrrad .\n")
+    rc, out, err = run(capsys, "bleu", "--protocol", "paper", "--lang", lang, str(tmp_path / "ref"), str(tmp_path / "ref"))
+    line = refusal(err)
+    assert rc == 2 and "--lang" in line and repr(lang) in line and out == ""
+    assert run(capsys, "bleu", "--protocol", "paper", "--lang", "de", str(tmp_path / "ref"), str(tmp_path / "ref"))[0] == 0
+
+
+# -- an output inside a folder the command reads -------------------------------------------------------------
+
+def _store(tmp_path: Path) -> Path:
+    results = tmp_path / "results"
+    (results / "x.bleu").mkdir(parents=True)
+    (results / "x.bleu" / "r.json").write_text(json.dumps(record()))
+    return results
+
+
+@pytest.mark.parametrize("argv", [
+    ["check", "--claims-dir", "{claims}", "--json", "{claims}/x.toml"],
+    ["check", "--claims-dir", "{claims}", "--json", "{claims}/new.toml"],
+    ["audit", "repro.audit.torch_adapter:adapter", "--claims-dir", "{claims}", "--json", "{claims}/x.toml"],
+    ["check", "--claims-dir", "{claims}", "--results", "{results}", "--json", "{results}/x.bleu/out.json"],
+    ["report", "--claims-dir", "{claims}", "--results", "{results}", "--out", "{results}", "--no-attention"],
+    ["report", "--claims-dir", "{claims}", "--results", "{results}", "--out", "{results}/x.bleu", "--no-attention"],
+    ["report", "--claims-dir", "{claims}", "--results", "{results}", "--out", "{claims}", "--no-attention"],
+])
+def test_an_output_never_lands_in_a_folder_the_command_reads(tmp_path, capsys, claims_dir, argv):
+    results = _store(tmp_path)
+    before = tree(tmp_path)
+    rc, _, err = run(capsys, *[a.format(claims=claims_dir, results=results) for a in argv])
+    line = refusal(err)
+    assert rc == 2 and "this command reads" in line
+    assert tree(tmp_path) == before
+
+
+def test_a_report_beside_its_store_is_still_written(tmp_path, capsys, claims_dir):
+    results = _store(tmp_path)
+    rc, _, _ = run(capsys, "report", "--claims-dir", str(claims_dir), "--results", str(results),
+                   "--out", str(tmp_path / "rep"), "--no-attention")
+    assert rc == 0 and (tmp_path / "rep" / "report.md").is_file()
+
+
+# -- average: one checkpoint twice --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("alias", [False, True])
+def test_average_refuses_a_checkpoint_given_twice(capsys, checkpoint_dir, alias):
+    model = checkpoint_dir / "model.pt"
+    second = model
+    if alias:
+        second = checkpoint_dir / "alias.pt"
+        second.symlink_to(model)
+    rc, _, err = run(capsys, "average", "--checkpoints", str(model), str(second), "-o", str(checkpoint_dir / "avg.pt"),
+                     "--allow-no-lineage")
+    line = refusal(err)
+    assert rc == 2 and str(second) in line and "given twice" in line
+    assert not (checkpoint_dir / "avg.pt").exists()
+
+
+# -- the claims folder: statements.csv, $REPRO_CLAIMS_DIR ------------------------------------------------------
+
+@pytest.fixture()
+def claims_copy(tmp_path: Path) -> Path:
+    folder = tmp_path / "claims"
+    shutil.copytree(default_claims_dir(), folder, ignore=shutil.ignore_patterns("__pycache__"))
+    return folder
+
+
+@pytest.mark.parametrize("extra, named", [
+    ("{first}", "given twice (first on line 2)"),
+    (',3,"a statement without an id",sec3.eq1.scaled-dot-product,code path,', "field 'id' is empty"),
+    ("S998,3,a statement,no.such.claim,code path,", "statement S998 names unknown claim(s) no.such.claim"),
+])
+def test_a_statements_file_is_checked_naming_its_line(capsys, claims_copy, extra, named):
+    path = claims_copy / "statements.csv"
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join([*lines, extra.format(first=lines[1])]) + "\n")
+    rc, out, err = run(capsys, "claims", "--claims-dir", str(claims_copy), "coverage")
+    line = refusal(err)
+    assert rc == 2 and f"{path}:{len(lines) + 1}: " in line and named in line and out == ""
+
+
+def test_a_claims_folder_from_the_environment_that_is_a_file_says_so(tmp_path, capsys, monkeypatch):
+    (tmp_path / "claims.toml").write_text("")
+    monkeypatch.setenv("REPRO_CLAIMS_DIR", str(tmp_path / "claims.toml"))
+    rc, _, err = run(capsys, "claims", "list")
+    assert rc == 2 and "claims directory ($REPRO_CLAIMS_DIR) is not a directory" in refusal(err)
+
+
+# -- status --experiment -------------------------------------------------------------------------------------
+
+def test_status_refuses_an_experiment_that_does_not_exist(tmp_path, capsys):
+    rc, out, err = run(capsys, "status", "--state-dir", str(tmp_path), "--experiment", "table2-bse-ende")
+    line = refusal(err)
+    assert rc == 2 and "--experiment" in line and "table2-base-ende" in line and out == ""
+    assert run(capsys, "status", "--state-dir", str(tmp_path), "--experiment", "table2-base-ende")[0] == 0
