@@ -82,11 +82,11 @@ def _store(tmp_path: Path) -> Path:
 @pytest.mark.parametrize("argv", [
     ["check", "--claims-dir", "{claims}", "--json", "{claims}/x.toml"],
     ["check", "--claims-dir", "{claims}", "--json", "{claims}/new.toml"],
+    ["check", "--claims-dir", "{claims}", "--json", "{claims}/statements.csv"],
     ["audit", "repro.audit.torch_adapter:adapter", "--claims-dir", "{claims}", "--json", "{claims}/x.toml"],
     ["check", "--claims-dir", "{claims}", "--results", "{results}", "--json", "{results}/x.bleu/out.json"],
     ["report", "--claims-dir", "{claims}", "--results", "{results}", "--out", "{results}", "--no-attention"],
     ["report", "--claims-dir", "{claims}", "--results", "{results}", "--out", "{results}/x.bleu", "--no-attention"],
-    ["report", "--claims-dir", "{claims}", "--results", "{results}", "--out", "{claims}", "--no-attention"],
 ])
 def test_an_output_never_lands_in_a_folder_the_command_reads(tmp_path, capsys, claims_dir, argv):
     results = _store(tmp_path)
@@ -97,11 +97,14 @@ def test_an_output_never_lands_in_a_folder_the_command_reads(tmp_path, capsys, c
     assert tree(tmp_path) == before
 
 
-def test_a_report_beside_its_store_is_still_written(tmp_path, capsys, claims_dir):
+def test_outputs_beside_the_inputs_are_still_written(tmp_path, capsys, claims_dir):
     results = _store(tmp_path)
     rc, _, _ = run(capsys, "report", "--claims-dir", str(claims_dir), "--results", str(results),
                    "--out", str(tmp_path / "rep"), "--no-attention")
     assert rc == 0 and (tmp_path / "rep" / "report.md").is_file()
+    rc, _, _ = run(capsys, "check", "--claims-dir", str(claims_dir), "--results", str(results),
+                   "--json", str(claims_dir / "records.json"))   # a claims folder's other files are not read
+    assert rc in (0, 1) and (claims_dir / "records.json").is_file()
 
 
 # -- average: one checkpoint twice --------------------------------------------------------------------------

@@ -30,7 +30,7 @@ from repro.audit.side_by_side import run_zoo
 from repro.audit.side_by_side_render import write_zoo
 from repro.audit.zoo import ZOO, ZooEntry, installed_entries
 from repro.claims import Outcome
-from repro.claims.loader import default_claims_dir
+from repro.claims.loader import as_input as claims_folder
 from repro.cli_flags import add_device_argument, runtime_from_args
 from repro.errors import ReproError
 from repro.paths import outside_inputs
@@ -83,7 +83,7 @@ def main(args: argparse.Namespace) -> int:
         raise AuditUsageError("repro audit: give a TARGET (module:factory) or --zoo")
     if args.out or args.zoo_only:
         raise AuditUsageError("repro audit: --out and --zoo-only go with --zoo")
-    outside_inputs(args.json, [(args.claims_dir or default_claims_dir(), "claims folder")], "JSON output (--json)")
+    outside_inputs(args.json, [claims_folder(args.claims_dir)], "JSON output (--json)")
     adapter = load_adapter(args.target)
     claims = auditable_claims(args.claims_dir, args.only)
     runtime = _runtime(args)
@@ -112,7 +112,6 @@ def zoo_main(args: argparse.Namespace) -> int:
     entries = installed_entries(args.zoo_only or None)
     if not entries:
         raise AuditUsageError("repro audit --zoo: none of the selected implementations is installed (pip install -e .[zoo])")
-    outside_inputs(args.out, [(args.claims_dir or default_claims_dir(), "claims folder")], "zoo folder (--out)")
     claims = auditable_claims(args.claims_dir, args.only)
     runtime = _runtime(args)
 

@@ -20,7 +20,7 @@ from repro.files.writer import atomic_write_text
 from repro.audit.on_device import on_device
 from repro.audit.repro_adapter import ReproAdapter
 from repro.checks import run_checks, select_claims
-from repro.claims.loader import default_claims_dir, known_values
+from repro.claims.loader import as_input as claims_folder, known_values
 from repro.claims.runner import CheckRecord
 from repro.checks.run_check import check_run
 from repro.claims.table import render, render_run
@@ -88,8 +88,8 @@ def check_a_run(args: argparse.Namespace) -> int:
 
 
 def main(args: argparse.Namespace) -> int:
-    outside_inputs(args.json, [(args.claims_dir or default_claims_dir(), "claims folder"),
-                               (args.results or DEFAULT_RESULTS, "results store")], "JSON output (--json)")
+    outside_inputs(args.json, [claims_folder(args.claims_dir), (args.results or DEFAULT_RESULTS, "results store", None)],
+                   "JSON output (--json)")
     if args.run is not None:
         return check_a_run(args)
     claims = select_claims("local", args.only, args.claims_dir)
