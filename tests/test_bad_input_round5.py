@@ -13,7 +13,9 @@ before the mechanism below it was fixed:
 - ``claims/statements.csv`` with a statement id given twice (counted twice), and an unknown claim
   named without the file's folder and line;
 - ``$REPRO_CLAIMS_DIR`` naming a file ("does not exist");
-- ``status --experiment`` naming no experiment ("no submissions", exit 0).
+- ``status --experiment`` naming no experiment ("no submissions", exit 0);
+- a bad flag of an entry point ``repro bench NAME`` or ``repro diagnose NAME`` runs (argparse's
+  usage, many lines, before the one-line refusal).
 
 Every refusal: exit 2, one line naming the file, line, field, flag or variable; nothing written or changed.
 """
@@ -160,3 +162,16 @@ def test_status_refuses_an_experiment_that_does_not_exist(tmp_path, capsys):
     line = refusal(err)
     assert rc == 2 and "--experiment" in line and "table2-base-ende" in line and out == ""
     assert run(capsys, "status", "--state-dir", str(tmp_path), "--experiment", "table2-base-ende")[0] == 0
+
+
+# -- the entry points repro bench and repro diagnose run: one line too ----------------------------------------
+
+@pytest.mark.parametrize("argv, flag", [
+    (["bench", "train_speed", "--steps", "0"], "--steps"),
+    (["bench", "decode_speed", "--rounds", "x"], "--rounds"),
+    (["diagnose", "parser-sanity", "--trees", "0"], "--trees"),
+    (["diagnose", "parser-curve", "--sizes", "-3"], "--sizes"),
+])
+def test_an_entry_points_bad_flag_is_one_line(capsys, argv, flag):
+    rc, out, err = run(capsys, *argv)
+    assert rc == 2 and out == "" and len(err.strip().splitlines()) == 1 and flag in err and "usage:" not in err

@@ -35,7 +35,6 @@ Vinyals & Kaiser et al.'s one token per symbol.
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import sys
@@ -43,6 +42,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from repro.argtypes import OneLineParser
 from repro.files import reader
 from repro.data.corpora import Dataset, register, resolve_data_dir
 from repro.data.tree_tokens import is_per_word_token
@@ -259,7 +259,7 @@ def register_prepared(out_dir: str | Path, name: str, description: str = "") -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m repro.parsing.prepare", description=__doc__.split("\n")[0])
+    parser = OneLineParser(prog="python -m repro.parsing.prepare", description=__doc__.split("\n")[0])
     parser.add_argument("out_dir", type=Path)
     parser.add_argument("--wsj", type=Path, metavar="DIR", help="Penn Treebank WSJ .mrg directory (sections 02-23)")
     parser.add_argument("--data-dir", type=Path, help="shared data directory holding ptb-nltk-sample/")
