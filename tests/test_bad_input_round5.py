@@ -15,7 +15,8 @@ before the mechanism below it was fixed:
 - ``$REPRO_CLAIMS_DIR`` naming a file ("does not exist");
 - ``status --experiment`` naming no experiment ("no submissions", exit 0);
 - a bad flag of an entry point ``repro bench NAME`` or ``repro diagnose NAME`` runs (argparse's
-  usage, many lines, before the one-line refusal).
+  usage, many lines, before the one-line refusal); a diagnosis whose PTB sample is missing (its
+  run folder was created before the data was looked for).
 
 Every refusal: exit 2, one line naming the file, line, field, flag or variable; nothing written or changed.
 """
@@ -175,3 +176,11 @@ def test_status_refuses_an_experiment_that_does_not_exist(tmp_path, capsys):
 def test_an_entry_points_bad_flag_is_one_line(capsys, argv, flag):
     rc, out, err = run(capsys, *argv)
     assert rc == 2 and out == "" and len(err.strip().splitlines()) == 1 and flag in err and "usage:" not in err
+
+
+@pytest.mark.parametrize("name", ["parser-curve", "parser-sanity"])
+def test_a_diagnosis_without_its_data_leaves_no_folder_behind(tmp_path, capsys, name):
+    rc, _, err = run(capsys, "diagnose", name, "--data-dir", str(tmp_path / "no-data"), "--out-dir", str(tmp_path / "out"),
+                     "--reports", str(tmp_path / "rep"))
+    assert rc == 2 and "PTB sample not found" in refusal(err)
+    assert sorted(tmp_path.iterdir()) == []

@@ -177,8 +177,14 @@ def _units_of(tree: str) -> str | None:
     return "per-word" if any(is_per_word_token(t) for t in tokens) else "symbols"
 
 
-def prepare_ptb_sample(data_dir: str | Path, out_dir: str | Path, targets: str = "symbols") -> dict[str, SplitInfo]:
-    return prepare(sample_groups(data_dir), out_dir, f"NLTK PTB sample {Path(data_dir) / SAMPLE_FOLDER}", targets)
+def prepare_ptb_sample(data_dir: str | Path, out_dir: str | Path, targets: str = "symbols", *,
+                       within: str | Path | None = None) -> dict[str, SplitInfo]:
+    """The PTB sample of ``data_dir`` prepared in ``out_dir``; with ``within``, ``out_dir`` is created
+    (below that folder) once the sample is found, so a missing sample leaves no folder behind."""
+    groups = sample_groups(data_dir)
+    if within is not None:
+        make_dirs(out_dir, within)
+    return prepare(groups, out_dir, f"NLTK PTB sample {Path(data_dir) / SAMPLE_FOLDER}", targets)
 
 
 def prepare_wsj(treebank_dir: str | Path, out_dir: str | Path, targets: str = "symbols") -> dict[str, SplitInfo]:

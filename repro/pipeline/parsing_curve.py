@@ -166,8 +166,7 @@ def learning_curve(*, sizes: Sequence[int] = SIZES, out_dir: str | Path = "runs/
     if path.exists() and not _same_curve(reader.read_json(path, "learning curve", error=ConfigError, allow_nan=True), recipe):
         raise ConfigError(f"{path} holds the curve of another config; give this one its own --reports folder")
     prepared = out_dir / "data"
-    make_dirs(prepared, out_dir)
-    prepare_ptb_sample(resolve_data_dir(data_dir), prepared, recipe.targets)
+    prepare_ptb_sample(resolve_data_dir(data_dir), prepared, recipe.targets, within=out_dir)
     trained = {}
     for trees in sizes:
         if trees in _kept_points(path, recipe):

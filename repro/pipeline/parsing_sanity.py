@@ -122,11 +122,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--trees, --steps and --warmup must be positive")
     try:
         prepared = args.out_dir / "data"
-        make_dirs(prepared, args.out_dir)
         recipe = get_recipe(RECIPE)
         if args.precision:
             recipe = recipe.replace(precision=args.precision)
-        prepare_ptb_sample(resolve_data_dir(args.data_dir), prepared, recipe.targets)
+        prepare_ptb_sample(resolve_data_dir(args.data_dir), prepared, recipe.targets, within=args.out_dir)
         recipe = on_prepared_data(recipe, prepared)
         texts = training_texts(prepared)
         start = time.monotonic()
