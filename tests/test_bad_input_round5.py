@@ -6,9 +6,9 @@ before the mechanism below it was fixed:
   one reader, :func:`repro.environment.env_int` (a ``ValueError`` traceback);
 - ``bleu --lang`` a language Moses has no tokenization for (tokenized as English, exit 0, the
   signature naming the other language);
-- an output inside a folder the command reads: ``check``/``audit --json`` in the claims folder (a
-  claims file replaced by JSON), ``report --out`` or ``check --json`` in a results store (stray files
-  that broke the next report): :func:`repro.paths.outside_inputs`;
+- an output where the command reads: ``check``/``audit --json`` naming a claims file of the claims
+  folder (a claims file replaced by JSON), ``report --out`` or ``check --json`` in a results store
+  (stray files that broke the next report): :func:`repro.paths.outside_inputs`;
 - ``average --checkpoints`` naming one file twice (by any name: weighed twice in the mean);
 - ``claims/statements.csv`` with a statement id given twice (counted twice), and an unknown claim
   named without the file's folder and line;
