@@ -16,7 +16,9 @@ before the mechanism below it was fixed:
 - ``status --experiment`` naming no experiment ("no submissions", exit 0);
 - a bad flag of an entry point ``repro bench NAME`` or ``repro diagnose NAME`` runs (argparse's
   usage, many lines, before the one-line refusal); a diagnosis whose PTB sample is missing (its
-  run folder was created before the data was looked for).
+  run folder was created before the data was looked for);
+- a job time limit (``submit --timeout-min``, a profile's ``time_limit_min``) SLURM cannot hold
+  (``10**14`` minutes: accepted, exit 0 on ``--dry-run``).
 
 Every refusal: exit 2, one line naming the file, line, field, flag or variable; nothing written or changed.
 """
@@ -184,3 +186,19 @@ def test_a_diagnosis_without_its_data_leaves_no_folder_behind(tmp_path, capsys, 
                      "--reports", str(tmp_path / "rep"))
     assert rc == 2 and "PTB sample not found" in refusal(err)
     assert sorted(tmp_path.iterdir()) == []
+
+
+# -- submit: a job time limit SLURM cannot hold ---------------------------------------------------------------
+
+def test_a_job_time_limit_slurm_cannot_hold_is_refused(tmp_path, capsys):
+    from repro.cluster.profiles import profile_dir
+    huge = str(2**40)
+    rc, out, err = run(capsys, "submit", "smoke", "--cluster", "local", "--dry-run", "--state-dir", str(tmp_path / "s"),
+                       "--timeout-min", huge)
+    assert rc == 2 and "--timeout-min" in refusal(err) and out == ""
+    profile = tmp_path / "huge.toml"
+    profile.write_text((profile_dir() / "local.toml").read_text().replace("time_limit_min = 60", f"time_limit_min = {huge}"))
+    rc, out, err = run(capsys, "submit", "smoke", "--cluster", str(profile), "--dry-run", "--state-dir", str(tmp_path / "s"))
+    line = refusal(err)
+    assert rc == 2 and str(profile) in line and "time_limit_min" in line and out == ""
+    assert not (tmp_path / "s").exists()
