@@ -9,9 +9,20 @@ from __future__ import annotations
 import argparse
 import math
 from pathlib import Path
+from typing import NoReturn
 
 from repro import limits, paths
 from repro.errors import UsageError
+from repro.files.text_decoding import one_line
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse that reports a bad flag in one line (``repro train: error: argument --seed: ...``)
+    and exits 2, like every other refusal of bad input; ``--help`` still shows the usage. Every
+    parser of repro's, the entry points ``repro bench`` and ``repro diagnose`` run included, is one."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, one_line(f"{self.prog}: error: {message} (see '{self.prog} --help')") + "\n")
 
 
 def _int(text: str) -> int:

@@ -13,20 +13,12 @@ import os
 import pkgutil
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
 
 import repro.commands
+from repro.argtypes import OneLineParser
 from repro.errors import PATH_FAULTS, WRITE_FAULTS, ReproError
 from repro.files.text_decoding import one_line
 from repro.machine_memory import available_note, out_of_memory
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """argparse that reports a bad flag in one line (``repro train: error: argument --seed: ...``)
-    and exits 2, like every other refusal of bad input; ``--help`` still shows the usage."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, one_line(f"{self.prog}: error: {message} (see '{self.prog} --help')") + "\n")
 
 
 def build_parser() -> argparse.ArgumentParser:

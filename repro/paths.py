@@ -5,6 +5,7 @@ path and what it was meant to be, so a typo is refused in one line (exit 2), nev
 from __future__ import annotations
 
 import os
+from fnmatch import fnmatchcase
 from pathlib import Path
 
 from repro.errors import OutputError, UsageError
@@ -91,6 +92,28 @@ def not_an_input(output: str | os.PathLike[str] | None, inputs: list[str | os.Pa
         if source is not None and str(source) != "-" and os.path.exists(source) and os.path.samefile(output, source):
             raise UsageError(f"{output}: the {what} is {source}, one of this command's inputs; writing it would "
                              "replace what was read: give another path")
+
+
+#: A folder a command reads as its input: (the folder, what it is, the names of the files read in it
+#: (``fnmatch`` patterns, the folder's own files only), or ``None`` for every file below it).
+InputFolder = tuple[str | os.PathLike[str] | None, str, tuple[str, ...] | None]
+
+
+def outside_inputs(output: str | os.PathLike[str] | None, folders: list[InputFolder], what: str = "output") -> None:
+    """Refuse ``output`` (a file or folder) that is, or lies inside, one of ``folders`` where the
+    command reads it (a claims folder's ``*.toml``, anything in a results store). What it wrote there
+    would replace a claims file or be read back as a claim or a record, breaking the next run."""
+    if output is None or str(output) == "-":
+        return
+    target = Path(os.path.realpath(output))
+    for folder, name, reads in folders:
+        if folder is None or not os.path.isdir(folder):
+            continue
+        root = Path(os.path.realpath(folder))
+        inside = target == root or root in target.parents
+        if inside and (reads is None or (target.parent == root and any(fnmatchcase(target.name, p) for p in reads))):
+            raise UsageError(f"{output}: the {what} lies in {folder}, the {name} this command reads; writing there "
+                             "would change its input: give a path outside it")
 
 
 def not_a_run_record(path: str | os.PathLike[str], what: str = "output file") -> None:

@@ -47,7 +47,7 @@ import torch
 from torch import Tensor
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from repro.argtypes import positive_int
+from repro.argtypes import OneLineParser, positive_int
 from repro.benchmarks.machine import environment, parse_benchmark_args, publish, ratio_spread, spread
 from repro.cli_flags import device_name
 from repro.model.arithmetic import ieee_fp32
@@ -256,7 +256,7 @@ def timed_block(run: Callable[[], Any], calls: int, device: torch.device) -> tup
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", type=device_name, default="auto")
     parser.add_argument("--model", choices=("base", "big"), default="base", help="heads and d_k of Table 3's model")
     parser.add_argument("--batch", type=positive_int, default=None, help="sentences (default 780 on a GPU, 8 on a CPU)")

@@ -11,14 +11,14 @@ import statistics
 import time
 
 
-from repro.argtypes import positive_int
+from repro.argtypes import OneLineParser, positive_int
 from repro.audit.repro_adapter import ReproAdapter
 from repro.benchmarks.machine import environment, parse_benchmark_args, publish
 from repro.checks import run_checks, select_claims
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=positive_int, default=3)
     args = parse_benchmark_args(parser, argv)
     claims = select_claims("local")

@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import torch
 
-from repro.argtypes import non_negative_int, positive_int
+from repro.argtypes import OneLineParser, non_negative_int, positive_int
 from repro.benchmarks.machine import (
     alternate,
     environment,
@@ -42,7 +42,7 @@ class NoEos(Transformer):
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sentences", type=positive_int, default=8, help="beam search batch (x beam 4 rows)")
     parser.add_argument("--greedy-sentences", type=positive_int, default=32)
     parser.add_argument("--src-len", type=positive_int, default=14)

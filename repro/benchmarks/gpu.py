@@ -35,7 +35,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from repro.argtypes import non_negative_int, positive_float, positive_int
+from repro.argtypes import OneLineParser, non_negative_int, positive_float, positive_int
 from repro.benchmarks.machine import (
     environment, parse_benchmark_args, peak_memory_gib, publish, ratio_spread, spread, synchronize,
 )
@@ -140,7 +140,7 @@ def measure_model(size: str, runtime: Runtime, batch: Batch, args: argparse.Name
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", type=device_name, default="auto")
     parser.add_argument("--precision", choices=PRECISIONS, default="auto")
     parser.add_argument("--models", nargs="+", default=["base", "big"], choices=["base", "big"])

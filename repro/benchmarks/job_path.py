@@ -51,6 +51,7 @@ from typing import Any
 
 import torch
 
+from repro.argtypes import OneLineParser
 from repro.benchmarks.machine import (
     environment, parse_benchmark_args, peak_memory_gib, publish, ratio_spread, spread, synchronize,
 )
@@ -306,7 +307,7 @@ def _timed(device: torch.device, fn: Callable[[], Any], late: ReadLate | None = 
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", type=device_name, default="auto")
     parser.add_argument("--quick", action="store_true", help="a tiny model and few updates (seconds on a CPU)")
     parser.add_argument("--steps", type=int, default=None, help="measured rounds (default 8; quick 3)")

@@ -30,7 +30,7 @@ from torch import Tensor
 from torch._dynamo.backends.common import aot_autograd
 from torch._functorch.aot_autograd import make_boxed_func
 
-from repro.argtypes import positive_int
+from repro.argtypes import OneLineParser, positive_int
 from repro.benchmarks.machine import environment, parse_benchmark_args, publish, ratio_spread, spread, synchronize
 from repro.cli_flags import device_name
 from repro.model.precision import PRECISIONS
@@ -84,7 +84,7 @@ def wide_backward_ops(form: Callable, logits: Tensor, target: Tensor) -> list[st
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", type=device_name, default="auto")
     parser.add_argument("--tokens", type=positive_int, default=None, help="rows of the logits (default: 25000 GPU, 2048 CPU)")
     parser.add_argument("--vocab", type=positive_int, default=37000)

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from repro.argtypes import non_negative_int, positive_float, positive_int
+from repro.argtypes import OneLineParser, non_negative_int, positive_float, positive_int
 from repro.benchmarks.machine import environment, parse_benchmark_args, publish, spread
 
 
@@ -44,7 +44,7 @@ def matmul_gflops(n: int = 2048, seconds: float = 3.0) -> float:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=positive_int, default=2048, help="fp32 product size")
     parser.add_argument("--seconds", type=positive_float, default=5.0)
     parser.add_argument("--bf16-n", type=non_negative_int, default=512, help="bf16 product size (0: skip bf16)")

@@ -40,6 +40,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+from repro.argtypes import OneLineParser
 from repro.benchmarks.mutation_summary import classify, write_summary
 from repro.files.reader import read_bytes, read_text
 from repro.files.writer import atomic_write_text, make_dirs, remove
@@ -322,7 +323,7 @@ def _write(out: Path, name: str, group: dict, files: list[str], generated: int, 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="verb", required=True)
     run = sub.add_parser("run", help="run the mutants of one or more groups of reports/mutation/plan.toml")
     run.add_argument("--group", action="append", required=True)

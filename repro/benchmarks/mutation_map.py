@@ -23,6 +23,7 @@ from pathlib import Path
 from types import CodeType, FrameType
 from typing import Any
 
+from repro.argtypes import OneLineParser
 from repro.audit.on_device import on_device
 from repro.audit.repro_adapter import ReproAdapter
 from repro.checks import run_checks, select_claims
@@ -67,7 +68,7 @@ def trace_claims(files: list[Path]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--files", nargs="+", type=Path, required=True)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)

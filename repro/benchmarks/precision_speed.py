@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from repro.argtypes import non_negative_int, positive_int
+from repro.argtypes import OneLineParser, non_negative_int, positive_int
 from repro.benchmarks.machine import (
     alternate,
     environment,
@@ -40,7 +40,7 @@ TARGET_SPEEDUP, GOAL_SPEEDUP = 3.0, 5.0
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", choices=("base", "local"), default="base",
                         help="the base recipe's model (37000 vocabulary) or the local main job's (8000)")
     parser.add_argument("--steps", type=positive_int, default=3, help="measured steps per precision")

@@ -25,7 +25,7 @@ import time
 import torch
 from torch import nn
 
-from repro.argtypes import non_negative_int, positive_float, positive_int
+from repro.argtypes import OneLineParser, non_negative_int, positive_float, positive_int
 from repro.benchmarks.machine import (
     environment,
     parse_benchmark_args,
@@ -101,7 +101,7 @@ def make_batch(sentences: int, length: int, vocab: int, seed: int = 0) -> Batch:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=positive_int, default=3, help="measured steps per model")
     parser.add_argument("--warmup", type=non_negative_int, default=1, help="unmeasured steps per model first")
     parser.add_argument("--sentences", type=positive_int, default=128)

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import csv
 import io
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from repro.claims.claim import Claim
@@ -49,6 +49,7 @@ class Statement:
     claims: tuple[str, ...]
     note: str = ""
     evidence: str = ""
+    where: str = field(default=STATEMENTS_FILE, compare=False)   # the file and line it was read from
 
     def observed_on_a_run(self, claims: dict[str, Claim]) -> bool:
         """Whether a claim of this statement is checked on a run's own records (basis ``run``)."""
@@ -89,14 +90,20 @@ def load_statements(claims_dir: str | Path) -> list[Statement]:
         rows = list(table)
     except csv.Error as err:
         raise ClaimFileError(f"{path}:{table.line_num}: not readable CSV ({err})") from None
+    first_line: dict[str, int] = {}
     for line, r in enumerate(rows, start=2):
         if any(r.get(c) is None for c in COLUMNS) or None in r:
             raise ClaimFileError(f"{path}:{line}: a row of {len(COLUMNS)} fields ({', '.join(COLUMNS)}) expected")
+        if not r["id"].strip():
+            raise ClaimFileError(f"{path}:{line}: field 'id' is empty")
+        if r["id"] in first_line:
+            raise ClaimFileError(f"{path}:{line}: statement {r['id']} given twice (first on line {first_line[r['id']]})")
+        first_line[r["id"]] = line
         if r["evidence"] not in EVIDENCE:
             raise ClaimFileError(f"{path}:{line}: field 'evidence' must be one of {', '.join(EVIDENCE)}, "
                                  f"got {r['evidence']!r}")
-    return [Statement(r["id"], r["section"], r["statement"], tuple(r["claims"].split()), r["note"], r["evidence"])
-            for r in rows]
+    return [Statement(r["id"], r["section"], r["statement"], tuple(r["claims"].split()), r["note"], r["evidence"],
+                      f"{path}:{line}") for line, r in enumerate(rows, start=2)]
 
 
 def coverage(statements: list[Statement], claims: list[Claim]) -> dict[str, list[Statement]]:
@@ -107,9 +114,9 @@ def coverage(statements: list[Statement], claims: list[Claim]) -> dict[str, list
     for st in statements:
         unknown = [c for c in st.claims if c not in known]
         if unknown:
-            raise ClaimFileError(f"{STATEMENTS_FILE}: statement {st.id} names unknown claim(s) {', '.join(unknown)}")
+            raise ClaimFileError(f"{st.where}: statement {st.id} names unknown claim(s) {', '.join(unknown)}")
         wrong = st.consistent(known)
         if wrong:
-            raise ClaimFileError(f"{STATEMENTS_FILE}: {wrong}")
+            raise ClaimFileError(f"{st.where}: {wrong}")
         groups[st.evidence].append(st)
     return groups

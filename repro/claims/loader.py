@@ -18,6 +18,16 @@ from repro.validation import problem
 ENV_CLAIMS_DIR = "REPRO_CLAIMS_DIR"
 
 
+#: The files of a claims folder repro reads: the claims files, and the paper's statements (``claims coverage``).
+FOLDER_FILES = ("*.toml", "statements.csv")
+
+
+def as_input(claims_dir: str | os.PathLike[str] | None) -> tuple[Path, str, tuple[str, ...]]:
+    """The claims folder a command reads (``claims_dir`` or the default), as :func:`repro.paths.outside_inputs`
+    takes it: an output there must not be one of these files."""
+    return (Path(claims_dir) if claims_dir else default_claims_dir(), "claims folder", FOLDER_FILES)
+
+
 def default_claims_dir() -> Path:
     """``$REPRO_CLAIMS_DIR``, else the ``claims/`` folder of the checkout, else the claims the
     installed package carries."""
@@ -58,7 +68,9 @@ def load_claims(directory: str | os.PathLike[str] | None = None,
     ``checkers`` (the names of the registered checkers), a claim naming an unknown one is refused."""
     directory = Path(directory) if directory else default_claims_dir()
     if not directory.is_dir():
-        raise ClaimFileError(f"{directory}: claims directory does not exist")
+        how = "is not a directory" if directory.exists() else "does not exist"
+        source = f" (${ENV_CLAIMS_DIR})" if os.environ.get(ENV_CLAIMS_DIR) == str(directory) else ""
+        raise ClaimFileError(f"{directory}: claims directory{source} {how}")
     files = sorted(directory.glob("*.toml"))
     if not files:
         raise ClaimFileError(f"{directory}: no claims files (*.toml) found")

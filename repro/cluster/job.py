@@ -35,6 +35,7 @@ from repro.cluster import rendezvous
 from repro.cluster.job_evaluation import evaluate_claims
 from repro.cluster.experiments import check_parser_data, finished
 from repro.data.synthetic import SYNTHETIC, SyntheticCorpus
+from repro.environment import env_int
 from repro.errors import ConfigError
 from repro.results import Result, ResultStore, collect_provenance
 from repro.run_lock import run_dir_lock
@@ -126,7 +127,7 @@ def gradient_probe(train_config: dict[str, Any], synthetic: dict[str, Any] | Non
     Submitted with several tasks, it checks on the cluster itself that DDP over the job's
     process group gives the gradients of one process on the same update.
     """
-    torch.set_num_threads(int(os.environ.get("SLURM_CPUS_PER_TASK", "1")))
+    torch.set_num_threads(env_int("SLURM_CPUS_PER_TASK", 1, minimum=1))
     runtime = start_task(train_config)
     try:
         cfg = TrainConfig.from_dict(train_config)
@@ -147,9 +148,9 @@ class TrainingJob(submitit.helpers.Checkpointable):
 
     def __call__(self) -> dict[str, Any]:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-        threads = os.environ.get("SLURM_CPUS_PER_TASK")
+        threads = env_int("SLURM_CPUS_PER_TASK", minimum=1)
         if threads:
-            torch.set_num_threads(int(threads))
+            torch.set_num_threads(threads)
         runtime = start_task(self.spec["train"])
         rank, world = runtime.rank, runtime.world_size
         try:

@@ -14,6 +14,7 @@ from typing import Any
 
 from repro.errors import ConfigError
 from repro.files.reader import read_toml
+from repro.limits import TIMEOUT_MIN
 from repro.shipped import shipped_dir
 
 ENV_PROFILE_DIR = "REPRO_SLURM_PROFILES"
@@ -151,6 +152,8 @@ def parse_profile(data: dict[str, Any], path: Path) -> ClusterProfile:
     for field in ("nodes", "cpus_per_task", "mem_gb", "time_limit_min", "max_tokens_per_device"):
         if values[field] <= 0:
             raise fail(field, f"must be positive, got {values[field]}")
+    if values["time_limit_min"] > TIMEOUT_MIN.hard:
+        raise fail("time_limit_min", f"must be at most {TIMEOUT_MIN.hard} ({TIMEOUT_MIN.why}), got {values['time_limit_min']}")
     for field in ("gpus_per_node", "max_requeues"):
         if values[field] < 0:
             raise fail(field, f"must be >= 0, got {values[field]}")

@@ -27,6 +27,7 @@ import submitit
 import torch
 import torch.distributed as dist
 
+from repro.environment import env_int
 from repro.errors import ConfigError
 
 log = logging.getLogger("repro.cluster.rendezvous")
@@ -79,7 +80,7 @@ def find_place(environ: Mapping[str, str] | None = None) -> Place:
             return Place()
         if job.num_tasks <= 1:
             return Place(source=f"job {job.job_id}, one task")
-        port = int(env["MASTER_PORT"]) if "MASTER_PORT" in env else _port(str(job.job_id))
+        port = env_int("MASTER_PORT", minimum=1, environ=env) or _port(str(job.job_id))
         place = Place(job.global_rank, job.num_tasks, job.local_rank, job.hostnames[0], port, f"job {job.job_id}")
     if not 0 <= place.rank < place.world_size or place.local_rank < 0:
         raise ConfigError(f"{place.source}: rank {place.rank} of world size {place.world_size}, local rank "

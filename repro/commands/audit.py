@@ -30,8 +30,10 @@ from repro.audit.side_by_side import run_zoo
 from repro.audit.side_by_side_render import write_zoo
 from repro.audit.zoo import ZOO, ZooEntry, installed_entries
 from repro.claims import Outcome
+from repro.claims.loader import as_input as claims_folder
 from repro.cli_flags import add_device_argument, runtime_from_args
 from repro.errors import ReproError
+from repro.paths import outside_inputs
 from repro.runtime import Runtime
 
 
@@ -81,6 +83,7 @@ def main(args: argparse.Namespace) -> int:
         raise AuditUsageError("repro audit: give a TARGET (module:factory) or --zoo")
     if args.out or args.zoo_only:
         raise AuditUsageError("repro audit: --out and --zoo-only go with --zoo")
+    outside_inputs(args.json, [claims_folder(args.claims_dir)], "JSON output (--json)")
     adapter = load_adapter(args.target)
     claims = auditable_claims(args.claims_dir, args.only)
     runtime = _runtime(args)

@@ -7,8 +7,8 @@ import json
 
 from repro import limits
 from repro.argtypes import text_input
-from repro.errors import DataError
-from repro.eval.bleu import PROTOCOLS, nltk_bleu, paper_tokens, read_lines, score_files
+from repro.errors import DataError, UsageError
+from repro.eval.bleu import PROTOCOLS, moses_language, nltk_bleu, paper_tokens, read_lines, score_files
 from repro.eval.bootstrap import DEFAULT_RESAMPLES, Interval, paper_interval, sacrebleu_interval
 
 
@@ -22,7 +22,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("hyp", type=text_input, help="hypotheses, one sentence per line (detokenized)")
     parser.add_argument("ref", type=text_input, help="references, line-aligned with HYP")
     parser.add_argument("--protocol", choices=PROTOCOLS, default="sacrebleu")
-    parser.add_argument("--lang", default="de", help="target language for Moses tokenization (paper protocol)")
+    parser.add_argument("--lang", default="de", type=_language,
+                        help="target language for Moses tokenization (paper protocol)")
     parser.add_argument("--ref-tokenized", action="store_true",
                         help="REF is already Moses-tokenized (paper protocol: do not tokenize it again)")
     parser.add_argument("--hyp-tokenized", action="store_true", help="HYP is already Moses-tokenized (paper protocol)")
@@ -39,6 +40,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--force", action="store_true",
                         help=f"allow more than {limits.CONFIDENCE_N.soft} --confidence-n resamples")
     parser.set_defaults(func=run)
+
+
+def _language(text: str) -> str:
+    try:
+        return moses_language(text)
+    except UsageError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def run(args: argparse.Namespace) -> int:

@@ -21,12 +21,13 @@ from repro.files.writer import atomic_write_text
 from repro.audit.on_device import on_device, repro_on
 from repro.audit.repro_adapter import ReproAdapter
 from repro.checks import run_checks, select_claims
-from repro.claims.loader import known_values
+from repro.claims.loader import as_input as claims_folder, known_values
 from repro.claims.runner import CheckRecord
 from repro.checks.run_check import check_run
 from repro.claims.table import render, render_run
 from repro.errors import UsageError
 from repro.observed.judge import verdict
+from repro.paths import outside_inputs
 from repro.cli_flags import add_device_argument, runtime_from_args
 from repro.report.newest import latest
 from repro.results import DEFAULT_RESULTS, ResultStore, store_records
@@ -91,6 +92,8 @@ def check_a_run(args: argparse.Namespace) -> int:
 
 
 def main(args: argparse.Namespace) -> int:
+    outside_inputs(args.json, [claims_folder(args.claims_dir), (args.results or DEFAULT_RESULTS, "results store", None)],
+                   "JSON output (--json)")
     if args.run is not None:
         return check_a_run(args)
     claims = select_claims("local", args.only, args.claims_dir)

@@ -13,7 +13,7 @@ from repro.checks import select_claims
 from repro.claims.loader import known_values
 from repro.report import FIGURE3_SENTENCE, OUTPUTS, generate
 from repro.errors import ResultError
-from repro.paths import existing_dir, output_dir, output_file
+from repro.paths import existing_dir, outside_inputs, output_dir, output_file
 from repro.results import DEFAULT_RESULTS, ResultStore
 
 DEFAULT_OUT = Path("reports")
@@ -53,6 +53,7 @@ def skipped_records(result_dirs: list[Path], claims_dir: str | None = None) -> l
 
 def main(args: argparse.Namespace) -> int:
     result_dirs = [Path(d) for d in args.results] or [DEFAULT_RESULTS]
+    outside_inputs(args.out, [(d, "results store", None) for d in result_dirs], "report folder (--out)")
     for name in (*OUTPUTS, "figures/"):  # each file the report replaces, before any record is read
         (output_dir if name.endswith("/") else output_file)(Path(args.out) / name, f"report {name.rstrip('/')}")
     for run_dir in args.runs:

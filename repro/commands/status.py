@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from repro.paths import existing_dir
+from repro.cluster.experiments import EXPERIMENTS
 from repro.cluster.ledger import Ledger, default_state_dir, job_states
 from repro.errors import ConfigError
 
@@ -38,7 +39,9 @@ def run(args: argparse.Namespace) -> int:
         if unknown:
             raise ConfigError(f"{ledger.directory}: no submission {', '.join(unknown)}")
         records = [r for r in records if r.id in args.submissions]
-    if args.experiment:
+    if args.experiment:   # a typo is not "no submissions" either
+        if args.experiment not in EXPERIMENTS and all(r.experiment != args.experiment for r in records):
+            raise ConfigError(f"--experiment: no experiment {args.experiment!r} (one of {', '.join(EXPERIMENTS)})")
         records = [r for r in records if r.experiment == args.experiment]
     out = [{**r.to_dict(), "jobs": job_states(r)} for r in records]
     if args.json:

@@ -76,6 +76,8 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--scale applies to experiment table3 only, not {args.experiment}")
     if args.seeds is not None:   # bounded before a single job is planned
         limits.SEEDS.check(args.seeds, force=args.force)
+    if args.timeout_min is not None:
+        limits.TIMEOUT_MIN.check(args.timeout_min)
     if args.parallel != 1:
         check_parallel(args.parallel, resolve_executor(args.executor, profile))
     runs_dir = state_dir / "jobs" / submission_id  # each job's out_dir: checkpoints, metrics

@@ -37,10 +37,11 @@ from typing import Any
 from nltk.translate.bleu_score import corpus_bleu
 from sacrebleu.metrics import BLEU
 from sacremoses import MosesPunctNormalizer, MosesTokenizer
+from sacremoses.corpus import NonbreakingPrefixes
 
 import repro
 from repro.data import text_lines
-from repro.errors import DataError
+from repro.errors import DataError, UsageError
 
 PROTOCOLS = ("sacrebleu", "paper")
 _COMPOUND = re.compile(r"(\S)-(\S)")
@@ -76,6 +77,20 @@ class BleuResult:
 def compound_split(line: str) -> str:
     """tensor2tensor's ``##AT##`` compound splitting (step 2 above), with Perl's non-overlapping matches."""
     return _COMPOUND.sub(r"\1 ##AT##-##AT## \2", line)
+
+
+#: The languages ``tokenizer.perl -l`` (sacremoses) has non-breaking prefixes for; another code it
+#: tokenizes as English without a word, so a language the user names (``repro bleu --lang``) is one of
+#: these, never written into a signature it did not run.
+MOSES_LANGUAGES = frozenset(NonbreakingPrefixes().available_langs.values())
+
+
+def moses_language(lang: str) -> str:
+    """``lang`` when Moses tokenizes it as itself; else a :class:`UsageError` listing the languages."""
+    if lang not in MOSES_LANGUAGES:
+        raise UsageError(f"Moses has no tokenization for language {lang!r} (it would tokenize it as English); "
+                         f"one of {', '.join(sorted(MOSES_LANGUAGES))}")
+    return lang
 
 
 @lru_cache(maxsize=8)

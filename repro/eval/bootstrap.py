@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 from sacrebleu.metrics import BLEU
 
+from repro.environment import env_int
 from repro.errors import DataError, UsageError
 from repro.eval.bleu import multi_bleu_stats
 from repro.eval.evalb import SentenceResult
@@ -55,8 +56,12 @@ class Interval:
 
 
 def bootstrap_seed() -> str:
-    """sacreBLEU's seed choice: ``$SACREBLEU_SEED`` or 12345, as text (``none`` for no fixed seed)."""
-    return os.environ.get("SACREBLEU_SEED", DEFAULT_SEED).lower()
+    """sacreBLEU's seed choice: ``$SACREBLEU_SEED`` or 12345, as text (``none`` for no fixed seed); a
+    value sacreBLEU could not seed with (not ``none`` nor an integer of at least 0) is refused, naming it."""
+    text = os.environ.get("SACREBLEU_SEED", DEFAULT_SEED).lower()
+    if text != "none":
+        env_int("SACREBLEU_SEED", environ={"SACREBLEU_SEED": text}, other=" or 'none'")
+    return text
 
 
 def resample_indices(n_items: int, resamples: int, seed: str | None = None) -> np.ndarray:

@@ -35,7 +35,6 @@ Vinyals & Kaiser et al.'s one token per symbol.
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import sys
@@ -43,6 +42,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from repro.argtypes import OneLineParser
 from repro.files import reader
 from repro.data.corpora import Dataset, register, resolve_data_dir
 from repro.data.tree_tokens import is_per_word_token
@@ -177,8 +177,14 @@ def _units_of(tree: str) -> str | None:
     return "per-word" if any(is_per_word_token(t) for t in tokens) else "symbols"
 
 
-def prepare_ptb_sample(data_dir: str | Path, out_dir: str | Path, targets: str = "symbols") -> dict[str, SplitInfo]:
-    return prepare(sample_groups(data_dir), out_dir, f"NLTK PTB sample {Path(data_dir) / SAMPLE_FOLDER}", targets)
+def prepare_ptb_sample(data_dir: str | Path, out_dir: str | Path, targets: str = "symbols", *,
+                       within: str | Path | None = None) -> dict[str, SplitInfo]:
+    """The PTB sample of ``data_dir`` prepared in ``out_dir``; with ``within``, ``out_dir`` is created
+    (below that folder) once the sample is found, so a missing sample leaves no folder behind."""
+    groups = sample_groups(data_dir)
+    if within is not None:
+        make_dirs(out_dir, within)
+    return prepare(groups, out_dir, f"NLTK PTB sample {Path(data_dir) / SAMPLE_FOLDER}", targets)
 
 
 def prepare_wsj(treebank_dir: str | Path, out_dir: str | Path, targets: str = "symbols") -> dict[str, SplitInfo]:
@@ -259,7 +265,7 @@ def register_prepared(out_dir: str | Path, name: str, description: str = "") -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m repro.parsing.prepare", description=__doc__.split("\n")[0])
+    parser = OneLineParser(prog="python -m repro.parsing.prepare", description=__doc__.split("\n")[0])
     parser.add_argument("out_dir", type=Path)
     parser.add_argument("--wsj", type=Path, metavar="DIR", help="Penn Treebank WSJ .mrg directory (sections 02-23)")
     parser.add_argument("--data-dir", type=Path, help="shared data directory holding ptb-nltk-sample/")

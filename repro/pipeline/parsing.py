@@ -31,7 +31,7 @@ import torch
 
 from repro.files import reader
 from repro.data.text_lines import read_lines
-from repro.files.writer import atomic_write_text, make_dirs
+from repro.files.writer import atomic_write_text
 from repro.data.corpus import read_parallel
 from repro.data.corpora import get_dataset, resolve_data_dir
 from repro.data.vocab import SharedVocab
@@ -209,9 +209,8 @@ def reproduce_parsing_local(
 
     prepared = out_dir / "data"
     say(f"1/4 preparing the PTB sample in {prepared}")
-    make_dirs(prepared, out_dir)
     infos: dict[str, SplitInfo] = stages.timed("prepare", lambda: prepare_ptb_sample(resolve_data_dir(data_dir), prepared,
-                                                                                           recipe.targets))
+                                                                                           recipe.targets, within=out_dir))
     recipe = on_prepared_data(recipe, prepared)
 
     say(f"    sanity run: overfitting the first {OVERFIT_TREES} training trees (greedy F1 must reach 90)")

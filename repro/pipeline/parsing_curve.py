@@ -23,7 +23,6 @@ writes ``REPORTS/parsing_curve.json``; run artifacts go to ``runs/parsing-curve/
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -33,7 +32,7 @@ from typing import Any
 
 import torch
 
-from repro.argtypes import positive_int
+from repro.argtypes import OneLineParser, positive_int
 from repro.files import reader
 from repro.data.text_lines import read_lines
 from repro.files.writer import atomic_write_text, make_dirs
@@ -167,8 +166,7 @@ def learning_curve(*, sizes: Sequence[int] = SIZES, out_dir: str | Path = "runs/
     if path.exists() and not _same_curve(reader.read_json(path, "learning curve", error=ConfigError, allow_nan=True), recipe):
         raise ConfigError(f"{path} holds the curve of another config; give this one its own --reports folder")
     prepared = out_dir / "data"
-    make_dirs(prepared, out_dir)
-    prepare_ptb_sample(resolve_data_dir(data_dir), prepared, recipe.targets)
+    prepare_ptb_sample(resolve_data_dir(data_dir), prepared, recipe.targets, within=out_dir)
     trained = {}
     for trees in sizes:
         if trees in _kept_points(path, recipe):
@@ -197,7 +195,7 @@ def learning_curve(*, sizes: Sequence[int] = SIZES, out_dir: str | Path = "runs/
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m repro.pipeline.parsing_curve", description=__doc__.split("\n")[0])
+    parser = OneLineParser(prog="python -m repro.pipeline.parsing_curve", description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", type=positive_int, nargs="+", default=list(SIZES), help="training-tree counts")
     parser.add_argument("--out-dir", type=Path, help="run folders (default: runs/parsing-curve, "
                         "runs/parsing-curve-per-word with --targets per-word)")

@@ -10,7 +10,6 @@ leaves to words, a rate that diverges), whatever it then does on unseen sentence
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -20,7 +19,7 @@ from typing import Any
 
 import torch
 
-from repro.argtypes import positive_int
+from repro.argtypes import OneLineParser, positive_int
 from repro.data.text_lines import read_lines
 from repro.files.writer import atomic_write_text, make_dirs
 from repro.data.corpora import resolve_data_dir
@@ -109,7 +108,7 @@ def training_texts(prepared: Path) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     """``python -m repro.pipeline.parsing_sanity --trees 200 --steps 1200``: one rung of the ladder as a
     committed record, ``REPORTS/parsing_overfit_{trees}.json``."""
-    parser = argparse.ArgumentParser(prog="python -m repro.pipeline.parsing_sanity",
+    parser = OneLineParser(prog="python -m repro.pipeline.parsing_sanity",
                                      description="overfit the first N training trees of the PTB sample (the sanity ladder)")
     parser.add_argument("--trees", type=positive_int, default=TREES)
     parser.add_argument("--steps", type=positive_int, default=STEPS)
@@ -123,11 +122,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--trees, --steps and --warmup must be positive")
     try:
         prepared = args.out_dir / "data"
-        make_dirs(prepared, args.out_dir)
         recipe = get_recipe(RECIPE)
         if args.precision:
             recipe = recipe.replace(precision=args.precision)
-        prepare_ptb_sample(resolve_data_dir(args.data_dir), prepared, recipe.targets)
+        prepare_ptb_sample(resolve_data_dir(args.data_dir), prepared, recipe.targets, within=args.out_dir)
         recipe = on_prepared_data(recipe, prepared)
         texts = training_texts(prepared)
         start = time.monotonic()

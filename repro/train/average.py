@@ -47,6 +47,10 @@ def average_checkpoints(paths: list[str | os.PathLike[str]], device: str | torch
     ``allow_no_lineage``; then the average has no lineage either and lists them in ``lineage_unchecked``."""
     if not paths:
         raise CheckpointError("no checkpoints to average")
+    for i, path in enumerate(paths):   # one file twice (by any name) would weigh it twice in the mean
+        twin = next((q for q in paths[:i] if os.path.samefile(q, path)), None)
+        if twin is not None:
+            raise CheckpointError(f"{path}: the same checkpoint as {twin}, given twice; each is averaged once")
     states = [load_checkpoint(p) for p in paths]
     names = [str(p) for p in paths]
     unchecked = [name for state, name in zip(states, names)

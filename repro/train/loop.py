@@ -14,7 +14,6 @@ interrupted and resumed run ends with the same parameters as an uninterrupted on
 
 from __future__ import annotations
 
-import os
 import random
 import sys
 import time
@@ -28,6 +27,7 @@ import torch
 from repro.data.batching import TokenBatcher
 from repro.data.buckets import BucketBatcher
 from repro.data.synthetic import SyntheticCorpus
+from repro.environment import env_int
 from repro.errors import CheckpointError, ConfigError
 from repro.machine_memory import too_large
 from repro.model import Transformer, TransformerConfig, count_parameters
@@ -96,7 +96,7 @@ def runtime_of(cfg: TrainConfig) -> Runtime:
     """This process's runtime for ``cfg``: its device and precision, and its place in the process
     group (one GPU per local rank; the cluster job has joined the group before)."""
     world_size, rank = world()
-    local_rank = int(os.environ.get("LOCAL_RANK", os.environ.get("SLURM_LOCALID", rank)))
+    local_rank = env_int("LOCAL_RANK", env_int("SLURM_LOCALID", rank))
     model = cfg.model_config()
     return Runtime.resolve(cfg.device, cfg.precision, world_size=world_size, rank=rank, local_rank=local_rank,
                            dims=(model.d_model, model.d_ff))
