@@ -55,6 +55,12 @@ def restore(path: Path, trainer: Trainer, allow_no_lineage: bool = False) -> tup
     except (RuntimeError, ValueError, KeyError) as err:
         raise CheckpointError(f"{path}: does not fit this model/optimizer ({str(err).splitlines()[0][:200]})") from None
     _check_moments(trainer, path)
+    # Adam's settings are the run's, not the checkpoint's: load_state_dict brings back the betas and
+    # epsilon it was written with, and a run resumed with others would otherwise keep them silently
+    # (its records say which applied from which update: repro.observed.history)
+    cfg = trainer.cfg
+    for group in trainer.optimizer.param_groups:
+        group["betas"], group["eps"] = (cfg.adam_beta1, cfg.adam_beta2), cfg.adam_eps
     try:
         torch.set_rng_state(state["rng"]["torch"])
         random.setstate(_as_random_state(state["rng"]["python"]))

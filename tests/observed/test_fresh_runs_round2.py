@@ -180,11 +180,19 @@ def test_a_missing_last_checkpoint_is_named_not_the_log(resumed: Path, tmp_path:
         assert "step_00000006.pt is missing" in records[claim].detail, records[claim].detail
 
 
-def test_a_resume_asking_other_betas_fails_saying_adam_kept_its_own(train) -> None:
-    """``repro train`` restores Adam's state on a resume, betas included: the run asked for 0.999 from update 5
-    and ran 0.98. Its records contradict its recipe (fail), and the check says why."""
+def test_a_resume_asking_other_betas_applies_them_and_departs_from_that_update(train) -> None:
+    """``repro train`` resumed with other betas runs them (it used to keep the checkpoint's, silently): the run
+    asked for 0.999 from update 5, its newest checkpoint's Adam holds 0.999, and the claim departs naming the
+    change; a run whose Adam holds what its recipe did not ask (older code, a hand edit) still fails."""
     train("betas", 4)
-    record = verdicts(train("betas", 6, adam_beta2=0.999))["observed.adam"]
-    assert record.status.value == "fail"
+    path = train("betas", 6, adam_beta2=0.999)
+    record = verdicts(path)["observed.adam"]
+    assert record.status.value == "departs", record.detail
     assert "then (0.9, 0.999, 1e-09) from update 5" in record.detail
+    newest = torch.load(path / "checkpoints" / "step_00000006.pt", map_location="cpu", weights_only=False)
+    assert tuple(newest["optimizer"]["param_groups"][0]["betas"]) == (0.9, 0.999)
+    newest["optimizer"]["param_groups"][0]["betas"] = (0.9, 0.98)   # Adam kept the first session's betas
+    torch.save(newest, path / "checkpoints" / "step_00000006.pt")
+    record = verdicts(path)["observed.adam"]
+    assert record.status.value == "fail", record.detail
     assert "Adam kept the betas of the checkpoint it resumed from" in record.detail
