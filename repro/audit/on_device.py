@@ -36,6 +36,7 @@ from torch.utils._pytree import tree_map
 from repro.audit.adapter import (
     AbsentPart, Adapter, AdapterWrapper, DecoderLayerParts, EncoderLayerParts, FeedForwardParts, ModelParts,
 )
+from repro.audit.repro_adapter import ReproAdapter
 from repro.runtime import Runtime
 
 
@@ -208,6 +209,4 @@ def on_device(adapter: Any, runtime: Runtime) -> Any:
 def repro_on(runtime: Runtime) -> Any:
     """repro's own adapter on ``runtime``'s device (``repro check``'s target; picklable as
     ``functools.partial(repro_on, runtime)`` for the checks' worker processes)."""
-    from repro.audit.repro_adapter import ReproAdapter
-
     return on_device(ReproAdapter(), runtime)

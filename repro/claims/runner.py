@@ -17,10 +17,16 @@ implementation (an adapter, :mod:`repro.audit.adapter`).
 
 from __future__ import annotations
 
+import concurrent.futures
+import importlib
+import multiprocessing
+import os
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+import torch
 
 from repro.claims import interrupts
 from repro.claims.claim import Claim
@@ -193,16 +199,20 @@ def run_claims(
     return records
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity: a SLURM task's share, not the host's count)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:   # no affinity on this platform
+        return os.cpu_count() or 1
+
+
 #: What each worker process of :func:`run_claims_in_processes` holds: (checkers, target, results, seed).
 _WORKER: dict[str, Any] = {}
 
 
 def _start_worker(checkers_module: str, make_target: Callable[[], Any], results: Mapping[str, "Result"] | None,
                   seed: int, threads: int) -> None:
-    import importlib
-
-    import torch
-
     torch.set_num_threads(threads)
     checkers = importlib.import_module(checkers_module).CHECKERS
     _WORKER.update(checkers=checkers, target=make_target(), results=results, seed=seed)
@@ -227,17 +237,11 @@ def run_claims_in_processes(
     (:func:`run_claim`), so a record is the one a single process makes, whichever worker ran it and
     whatever ran before it there; the records come back in the claims' order, ``on_record`` called in
     that order. The cores are shared: each worker computes on ``cores // jobs`` threads."""
-    import concurrent.futures
-    import multiprocessing
-    import os
-
     claims = list(claims)
     if jobs <= 1 or len(claims) <= 1:
-        import importlib
-
         checkers = importlib.import_module(checkers_module).CHECKERS
         return run_claims(claims, checkers, make_target(), results, seed, on_record)
-    threads = max(1, (os.cpu_count() or 1) // jobs)
+    threads = max(1, usable_cores() // jobs)
     records: list[CheckRecord] = []
     with concurrent.futures.ProcessPoolExecutor(
             max_workers=min(jobs, len(claims)), mp_context=multiprocessing.get_context("spawn"),

@@ -30,12 +30,11 @@ class SublayerConnection(nn.Module):
     def forward(self, x: Tensor, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
         if self.norm_first:
             return x + self.dropout(sublayer(self.norm(x)))
-        out = sublayer(x)
-        # Under bf16 autocast the norm computes in fp32 and its output is kept in the sub-layer's
-        # dtype (bf16): the stream between sub-layers is then stored in bf16, as fairseq's and
+        # Under bf16 autocast the norm computes in fp32 and its output is kept in the sub-layer's dtype
+        # y.dtype (bf16): the stream between sub-layers is then stored in bf16, as fairseq's and
         # Megatron's bf16 training store it, and every element-wise kernel around a sub-layer moves
-        # half the bytes. Without autocast both are fp32 and this is the identity.
-        return self.norm(x + self.dropout(out)).to(out.dtype)
+        # half the bytes. Without autocast both are fp32 and the cast is the identity.
+        return self.norm(x + self.dropout(y := sublayer(x))).to(y.dtype)
 
 
 class EncoderLayer(nn.Module):

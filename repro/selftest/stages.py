@@ -32,6 +32,7 @@ from repro.audit.repro_adapter import ReproAdapter
 from repro.benchmarks import gpu as gpu_benchmark
 from repro.benchmarks import job_path
 from repro.checks import run_checks, select_claims
+from repro.claims.runner import usable_cores
 from repro.cluster.executor import submit_jobs
 from repro.cluster.experiments import Plan, plan_jobs
 from repro.cluster.ledger import Ledger
@@ -207,7 +208,7 @@ def claim_jobs() -> int:
     """Processes for each side of the claims stage (the device's claims, the CPU's): a quarter of the
     cores, at most 4 (on the H200's 16 cores the cuda tests' 4 workers and the Table 3 subset run
     beside them); 1 on a small host."""
-    return max(1, min(4, (os.cpu_count() or 1) // 4))
+    return max(1, min(4, usable_cores() // 4))
 
 
 class CpuVerdicts:
