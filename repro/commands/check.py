@@ -18,8 +18,7 @@ from pathlib import Path
 
 from repro.argtypes import existing_dir, output_dir, output_file, positive_int, seed
 from repro.files.writer import atomic_write_text
-from repro.audit.on_device import on_device, repro_on
-from repro.audit.repro_adapter import ReproAdapter
+from repro.audit.on_device import repro_on
 from repro.checks import run_checks, select_claims
 from repro.claims.loader import as_input as claims_folder, known_values
 from repro.claims.runner import CheckRecord
@@ -79,6 +78,8 @@ def check_a_run(args: argparse.Namespace) -> int:
     """``--run DIR``: the run's records against the paper (module docstring)."""
     if args.store or args.results:
         raise UsageError("--run checks a run's own records: --store and --results do not go with it")
+    if args.jobs != 1:
+        raise UsageError("--run checks a run's records in one process: --jobs does not go with it")
     check = check_run(args.run, args.claims_dir, args.only,
                       on_record=lambda r: print(f"  {verdict(r):17s} {r.claim.id} ({r.seconds:.1f} s)", file=sys.stderr))
     print(check.describe())
@@ -102,8 +103,8 @@ def main(args: argparse.Namespace) -> int:
     runtime = runtime_from_args(args, "check", resolve_precision=False)
     if runtime.on_gpu:
         print(f"repro check: the claims' models run on {runtime.device}", file=sys.stderr)
-    records = run_checks(claims, on_device(ReproAdapter(), runtime) if args.jobs == 1 else None, results=results,
-                         seed=args.seed, on_record=progress, jobs=args.jobs, make_target=partial(repro_on, runtime))
+    records = run_checks(claims, repro_on(runtime) if args.jobs == 1 else None, results=results, seed=args.seed,
+                         on_record=progress, jobs=args.jobs, make_target=partial(repro_on, runtime))
     print(render(records))
     if args.json:
         atomic_write_text(Path(args.json), json.dumps([r.to_dict() for r in records], indent=2, default=str) + "\n")

@@ -24,11 +24,10 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from repro.audit.on_device import on_device, repro_on
+from repro.audit.on_device import repro_on
 from repro.errors import ResultError
 from repro.files.reader import read_json
 from repro.files.writer import atomic_write_text, make_dirs, open_log
-from repro.audit.repro_adapter import ReproAdapter
 from repro.benchmarks import gpu as gpu_benchmark
 from repro.benchmarks import job_path
 from repro.checks import run_checks, select_claims
@@ -185,7 +184,7 @@ def claims_on_device(ctx: Context) -> tuple[dict[str, Any], list[Target]]:
     claims = select_claims("local", QUICK_CLAIMS if ctx.quick else ())
     jobs = claim_jobs()
     with cpu_verdicts(ctx, QUICK_CLAIMS if ctx.quick else (), jobs) as cpu_run:   # processes of their own, meanwhile
-        records = run_checks(claims, on_device(ReproAdapter(), ctx.runtime) if jobs == 1 else None, jobs=jobs,
+        records = run_checks(claims, repro_on(ctx.runtime) if jobs == 1 else None, jobs=jobs,
                              make_target=partial(repro_on, ctx.runtime))
     device = {r.claim.id: r.status.value for r in records}
     cpu, cpu_details = cpu_run.verdicts()
@@ -197,8 +196,9 @@ def claims_on_device(ctx: Context) -> tuple[dict[str, Any], list[Target]]:
     # an error is no verdict, on either side: each is named with what it said
     errors = {**{f"{r.claim.id} on {ctx.device}": r.detail for r in records if r.status.value == "error"},
               **{f"{claim} on the CPU": cpu_details[claim] for claim, status in cpu.items() if status == "error"}}
-    figures = {"claims": len(claims), "processes": jobs, "changed": changed, "errors": sorted(errors), "error_details": errors,
-               "on_device": dict(Counter(device.values())), "on_cpu": dict(Counter(cpu.values()))}
+    figures = {"claims": len(claims), "processes": jobs, "changed": changed, "errors": sorted(errors),
+               "error_details": errors, "on_device": dict(Counter(device.values())),
+               "on_cpu": dict(Counter(cpu.values()))}
     if changed or errors:
         raise StageFailed(f"{len(changed)} verdict(s) changed on {ctx.device}, {len(errors)} error(s)", figures)
     return figures, [Target("claims whose verdict changed from the CPU's", float(len(changed)), 0, at_least=False)]

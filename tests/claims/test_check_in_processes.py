@@ -57,3 +57,6 @@ def test_the_cli_takes_jobs_and_refuses_zero(tmp_path: Path) -> None:
     refused = subprocess.run([sys.executable, "-m", "repro", "check", "--jobs", "0"], capture_output=True, text=True,
                              timeout=120)
     assert refused.returncode == 2 and "--jobs" in refused.stderr and "Traceback" not in refused.stderr
+    with_run = subprocess.run([sys.executable, "-m", "repro", "check", "--run", str(tmp_path), "--jobs", "2"],
+                              capture_output=True, text=True, timeout=120)
+    assert with_run.returncode == 2 and "--jobs" in with_run.stderr and "Traceback" not in with_run.stderr
