@@ -9,6 +9,7 @@ from the resolved job specs of ``repro submit`` and measured on the code that us
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 import torch
@@ -134,7 +135,8 @@ class ReproAdapter(Adapter):
         return scaled_dot_product_attention(query, key, value, mask)[0]
 
     def attention_paths(self) -> dict[str, Any]:
-        return {"reference": self.attention, "fused": fused_attention}
+        return {"reference": self.attention, "fused": fused_attention,
+                "fused, in a GPU's compiled graph": partial(fused_attention, graph_form=True)}
 
     def multi_head_attention(self, d_model: int, n_heads: int):
         cfg = self._config(d_model=d_model, n_heads=n_heads)

@@ -193,14 +193,18 @@ def test_source_lengths_on_both_sides_of_a_multiple_of_8_compile_once(graphs, cu
             watch.reasons()
 
 
+@pytest.mark.parametrize("form", ["kernel", "inductor"])
 def test_the_gpu_stage_s_first_updates_compile_once(graphs, cuda_entry, monkeypatch, h100_job_data,
-                                                    tmp_path: Path) -> None:
+                                                    tmp_path: Path, form: str) -> None:
     """The job-path stage's own plan and data (repro submit table2-base-ende --cluster h100-x1: one pass
     of <= 32000 padded tokens from length buckets, the WMT sample with its 37000-word BPE), with the
     GPU path's settings that a CPU runs: bf16 autocast, fused attention, the prefetch thread; a
-    one-layer model (the shapes are the job's, the widths need not be). Dynamo compiles one graph."""
+    one-layer model (the shapes are the job's, the widths need not be). Dynamo compiles one graph,
+    with Eq. 1 as PyTorch's kernel (``kernel``) and as the math form a GPU's graph holds (``inductor``)."""
     from repro.train.prefetch import Prefetcher
 
+    if form == "inductor":
+        monkeypatch.setattr(attention, "INDUCTOR_FORM_DEVICES", frozenset({"cpu"}))
     monkeypatch.setattr(loop, "COMPILE_BACKEND", "eager")
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
     # The output layer over 37000 words is minutes of a CPU and asks no question of the shapes: a head over
