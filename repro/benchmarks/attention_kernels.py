@@ -12,7 +12,9 @@ forward and backward (q, k and v require grad, a random upstream gradient), in s
   training process does: :func:`~repro.model.attention.train_with_shape_free_kernels`);
 - the same call with each SDPA backend forced (flash, memory-efficient, cuDNN, math);
 - for the causal kind, the memory-efficient kernel with the causal mask as an aligned bias;
-- Eq. 1's math form, softmax(QK^T / sqrt(d_k) + bias) V, under ``torch.compile`` (optional).
+- Eq. 1's math form, softmax(QK^T / sqrt(d_k) + bias) V, under ``torch.compile`` (optional);
+- as the model's compiled graph runs it: the model's call under ``torch.compile`` (optional; on a GPU
+  that is the math form, :data:`repro.model.attention.INDUCTOR_FORM_DEVICES`).
 
 A variant the backend refuses (not eligible at these inputs) records its error, not a time. Each
 variant's output and dq are compared with Eq. 1 in fp32 (IEEE, float64 on a CPU) on the same
@@ -128,6 +130,11 @@ def math_compiled(kind: CallKind) -> Attend:
     return torch.compile(eq1, dynamic=False)
 
 
+def as_the_compiled_model(kind: CallKind) -> Attend:
+    """The model's call as its compiled training graph holds it (Eq. 1's math form on a GPU)."""
+    return torch.compile(lambda q, k, v: fused_attention(q, k, v, kind.mask, kind.causal), dynamic=False)
+
+
 #: name -> builder (kind -> the call, or None where the variant does not apply to the kind)
 VARIANTS: dict[str, Callable[[CallKind], Attend | None]] = {
     MODEL: as_the_model,
@@ -137,9 +144,10 @@ VARIANTS: dict[str, Callable[[CallKind], Attend | None]] = {
     "math (forced)": forced(SDPBackend.MATH),
     "efficient, explicit causal bias": efficient_causal_bias,
     "math, compiled": math_compiled,
+    "as the compiled model runs it": as_the_compiled_model,
 }
 #: variants that need --compile
-COMPILED = {"math, compiled"}
+COMPILED = {"math, compiled", "as the compiled model runs it"}
 
 
 @dataclass
