@@ -98,10 +98,20 @@ def test_array_of_three_jobs(tmp_path: Path, slurm_profile: ClusterProfile, job_
     assert sorted(r.claim_id for r in records) == ["run.smoke-0", "run.smoke-1", "run.smoke-2"]
 
 
+def preempt(job: submitit.Job, wait_for) -> None:
+    """What SLURM does on preemption, as submitit's ``job._interrupt()`` sends it: SIGTERM, then USR2.
+    The USR2 goes only once the job has logged the SIGTERM: sent back to back, slurmd could deliver
+    the TERM late, under load, to the ``scontrol requeue`` that the USR2 handler had started (seen in CI:
+    "Command '['scontrol', 'requeue', '5']' died with <Signals.SIGTERM: 15>")."""
+    subprocess.check_call(["scancel", job.job_id, "--signal", "SIGTERM"])
+    wait_for(lambda: "Bypassing signal SIGTERM" in (job.stderr() or ""), 60, "the job to log the SIGTERM")
+    subprocess.check_call(["scancel", job.job_id, "--signal", "USR2"])
+
+
 def test_preempted_job_resumes_from_its_checkpoint(tmp_path: Path, slurm_profile: ClusterProfile, job_name: str,
                                                    wait_done, wait_for) -> None:
     """USR2 (preemption) -> checkpoint, requeue, resume -> the uninterrupted run's exact parameters."""
-    steps = 24
+    steps = 40   # after the step-8 checkpoint, 32 steps of 0.3 s: the job is still running when the USR2 comes
     synthetic = {**SMOKE_SYNTHETIC, "step_sleep_s": 0.3}
     # fp32 asked for: `auto` is probed in each process, and on a CPU with native bf16 the job would
     # pick bf16 while the in-process reference (tests/conftest.py) runs fp32
@@ -111,7 +121,7 @@ def test_preempted_job_resumes_from_its_checkpoint(tmp_path: Path, slurm_profile
     [job] = submit(tmp_path, slurm_profile, [spec], job_name, timeout_min=30).jobs
     out = Path(spec.train["out_dir"])
     wait_for(lambda: checkpoint_path(out, 8).exists(), 90, "the job's step-8 checkpoint")
-    job._interrupt()  # what SLURM does on preemption: SIGTERM, then USR2
+    preempt(job, wait_for)
     wait_done(job, 150)
     summary = job.result()
     assert summary["requeues"] == 1
@@ -134,7 +144,7 @@ def test_requeues_are_bounded(tmp_path: Path, slurm_profile: ClusterProfile, job
     [spec] = smoke_specs(tmp_path, profile, max_steps=200, checkpoint_every_steps=2, synthetic=synthetic)
     [job] = submit(tmp_path, profile, [spec], job_name, timeout_min=30).jobs
     wait_for(lambda: checkpoint_path(Path(spec.train["out_dir"]), 2).exists(), 90, "the first checkpoint")
-    job._interrupt()
+    preempt(job, wait_for)
     wait_done(job, 60)
     with pytest.raises(submitit.core.utils.UncompletedJobError, match="checkpoint function returned None"):
         job.result()
