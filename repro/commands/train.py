@@ -16,6 +16,7 @@ from repro.decode.settings import DecodeSettings
 from repro.train.config import TrainConfig, read_json_config
 from repro.measures.run_dev import evaluate_newest
 from repro.train.loop import runtime_of, train
+from repro.train.stop import StopSignals
 
 
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:
@@ -89,13 +90,15 @@ def main(args: argparse.Namespace) -> int:
         return 0
     check_writable(cfg.out_dir, "run directory (out_dir)")
     with run_dir_lock(cfg.out_dir, "run directory (out_dir)"):   # one writer per run directory
-        summary = train(cfg, recipe=recipe.to_dict(), allow_no_lineage=args.allow_no_lineage)
-        # the run's own dev evaluation (perplexity, token accuracy), kept in its records (repro check --run)
-        evaluate_newest(cfg.out_dir, recipe.to_dict(), runtime_of(cfg))
+        stop = StopSignals()   # SIGINT/SIGTERM: the update in flight is checkpointed, the command resumes
+        summary = train(cfg, recipe=recipe.to_dict(), allow_no_lineage=args.allow_no_lineage, stop=stop)
+        if not stop.requested:
+            # the run's own dev evaluation (perplexity, token accuracy), kept in its records (repro check --run)
+            evaluate_newest(cfg.out_dir, recipe.to_dict(), runtime_of(cfg))
     print(json.dumps({
         "steps": summary.steps, "final_loss": summary.final_loss, "out_dir": str(summary.out_dir),
         "resumed_from": summary.resumed_from, "tokens_per_s": round(summary.tokens_per_s, 1),
         "elapsed_s": round(summary.elapsed_s, 1), "checkpoints": [str(p) for p in summary.checkpoints],
         **summary.extra,
     }, indent=2))
-    return 0
+    return stop.exit_code if "stopped_by" in summary.extra else 0

@@ -18,6 +18,7 @@ import random
 import sys
 from time import monotonic   # the default clock (a module name: the clock tests replace it here alone)
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -49,6 +50,7 @@ from repro.train.resume import restore
 from repro.train.progress import Progress
 from repro.train.run_record import write_run_record
 from repro.train.step_clock import StepClock
+from repro.train.stop import StopSignals
 from repro.train.update_step import InFlight, TrainingDiverged, UpdateStats, accumulate, launch_update, world
 from repro.train.update_plan import UpdatePlan, plan_update
 
@@ -269,6 +271,7 @@ def run(
     evaluate: Callable[[torch.nn.Module, int], dict[str, float]] | None = None,
     began: float | None = None,
     allow_no_lineage: bool = False,
+    stop: StopSignals | None = None,
 ) -> TrainSummary:
     """The loop itself, on already encoded ``examples``; ``on_step(step)`` is called after each update,
     ``on_built(trainer)`` once the trainer is built (and restored, when resuming). ``recipe``
@@ -278,7 +281,9 @@ def run(
     ``began`` (on ``clock``): when the job's training began, data preparation included (default: now);
     the summary's ``step_time`` splits the wall time since then (:mod:`repro.train.step_clock`).
     ``allow_no_lineage``: resume from a checkpoint without a readable lineage (:mod:`repro.train.lineage`);
-    the checkpoints after it record ``lineage.unchecked_from``."""
+    the checkpoints after it record ``lineage.unchecked_from``. ``stop`` (:mod:`repro.train.stop`, one
+    process only): once it is requested, the update in flight is checkpointed and the loop returns, its
+    summary's ``stopped_by`` naming the signal."""
     say = log or (lambda msg: print(msg, file=sys.stderr))
     clock = clock or monotonic
     timing = StepClock(clock, clock() if began is None else began)
@@ -311,10 +316,14 @@ def run(
         except TrainingDiverged as err:
             raise diverged(err) from None
 
-    def settle(stats: UpdateStats, data_state: dict[str, Any], due: bool) -> None:
-        """Log update ``stats.step``; at a due step, evaluate and checkpoint."""
+    if trainer.world_size > 1:
+        stop = None   # a process group's ranks would have to agree on the step: a signal stops at once
+    stopped_by: str | None = None
+
+    def settle(stats: UpdateStats, data_state: dict[str, Any], due: bool, evaluating: bool = True) -> None:
+        """Log update ``stats.step``; at a due step, evaluate (unless stopping) and checkpoint."""
         progress.record(stats, _evaluate(evaluate, trainer, progress, timing, stats.step)
-                        if due and evaluate is not None else None, data_state.get("epoch", ""))
+                        if due and evaluating and evaluate is not None else None, data_state.get("epoch", ""))
         if due:
             saving = clock()
             written.append(_save(out_dir, stats.step, trainer, data_state, unchecked))
@@ -322,32 +331,39 @@ def run(
             timing.exclude("checkpoint_s", clock() - saving)
             cadence.written()
 
-    try:
-        while step < cfg.max_steps:
-            step += 1
-            timing.start_update()
-            micro, data_state = next(batches)
-            try:
-                launched = trainer.launch(micro, step)
-            except TrainingDiverged as err:
-                raise diverged(err) from None
-            # the previous update's figures, read once this one is launched (one GPU, fused Adam)
-            earlier = (read(waiting[0]), waiting[1]) if waiting is not None else None
-            timing.end_update()
-            due = cadence.due(step) and trainer.rank == 0
-            if launched.deferred and not due and step < cfg.max_steps:
-                waiting, current = (launched, data_state), None
-            else:   # a checkpoint holds an update whose figures were read, before the next one is launched
-                waiting, current = None, read(launched)
-            if earlier is not None:
-                settle(*earlier, due=False)
-            if current is not None:
-                settle(current, data_state, due)
-            if on_step is not None:
-                on_step(step)
-    finally:
-        batches.close()
-        progress.close()
+    with stop if stop is not None else nullcontext():   # its handlers only while updates run
+        try:
+            while step < cfg.max_steps:
+                step += 1
+                timing.start_update()
+                micro, data_state = next(batches)
+                try:
+                    launched = trainer.launch(micro, step)
+                except TrainingDiverged as err:
+                    raise diverged(err) from None
+                # the previous update's figures, read once this one is launched (one GPU, fused Adam)
+                earlier = (read(waiting[0]), waiting[1]) if waiting is not None else None
+                timing.end_update()
+                stopping = stop is not None and stop.requested and step < cfg.max_steps
+                due = (cadence.due(step) or stopping) and trainer.rank == 0
+                if launched.deferred and not due and step < cfg.max_steps:
+                    waiting, current = (launched, data_state), None
+                else:   # a checkpoint holds an update whose figures were read, before the next one is launched
+                    waiting, current = None, read(launched)
+                if earlier is not None:
+                    settle(*earlier, due=False)
+                if current is not None:
+                    settle(current, data_state, due, evaluating=not stopping)
+                if on_step is not None:
+                    on_step(step)
+                if stopping:
+                    stopped_by = stop.signal
+                    say(f"repro train: stopped by {stopped_by} after update {step}, checkpointed in {written[-1]}; "
+                        "the same command resumes from it")
+                    break
+        finally:
+            batches.close()
+            progress.close()
     elapsed = clock() - start
     return TrainSummary(
         steps=step, final_loss=progress.last_loss, out_dir=out_dir,
@@ -358,6 +374,7 @@ def run(
         extra={**trainer.precision.provenance(), "device": str(trainer.device),
                "steps_run": step - resumed_from, "step_time": timing.summary(),
                "parameters": count_parameters(trainer.model), "update_plan": trainer.plan.to_dict(),
+               **({"stopped_by": stopped_by} if stopped_by else {}),
                **({"lineage": f"resumed from {unchecked['unchecked_from']} without a readable lineage "
                               f"({ALLOW_FLAG})"} if unchecked else {})},
     )

@@ -15,7 +15,8 @@ end of every session of the run (the first, and each resumed one):
 - ``sessions``: one entry per session: the step it resumed from and the step it ended at, the training
   config it ran (``train``: a resume may change it, :mod:`repro.observed.history`), the hardware
   (devices, their name, precision), the split of its wall time and its steady-state step time
-  (:mod:`repro.train.step_clock`), the commit and the date.
+  (:mod:`repro.train.step_clock`), the commit and the date; ``stopped_by``, the signal, for a session
+  stopped before ``max_steps`` by SIGINT or SIGTERM (:mod:`repro.train.stop`).
 
 It is written atomically; a run record that cannot be read is replaced, with a warning, by one that
 lists only this session (the run's checkpoints and log still say what they say).
@@ -79,6 +80,7 @@ def write_run_record(cfg: TrainConfig, recipe: dict[str, Any], summary: dict[str
     path = out_dir / RUN_RECORD
     session = {
         "resumed_from": summary.get("resumed_from", 0), "ended_at": summary.get("steps"),
+        **({"stopped_by": summary["stopped_by"]} if summary.get("stopped_by") else {}),   # repro.train.stop
         "train": recipe.get("train"),
         "hardware": hardware_description(), "device": summary.get("device"),
         "devices": summary.get("world_size", 1), "precision": summary.get("precision"),
