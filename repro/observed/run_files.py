@@ -76,7 +76,7 @@ RUN_SCHEMA: dict = {
             "type": "object", "required": ["resumed_from", "ended_at"],
             "properties": {"resumed_from": _COUNT, "ended_at": _COUNT, "devices": {"type": "integer", "minimum": 1},
                            "hardware": {"type": "string"}, "device": {"type": ["string", "null"]},
-                           "train": {"type": "object"},
+                           "train": {"type": "object"}, "stopped_by": {"enum": ["SIGINT", "SIGTERM"]},
                            "step_time": _STEP_TIME}}},
     },
 }
