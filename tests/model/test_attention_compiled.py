@@ -97,3 +97,28 @@ def test_a_fully_allowed_row_and_nan_inputs_behave_as_eq1(gpu_form) -> None:
     poisoned[0, 0, 0, 0] = float("nan")
     out = compiled(poisoned, k, v)
     assert out[0, 0, 0].isnan().all() and out[1:].isfinite().all()
+
+
+def test_inductor_keeps_the_math_form_it_is_handed(gpu_form) -> None:
+    """Inductor's pattern matcher turns some written-out attentions back into PyTorch's fused kernel
+    (``fuse_attention``); with a boolean mask that would bring back the fused entry's stride guard on
+    the number of keys (a second compilation on the H200). The model's calls, compiled by inductor
+    forward and backward with dynamic shapes, hold two batched products and no fused kernel."""
+    from torch._inductor.utils import run_and_get_code
+
+    torch.manual_seed(0)
+    mha = attention.MultiHeadAttention(16, 2, 8, 8, impl="fused")
+    x, memory = torch.randn(4, 9, 16), torch.randn(4, 11, 16)
+    mask = (torch.arange(11)[None, :] < torch.tensor([11, 7, 5, 2])[:, None])[:, None, None, :]
+    compiled = torch.compile(lambda x, memory: (mha(x, memory, memory, mask).square().sum()
+                                                + mha(x, x, x, None, causal=True).square().sum()), dynamic=True)
+
+    def step():
+        loss = compiled(x, memory)
+        loss.backward()
+        return loss
+
+    loss, code = run_and_get_code(step)
+    assert torch.isfinite(loss)
+    assert not any("scaled_dot_product" in text for text in code)
+    assert sum(text.count("extern_kernels.bmm(") for text in code) >= 4   # Q K^T and (weights) V, each call
