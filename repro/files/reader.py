@@ -81,6 +81,17 @@ def inspect(path: Pathish, what: str = "file", *, stream: bool = False,
     return _allowed(path, st, what, stream, error)   # its refusal may be a ValueError too (ConfigError)
 
 
+def present(path: Pathish, what: str = "file", *, error: type[ReproError] = UsageError) -> bool:
+    """Whether ``path``, a file that may be absent (a run's record, log or vocabulary), is there to be
+    read: False when nothing is at that name; True when a regular file is (links followed); anything
+    else there (a directory, a device, a dangling link or a loop of links) is refused as :func:`inspect`
+    refuses it, never taken for "not there"."""
+    if not os.path.lexists(path):
+        return False
+    inspect(path, what, error=error)
+    return True
+
+
 def _cannot(path: Pathish, what: str, err: OSError, error: type[ReproError]) -> ReproError:
     why = {errno.ELOOP: "a loop of symbolic links", errno.ENOTDIR: "a part of the path is a file, not a folder",
            errno.ENAMETOOLONG: "the name is too long"}.get(err.errno or 0, err.strerror or type(err).__name__)
