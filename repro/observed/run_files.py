@@ -44,7 +44,7 @@ from repro.results.record_schema import record_problem
 from repro.results.store import Result
 from repro.train.checkpoint import list_checkpoints, load_checkpoint
 from repro.train.config import TrainConfig, recipe_identity
-from repro.train.metrics_log import whole_rows
+from repro.train.metrics_log import checked_header, whole_rows
 from repro.train.run_record import RUN_RECORD
 from repro.validation import problem
 
@@ -299,7 +299,7 @@ def read_log_rows(path: Path) -> tuple[list[LoggedRow], int | None]:
     text, cut = whole_rows(text)
     try:
         table = csv.DictReader(io.StringIO(text, newline=""))
-        header = table.fieldnames or []
+        header = checked_header(table.fieldnames, path)
         missing = [c for c, optional in _COLUMNS.items() if not optional and c not in header]
         if missing:
             raise ResultError(f"{path}: the metrics log lacks the column(s) {', '.join(missing)} "
