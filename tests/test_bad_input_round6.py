@@ -7,8 +7,11 @@ mechanism below it was fixed:
   CRC-32 its archive records (torch does not check them: a flipped byte loaded as a wrong weight):
   the checkpoint reader and the one reader (:func:`repro.files.reader.load_torch`);
 - a folder (or a loop of links) where a run's file goes (``metrics.csv``, ``vocab.json``, ``run.json``,
-  ``config.json``): read as "not found" by ``check --run`` and ``report --runs`` (exit 0), beside a
-  checkpoint by ``translate``, and by ``train`` only after training: :func:`repro.files.reader.present`;
+  ``config.json``): read as "not found" by ``check --run`` and ``report --runs`` (exit 0; its attention
+  maps "not drawn"), beside a checkpoint by ``translate``, and by ``train`` only after training:
+  :func:`repro.files.reader.present`;
+- ``report --attention-sentence`` without words (an empty one skipped the figure, exit 0; a blank one
+  drew the map of a lone end-of-sentence);
 - a metrics log naming a column twice (one of the two read without a word);
 - an EVALB parameter file whose integers Python reads and evalb.c's ``atoi`` does not (``1_0``, other
   scripts' digits), beyond a C int, or a negative count (``--max-error -1`` is refused);
@@ -100,6 +103,24 @@ def test_report_runs_names_a_folder_where_a_runs_file_goes(tmp_path, capsys, run
     rc, _, err = run(capsys, "report", "--results", str(tmp_path / "results"), "--out", str(tmp_path / "rep"),
                      "--runs", str(run_copy), "--no-attention")
     assert rc == 2 and f"{run_copy / name}: " in refusal(err) and not (tmp_path / "rep").exists()
+
+
+def test_report_names_a_folder_where_the_attention_maps_vocabulary_goes(tmp_path, capsys, run_copy):
+    _folder_for(run_copy / "vocab.json")
+    (tmp_path / "results").mkdir()
+    rc, _, err = run(capsys, "report", "--results", str(tmp_path / "results"), "--out", str(tmp_path / "rep"),
+                     "--runs", str(run_copy))
+    assert rc == 2 and f"{run_copy / 'vocab.json'}: vocabulary is a directory" in refusal(err)
+    assert not (tmp_path / "rep").exists()
+
+
+@pytest.mark.parametrize("text", ["", "  \t "])
+def test_an_attention_sentence_without_words_is_a_bad_flag(tmp_path, capsys, text):
+    (tmp_path / "results").mkdir()
+    rc, out, err = run(capsys, "report", "--results", str(tmp_path / "results"), "--out", str(tmp_path / "rep"),
+                       "--attention-sentence", text)
+    assert rc == 2 and "--attention-sentence: must hold a sentence" in refusal(err) and out == ""
+    assert not (tmp_path / "rep").exists()
 
 
 def test_translate_names_a_folder_beside_the_checkpoint_where_its_vocabulary_goes(tmp_path, capsys, run_copy):
