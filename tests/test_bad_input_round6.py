@@ -19,6 +19,8 @@ mechanism below it was fixed:
   user had pressed Ctrl-C; SystemExit was already the target's error);
 - a dev split whose files are unaligned (met after training, exit 2 with the run written), and a
   corpus none of whose pairs fits ``max_len`` (refused after its folder and vocabulary were written);
+- a resume from a checkpoint whose ``step`` is not the update its file is named for (it went on from
+  update 999, exit 0), and a session that runs no update (``"final_loss": NaN`` in its JSON summary);
 - ``MASTER_PORT`` above 65535; a cluster profile's counts beyond SLURM's 32 bits (``nodes = 10**20``
   passed a dry run);
 - a folder inside a claim's folder of a results store (one named like a record, passed over).
@@ -145,6 +147,24 @@ def test_a_metrics_log_naming_a_column_twice_is_refused(capsys, run_copy):
     log.write_text("\n".join([header + ",loss", *(row + ",1" for row in rows)]) + "\n")
     rc, _, err = run(capsys, "check", "--run", str(run_copy))
     assert rc == 2 and f"{log}:1: column 'loss' is named twice" in refusal(err)
+
+
+def test_a_resume_from_a_checkpoint_named_for_another_update_is_refused(capsys, trained, run_copy):
+    newest = sorted((run_copy / "checkpoints").glob("step_*.pt"))[-1]
+    state = torch.load(newest, weights_only=True)
+    state["step"] = 999
+    torch.save(state, newest)
+    before = tree(run_copy)
+    rc, out, err = run(capsys, *train_argv(trained["data"], run_copy, steps=4))
+    line = refusal(err)
+    assert rc == 2 and str(newest) in line and "field 'step' is 999" in line and out == ""
+    assert tree(run_copy) == before
+
+
+def test_a_session_that_runs_no_update_prints_no_nan(capsys, trained, run_copy):
+    rc, out, err = run(capsys, *train_argv(trained["data"], run_copy, steps=2))   # the run is at step 2 already
+    summary = json.loads(out, parse_constant=lambda name: pytest.fail(f"{name} in the summary"))
+    assert rc == 0 and summary["steps"] == 2 and summary["final_loss"] is None
 
 
 # -- EVALB parameter files: integers as evalb.c reads them ---------------------------------------------------
