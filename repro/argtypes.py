@@ -135,6 +135,14 @@ def seed(text: str) -> int:
         raise argparse.ArgumentTypeError(str(err).removeprefix("seed ")) from None
 
 
+def sentence(text: str) -> str:
+    """A sentence to encode (``report --attention-sentence``): some text besides white space (an empty
+    one skipped its figure without a word; a blank one drew the map of a lone end-of-sentence)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"must hold a sentence, got {text!r}")
+    return text
+
+
 def script_text(text: str) -> str:
     """Text that goes into a job script (a SLURM job name): no control characters (a newline would
     start a line of its own in the script)."""

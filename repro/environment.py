@@ -10,10 +10,10 @@ from collections.abc import Mapping
 from repro.errors import UsageError
 
 
-def env_int(name: str, default: int | None = None, *, minimum: int = 0,
+def env_int(name: str, default: int | None = None, *, minimum: int = 0, maximum: int | None = None,
             environ: Mapping[str, str] | None = None, other: str = "") -> int | None:
-    """``$name`` as an integer of at least ``minimum``; ``default`` when it is unset or empty.
-    ``other`` names what else the variable may hold (for the refusal's text)."""
+    """``$name`` as an integer of at least ``minimum`` (and at most ``maximum``); ``default`` when it is
+    unset or empty. ``other`` names what else the variable may hold (for the refusal's text)."""
     text = (os.environ if environ is None else environ).get(name, "").strip()
     if not text:
         return default
@@ -23,4 +23,6 @@ def env_int(name: str, default: int | None = None, *, minimum: int = 0,
         raise UsageError(f"environment variable {name}: must be an integer{other}, got {text[:60]!r}") from None
     if value < minimum:
         raise UsageError(f"environment variable {name}: must be at least {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise UsageError(f"environment variable {name}: must be at most {maximum}, got {value}")
     return value

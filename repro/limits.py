@@ -22,6 +22,8 @@ seeds (``--seed``)     --      2**31 - 1   the range every random generator here
 job time limit (min)   --      2**32 - 3   SLURM keeps it as a 32-bit count of minutes, its
                                            last values meaning "none" (``--timeout-min``,
                                            a profile's ``time_limit_min``)
+profile counts         --      2**32 - 3   a cluster profile's nodes, GPUs, tasks, CPUs, memory,
+                                           requeues and token budget: SLURM's 32-bit counts
 tree depth (evalb)     --      4000        Penn Treebank trees nest a few dozen deep; EVALB's
                                            bracket matching is quadratic in the brackets
 JSON/TOML nesting      --      100         records, configs and claims nest a few levels; a
@@ -72,6 +74,9 @@ MODEL_PARAMETERS = Limit("model parameters", hard=10**10,
                          why="the paper's big model has 213 million; 10**10 parameters are 40 GB of fp32 weights alone")
 TIMEOUT_MIN = Limit("--timeout-min", hard=2**32 - 3,
                     why="SLURM keeps a job's time limit as a 32-bit count of minutes, its last values meaning none")
+SLURM_COUNT = Limit("a cluster profile's counts", hard=2**32 - 3,
+                    why="SLURM keeps node, task, CPU and memory counts in 32 bits, its last values meaning none; "
+                        "every count of a profile is held to it")
 THREADS = Limit("threads", hard=1024, why="torch's intra-op thread pool; far more threads than cores only slow it down")
 ALPHA = Limit("--alpha", hard=10, why="Section 6.1 uses 0.6, Section 6.3 0.3; the length penalty ((5 + |Y|) / 6)^alpha "
               "overflows a float far above it")

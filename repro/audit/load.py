@@ -7,6 +7,7 @@ import os
 import sys
 
 from repro.audit.adapter import Adapter
+from repro.claims import interrupts
 from repro.errors import ReproError
 
 
@@ -25,6 +26,7 @@ def load_adapter(target: str) -> Adapter:
     module_name, sep, factory_name = target.partition(":")
     if not sep or not module_name or not factory_name:
         raise TargetError(f"target '{target}' must have the form 'module:factory' (e.g. repro.audit.torch_adapter:adapter)")
+    interrupts.watch()   # a KeyboardInterrupt the user's module raises is its error; the user's Ctrl-C ends the run
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:
@@ -33,7 +35,9 @@ def load_adapter(target: str) -> Adapter:
         if err.name is not None and module_name.startswith(err.name):
             raise TargetError(f"target '{target}': module '{module_name}' not found (is it on PYTHONPATH?)") from None
         raise TargetError(f"target '{target}': importing module '{module_name}' failed: {err}") from err
-    except (Exception, SystemExit) as err:  # noqa: BLE001 - the user's module is foreign code; it may not end the run
+    except (Exception, SystemExit, KeyboardInterrupt) as err:  # noqa: BLE001 - the user's module is foreign code;
+        if interrupts.from_user(err):                             # it may not end the run
+            raise
         raise TargetError(f"target '{target}': importing module '{module_name}' raised {type(err).__name__}: {err}") from err
     try:
         factory = getattr(module, factory_name)
@@ -50,7 +54,9 @@ def load_adapter(target: str) -> Adapter:
         raise TargetError(f"target '{target}': '{factory_name}' is a {type(factory).__name__}, not a factory (a callable)")
     try:
         adapter = factory()
-    except (Exception, SystemExit) as err:  # noqa: BLE001 - nor may its factory
+    except (Exception, SystemExit, KeyboardInterrupt) as err:  # noqa: BLE001 - nor may its factory
+        if interrupts.from_user(err):
+            raise
         raise TargetError(f"target '{target}': calling {factory_name}() raised {type(err).__name__}: {err}") from err
     if not isinstance(adapter, Adapter):
         raise TargetError(

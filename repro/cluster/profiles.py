@@ -14,7 +14,7 @@ from typing import Any
 
 from repro.errors import ConfigError
 from repro.files.reader import read_toml
-from repro.limits import TIMEOUT_MIN
+from repro.limits import SLURM_COUNT, TIMEOUT_MIN
 from repro.shipped import shipped_dir
 
 ENV_PROFILE_DIR = "REPRO_SLURM_PROFILES"
@@ -157,6 +157,9 @@ def parse_profile(data: dict[str, Any], path: Path) -> ClusterProfile:
     for field in ("gpus_per_node", "max_requeues"):
         if values[field] < 0:
             raise fail(field, f"must be >= 0, got {values[field]}")
+    for field, (kind, _, _) in _FIELDS.items():   # 10**20 nodes passed a dry run, then failed in sbatch
+        if kind is int and values[field] is not None and values[field] > SLURM_COUNT.hard:
+            raise fail(field, f"must be at most {SLURM_COUNT.hard} ({SLURM_COUNT.why}), got {values[field]}")
     if values["executor"] not in EXECUTORS:
         raise fail("executor", f"must be one of {', '.join(EXECUTORS)}, got {values['executor']!r}")
     gpus = values["gpus_per_node"]

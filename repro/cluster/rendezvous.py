@@ -56,6 +56,10 @@ class Place:
         return "env://" if self.source == TORCHRUN_SOURCE else f"tcp://{self.master_addr}:{self.master_port}"
 
 
+#: The largest TCP port (a ``MASTER_PORT`` above it would fail deep inside torch's rendezvous).
+PORTS = 65535
+
+
 def _port(job_id: str) -> int:
     return random.Random(job_id).randint(20000, 60000)
 
@@ -68,9 +72,12 @@ def find_place(environ: Mapping[str, str] | None = None) -> Place:
         missing = ", ".join(k for k in TORCHRUN if k not in env)
         raise ConfigError(f"a torchrun-style environment needs {', '.join(TORCHRUN)}; {missing} not set")
     if given:
+        port = env_int("MASTER_PORT", minimum=1, maximum=PORTS, environ=env)
+        if port is None:
+            raise ConfigError("torchrun environment: MASTER_PORT is empty")
         try:
-            place = Place(int(env["RANK"]), int(env["WORLD_SIZE"]), int(env["LOCAL_RANK"]), env["MASTER_ADDR"],
-                          int(env["MASTER_PORT"]), TORCHRUN_SOURCE)
+            place = Place(int(env["RANK"]), int(env["WORLD_SIZE"]), int(env["LOCAL_RANK"]), env["MASTER_ADDR"], port,
+                          TORCHRUN_SOURCE)
         except ValueError as err:
             raise ConfigError(f"torchrun environment: {err}") from None
     else:
@@ -80,7 +87,7 @@ def find_place(environ: Mapping[str, str] | None = None) -> Place:
             return Place()
         if job.num_tasks <= 1:
             return Place(source=f"job {job.job_id}, one task")
-        port = env_int("MASTER_PORT", minimum=1, environ=env) or _port(str(job.job_id))
+        port = env_int("MASTER_PORT", minimum=1, maximum=PORTS, environ=env) or _port(str(job.job_id))
         place = Place(job.global_rank, job.num_tasks, job.local_rank, job.hostnames[0], port, f"job {job.job_id}")
     if not 0 <= place.rank < place.world_size or place.local_rank < 0:
         raise ConfigError(f"{place.source}: rank {place.rank} of world size {place.world_size}, local rank "

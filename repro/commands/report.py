@@ -9,6 +9,7 @@ from pathlib import Path
 
 from repro.argtypes import existing_dir as existing_dir_arg
 from repro.argtypes import output_dir as output_dir_arg
+from repro.argtypes import sentence
 from repro.checks import select_claims
 from repro.claims.loader import known_values
 from repro.report import FIGURE3_SENTENCE, OUTPUTS, generate
@@ -28,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--claims-dir", default=None, type=existing_dir_arg, help="directory of claims files (default: claims/)")
     parser.add_argument("--runs", metavar="DIR", action="append", default=[],
                         help="training run directory (metrics.csv, checkpoints/) to draw; repeatable")
-    parser.add_argument("--attention-sentence", default=FIGURE3_SENTENCE,
+    parser.add_argument("--attention-sentence", default=FIGURE3_SENTENCE, type=sentence,
                         help="source sentence for the attention maps (default: the input of Figure 3)")
     parser.add_argument("--no-attention", action="store_true", help="skip the attention maps")
     parser.add_argument("--skip-invalid", action="store_true",

@@ -22,6 +22,7 @@ from repro.decode.fit import check_vocab
 from repro.decode.greedy import greedy_decode
 from repro.decode.settings import GPU_DECODE_FACTOR, TRANSLATION, DecodeSettings
 from repro.errors import CheckpointError
+from repro.files.reader import present
 from repro.machine_memory import too_large
 from repro.model import Transformer, TransformerConfig
 from repro.model.precision import Precision
@@ -77,7 +78,8 @@ def vocab_path(checkpoint: str | os.PathLike[str], vocab: str | os.PathLike[str]
     if vocab is not None:
         return Path(vocab)
     path = Path(checkpoint).resolve()
-    return next((f / "vocab.json" for f in (path.parent, path.parent.parent) if (f / "vocab.json").is_file()), None)
+    return next((f / "vocab.json" for f in (path.parent, path.parent.parent)
+                 if present(f / "vocab.json", "vocabulary", error=CheckpointError)), None)
 
 
 def find_vocab(checkpoint: str | os.PathLike[str], vocab: str | os.PathLike[str] | None = None,

@@ -20,6 +20,7 @@ would otherwise silently change the score.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -93,6 +94,25 @@ def _split_c(text: str) -> list[str]:
     return out + [word] if word else out
 
 
+#: The keywords whose value counts something (``--max-error``, ``--cutoff`` take no negative either).
+_COUNTS = ("MAX_ERROR", "CUTOFF_LEN")
+_C_INT = re.compile(r"[+-]?[0-9]+")
+
+
+def _c_int(value: str, keyword: str, where: str) -> int:
+    """``value`` as evalb.c's ``atoi`` reads it, where the two agree: ASCII digits with an optional sign,
+    within a C ``int``. Python's ``int`` also takes ``1_0`` (atoi: 1) and other scripts' digits (atoi:
+    0), which would score by other settings than EVALB's; a count below 0 is refused as its flag is."""
+    if not _C_INT.fullmatch(value):
+        raise ConfigError(f"{where}: {keyword} needs an integer (ASCII digits), got {value!r}")
+    number = int(value)
+    low = 0 if keyword in _COUNTS else -2**31
+    if not low <= number <= 2**31 - 1:
+        raise ConfigError(f"{where}: {keyword} must lie in {low} .. {2**31 - 1} (a C int{', a count' if low == 0 else ''}), "
+                          f"got {value[:40]}")
+    return number
+
+
 def parse_prm_text(text: str, source: str = "<prm>") -> EvalbParams:
     """Parse the text of an EVALB parameter file, starting from evalb.c's defaults."""
     values: dict[str, list] = {k: [] for k in ("DELETE_LABEL", "DELETE_LABEL_FOR_LENGTH", "QUOTE_LABEL",
@@ -112,10 +132,7 @@ def parse_prm_text(text: str, source: str = "<prm>") -> EvalbParams:
         if not value:
             raise ConfigError(f"{where}: keyword {keyword} has no value")
         if keyword in ("DEBUG", "MAX_ERROR", "CUTOFF_LEN", "LABELED"):
-            try:
-                ints[keyword] = int(value)
-            except ValueError:
-                raise ConfigError(f"{where}: {keyword} needs an integer, got {value!r}") from None
+            ints[keyword] = _c_int(value, keyword, where)
         elif keyword in ("EQ_LABEL", "EQ_WORD"):
             pair = _split_c(value)
             if len(pair) != 2:

@@ -16,7 +16,9 @@ A file is read only when it is
 - **JSON and TOML parsed strictly and nested at most** :data:`repro.limits.NESTING` deep
   (:mod:`repro.files.strict_json`);
 - **checkpoints and arrays without pickle** (``torch.load(weights_only=True)``, ``allow_pickle=False``),
-  no larger than the memory this machine has free.
+  no larger than the memory this machine has free; a checkpoint's bytes are checked against the CRC-32
+  its archive records for each entry (torch does not check them: a flipped byte inside a tensor would
+  load as a wrong weight).
 
 Every refusal is one line naming the file (and the line, where there is one), raised as the
 caller's :class:`~repro.errors.ReproError` class (exit 2), never a traceback.
@@ -29,6 +31,7 @@ import os
 import stat
 import sys
 import tomllib
+import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import IO, Any
@@ -76,6 +79,17 @@ def inspect(path: Pathish, what: str = "file", *, stream: bool = False,
     except OSError as err:
         raise _cannot(path, what, err, error) from None
     return _allowed(path, st, what, stream, error)   # its refusal may be a ValueError too (ConfigError)
+
+
+def present(path: Pathish, what: str = "file", *, error: type[ReproError] = UsageError) -> bool:
+    """Whether ``path``, a file that may be absent (a run's record, log or vocabulary), is there to be
+    read: False when nothing is at that name; True when a regular file is (links followed); anything
+    else there (a directory, a device, a dangling link or a loop of links) is refused as :func:`inspect`
+    refuses it, never taken for "not there"."""
+    if not os.path.lexists(path):
+        return False
+    inspect(path, what, error=error)
+    return True
 
 
 def _cannot(path: Pathish, what: str, err: OSError, error: type[ReproError]) -> ReproError:
@@ -224,7 +238,30 @@ def load_torch(path: Pathish, what: str = "checkpoint", *, map_location: Any = "
     """What ``torch.load(weights_only=True)`` reads from the regular file ``path`` (no pickle runs).
     Errors of torch's own (a truncated or foreign file) propagate for the caller to word."""
     with opened(path, what, error=error) as (fh, _):
+        _check_crcs(fh, path, what, error)
         return torch.load(fh, map_location=map_location, weights_only=True)
+
+
+def _check_crcs(fh: IO[bytes], path: Pathish, what: str, error: type[ReproError]) -> None:
+    """Refuse a torch archive (a zip file) an entry of which does not match the CRC-32 recorded for it
+    (an entry recorded without one, CRC 0, is passed over); a file that is no zip archive is left for
+    torch to word. ``fh`` is back at its start afterwards."""
+    try:
+        if not zipfile.is_zipfile(fh):
+            return
+        with zipfile.ZipFile(fh) as archive:
+            for entry in archive.infolist():
+                if entry.CRC:
+                    with archive.open(entry) as member:   # zipfile compares the CRC-32 at the entry's end
+                        while member.read(1 << 24):
+                            pass
+    except (zipfile.BadZipFile, EOFError, NotImplementedError, ValueError) as err:
+        raise error(f"{path}: {what} is corrupt ({str(err)[:200]}): its bytes are not those it was written "
+                    "with; use another copy or an earlier checkpoint") from None
+    except OSError as err:
+        raise _cannot(path, what, err, error) from None
+    finally:
+        fh.seek(0)
 
 
 def load_array(path: Pathish, what: str = "array", *, error: type[ReproError] = UsageError) -> Any:

@@ -44,7 +44,7 @@ from repro.results.record_schema import record_problem
 from repro.results.store import Result
 from repro.train.checkpoint import list_checkpoints, load_checkpoint
 from repro.train.config import TrainConfig, recipe_identity
-from repro.train.metrics_log import whole_rows
+from repro.train.metrics_log import checked_header, whole_rows
 from repro.train.run_record import RUN_RECORD
 from repro.validation import problem
 
@@ -227,28 +227,28 @@ class RunFiles:
             raise ResultError(f"{path}: not a run directory (repro check --run takes the folder a training run wrote: "
                               "its checkpoints/, metrics.csv, run.json)")
         files = cls(path)
-        if files.record_path.is_file():
+        if reader.present(files.record_path, "run record", error=ResultError):
             files.record = _read_json(files.record_path, "run record", RUN_SCHEMA)
-        if files.metrics_path.is_file():
+        if reader.present(files.metrics_path, "metrics log", error=ResultError):
             files.metrics, files.cut_row = read_log_rows(files.metrics_path)
         files.checkpoints = list_checkpoints(path)
         files.kept = [read_checkpoint(p) for p in files.checkpoints]   # each refused here when it does not load
         files.newest = files.kept[-1] if files.kept else None
         vocab = path / "vocab.json"
-        if vocab.is_file():
+        if reader.present(vocab, "vocabulary", error=ResultError):
             files.vocab_size, files.vocab_sha256 = len(SharedVocab.load(vocab)), file_sha256(vocab)
         manifest = path / "encoded" / "manifest.json"
-        if manifest.is_file():
+        if reader.present(manifest, "encoded corpus manifest", error=ResultError):
             files.encoded = _read_json(manifest, "encoded corpus manifest", {"type": "object"})
         for record_path in sorted((path / EVALUATIONS).glob("*.json")):
             files.evaluations[record_path.stem] = (record_path, read_evaluation(record_path))
         for _, result in files.evaluations.values():
             name = result.provenance.extra.get("evaluated_checkpoint")
-            if isinstance(name, str) and name not in files.averaged and (path / name).is_file() \
-                    and name.startswith("average_"):
+            if isinstance(name, str) and name not in files.averaged and name.startswith("average_") \
+                    and reader.present(path / name, "averaged checkpoint", error=ResultError):
                 files.averaged[name] = read_checkpoint(path / name)
         files.check_recipe()
-        if files.record is None and files.newest is None and files.metrics_path.is_file():
+        if files.record is None and files.newest is None and files.metrics is not None:
             raise ResultError(f"{path}: a training run interrupted before its first checkpoint ({files.metrics_path.name} "
                               f"logs {len(files.metrics or [])} update(s); no checkpoints/step_*.pt, no {RUN_RECORD}): "
                               f"nothing of it can be checked; rerun its repro train with --out-dir {path}")
@@ -299,7 +299,7 @@ def read_log_rows(path: Path) -> tuple[list[LoggedRow], int | None]:
     text, cut = whole_rows(text)
     try:
         table = csv.DictReader(io.StringIO(text, newline=""))
-        header = table.fieldnames or []
+        header = checked_header(table.fieldnames, path)
         missing = [c for c, optional in _COLUMNS.items() if not optional and c not in header]
         if missing:
             raise ResultError(f"{path}: the metrics log lacks the column(s) {', '.join(missing)} "

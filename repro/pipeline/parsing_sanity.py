@@ -50,11 +50,11 @@ class Overfit:
     epochs: float
     f1: float
     exact_leaf_count: int
-    final_train_loss: float
+    final_train_loss: float | None
 
     def to_dict(self) -> dict[str, Any]:
         return {"trees": self.trees, "epochs": round(self.epochs, 1), "f1": round(self.f1, 2),
-                "exact_leaf_count": self.exact_leaf_count, "final_train_loss": round(self.final_train_loss, 4)}
+                "exact_leaf_count": self.exact_leaf_count, "final_train_loss": None if self.final_train_loss is None else round(self.final_train_loss, 4)}
 
 
 def overfit_recipe(recipe: Recipe, out_dir: Path, train_src: Path, train_tgt: Path, *, steps: int = STEPS,

@@ -16,13 +16,13 @@ from contextlib import closing
 from pathlib import Path
 
 from repro.errors import UsageError
-from repro.files.reader import iter_lines, read_json
+from repro.files.reader import iter_lines, present, read_json
 from repro.files.writer import checked_target
 from repro.manifest import NAME as MANIFEST, Manifest
 from repro.paths import output_dir, output_file
 from repro.run_lock import NAME as LOCK, refuse_nested
 from repro.train.checkpoint import list_checkpoints
-from repro.train.metrics_log import COLUMNS
+from repro.train.metrics_log import COLUMNS, checked_header
 from repro.train.run_record import FORMAT as RUN_FORMAT, RUN_RECORD
 
 #: What a training run (:mod:`repro.train`) writes into its ``out_dir``: with its record (``run.json``) and
@@ -112,14 +112,14 @@ def refuse_foreign_records(out_dir: Path) -> None:
     columns; a record of another format or, in a folder without checkpoints, one that is no JSON):
     training appends to the one and rewrites the other, so a user's file of that name would be lost."""
     log = out_dir / "metrics.csv"
-    if log.is_file():
+    if present(log, "metrics log"):   # a folder of its name is refused now, not after training
         with closing(iter_lines(log, "metrics log")) as lines:
-            header = [c.strip() for c in next(lines, "").rstrip("\r").split(",")]
+            header = checked_header([c.strip() for c in next(lines, "").rstrip("\r").split(",")], log)
         if header != [""] and not set(header) <= set(COLUMNS):
             raise UsageError(f"{log}: not a metrics log of repro (its header names {', '.join(header)[:120]}); "
                              "training would replace it: move it away, or choose another --out-dir")
     record = out_dir / RUN_RECORD
-    if record.is_file():
+    if present(record, "run record"):
         try:
             data = read_json(record, "run record")
         except UsageError:

@@ -21,7 +21,8 @@ import torch
 
 from repro.data.vocab import SharedVocab
 from repro.decode.translate import model_of
-from repro.errors import ConfigError, UsageError
+from repro.errors import ConfigError, ResultError, UsageError
+from repro.files.reader import present
 from repro.model import get_preset
 from repro.report.runs import Run
 from repro.results.provenance import Provenance
@@ -238,7 +239,7 @@ def attention_figure(model: Any, src_ids: Sequence[int], tokens: Sequence[str], 
 def run_attention_figure(run: Run, sentence: str) -> Figure | str:
     """Attention maps of the newest checkpoint of ``run`` (needs ``vocab.json`` beside it)."""
     ckpt, vocab_path = run.newest_checkpoint(), run.path / "vocab.json"
-    if ckpt is None or not vocab_path.is_file():
+    if ckpt is None or not present(vocab_path, "vocabulary", error=ResultError):
         return f"{run.path}: no checkpoint or vocab.json; attention maps not drawn"
     state = load_checkpoint(ckpt)
     model = model_of(state, ckpt)

@@ -91,12 +91,12 @@ def load_run(path: Path, provenance: Provenance | None = None, claim_ids: list[s
                          "figures were not drawn here")
         return run
     metrics = run.path / "metrics.csv"
-    if metrics.is_file():
+    if reader.present(metrics, "metrics log", error=ResultError):
         run.metrics = read_metrics(metrics)
     else:
         run.notes.append(f"{metrics} missing: no training curves for this run")
     config = run.path / "config.json"
-    if config.is_file():
+    if reader.present(config, "training config", error=ResultError):
         run.train_config = _checked_train_config(reader.read_json(config, "training config", error=ResultError),
                                                  str(config))
     else:

@@ -144,12 +144,16 @@ class ResultStore:
             raise ResultError(f"{self.root}: results directory is not a directory")
         results = []
         self.skipped = []
-        for path in sorted(p for p in self.root.rglob("*") if p.is_symlink() or not p.is_dir()):
+        for path in sorted(p for p in self.root.rglob("*")
+                           if p.is_symlink() or not p.is_dir() or len(p.relative_to(self.root).parts) > 1):
             try:
-                if path.is_dir():   # rglob does not descend into it: its records would go unread, silently
+                if path.is_symlink() and path.is_dir():   # rglob does not descend into it: its records would go unread
                     raise ResultError(f"{path}: a symbolic link to a folder ({os.path.realpath(path)}); a results "
                                       "folder holds its claims' folders itself (copy the records in, or give that "
                                       "folder as another --results)")
+                if path.is_dir():   # a folder in a claim's folder (even one named like a record): never read
+                    raise ResultError(f"{path}: a folder inside a claim's folder, not a result record (a results "
+                                      "folder holds <claim id>/<name>.json files only)")
                 if not _in_progress(path):
                     results.append((path, self._read(path)))
             except ResultError as err:

@@ -73,6 +73,24 @@ def _non_finite(value: Any, where: str) -> tuple[str, str] | None:
     return None
 
 
+def _not_plain(value: Any, where: str, *, weights: bool = False) -> tuple[str, str] | None:
+    """(where, what is wrong) of the first tensor in ``value`` that is not of the kind repro writes: a
+    dense tensor of real numbers that holds its data (not sparse, not on the ``meta`` device, not
+    complex); with ``weights``, one of floating point (a weight of integers or booleans would be cast
+    into the model without a word). Neither the NaN check nor the model can read such a file."""
+    for at, t in _tensors(value, where):
+        dtype = str(t.dtype).removeprefix("torch.")
+        if t.layout != torch.strided:
+            return at, f"a {str(t.layout).removeprefix('torch.')} tensor, not a dense one"
+        if t.device.type == "meta":
+            return at, "a meta tensor (a shape without data)"
+        if t.is_complex():
+            return at, f"of dtype {dtype}, not of real numbers"
+        if weights and not t.is_floating_point():
+            return at, f"of dtype {dtype}, not floating point"
+    return None
+
+
 def _beyond_its_data(value: Any, where: str) -> tuple[str, tuple[int, ...]] | None:
     """(where, shape) of the first tensor in ``value`` that declares more elements than its storage
     holds (a stride-0 view of a few bytes as 10^12 elements): reading it whole, as the NaN check
@@ -137,6 +155,10 @@ def load_checkpoint(path: str | os.PathLike[str], map_location: str | torch.devi
     if "model" not in state or "model_config" not in state:
         raise CheckpointError(f"{path}: checkpoint lacks the model weights or the model configuration")
     _check_metadata(state, path)
+    odd = _not_plain(state["model"], "model", weights=True) or _not_plain(state.get("optimizer"), "optimizer") \
+        or _not_plain(state.get("rng"), "rng")
+    if odd is not None:
+        raise CheckpointError(f"{path}: '{odd[0]}' is {odd[1]} (repro writes none such: a crafted or corrupt file)")
     crafted = _beyond_its_data(state["model"], "model") or _beyond_its_data(state.get("optimizer"), "optimizer")
     if crafted is not None:
         raise CheckpointError(f"{path}: {crafted[0]} declares shape {crafted[1]}, more elements than the file holds "

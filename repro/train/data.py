@@ -63,12 +63,22 @@ def dataset_for(cfg: TrainConfig) -> Dataset:
     return dataset
 
 
+def _check_evaluation_splits(dataset: Dataset) -> None:
+    """Read every split but ``train`` that is on this machine, as the run's evaluations will read them
+    after training (its dev split, a job's test split): files of unequal length, an empty line or bytes
+    that are not text are refused now, naming the file and line, not after the training they would waste.
+    These splits are small (a few thousand sentences)."""
+    for split in dataset.available_splits():
+        if split != "train":
+            read_parallel(*dataset.split(split))
+
+
 def load_or_train_vocab(path: Path, texts: list[str], vocab_size: int, split: str = "bytes") -> SharedVocab:
+    """The run's vocabulary at ``path``, or one learned from ``texts`` when there is none (not saved here:
+    :func:`_prepare` saves it once the corpus it encodes is accepted)."""
     if path.exists():
         return SharedVocab.load(path)
-    vocab = SharedVocab.train(texts, vocab_size, split=split)
-    vocab.save(path)
-    return vocab
+    return SharedVocab.train(texts, vocab_size, split=split)
 
 
 def encode_pairs(vocab: SharedVocab, pairs: list[tuple[str, str]], max_len: int | None = None
@@ -102,6 +112,7 @@ def prepare_training_data(cfg: TrainConfig, synthetic: SyntheticCorpus | None = 
     data = None
     if rank == 0:
         try:
+            _check_evaluation_splits(dataset)
             data = _prepared(cfg, src_path, tgt_path) or _prepare(cfg, src_path, tgt_path)
         except BaseException as err:  # noqa: BLE001 - re-raised after the barrier, so no rank waits for nothing
             failure = err
@@ -157,9 +168,10 @@ def _prepare(cfg: TrainConfig, src_path: Path, tgt_path: Path) -> TrainingData:
     if not corpus.pairs:  # refused before the run directory or a vocabulary is written
         raise DataError(f"{src_path}, {tgt_path}: training corpus of dataset '{cfg.dataset}' is empty; "
                         "training needs at least one sentence pair")
-    out_dir = make_dirs(cfg.out_dir)
+    vocab_file = Path(cfg.out_dir) / "vocab.json"
     texts = [s for s, _ in corpus.pairs] + [t for _, t in corpus.pairs]
-    vocab = load_or_train_vocab(out_dir / "vocab.json", texts, cfg.vocab_size, cfg.bpe_split)
+    learned = not vocab_file.exists()
+    vocab = load_or_train_vocab(vocab_file, texts, cfg.vocab_size, cfg.bpe_split)
     examples, dropped = encode_pairs(vocab, corpus.pairs, cfg.max_len)
     lines = [i + 1 for i in dropped]
     if dropped:
@@ -169,6 +181,9 @@ def _prepare(cfg: TrainConfig, src_path: Path, tgt_path: Path) -> TrainingData:
     if not examples:
         raise DataError(f"{src_path}, {tgt_path}: all {len(corpus.pairs)} training pairs are longer than "
                         f"max_len={cfg.max_len} wordpieces; nothing is left to train on (raise max_len)")
+    out_dir = make_dirs(cfg.out_dir)   # only now: a refused corpus leaves no folder and no vocabulary behind
+    if learned:
+        vocab.save(vocab_file)
     encoded = EncodedPairs.from_lists(examples)
     encoded.save(out_dir / "encoded", {**_manifest(cfg, src_path, tgt_path, out_dir / "vocab.json"),
                                        "filtered_lines": lines}, within=out_dir)

@@ -74,7 +74,7 @@ BatcherFactory = Callable[[list, int, int, int, int], Batcher]
 @dataclass
 class TrainSummary:
     steps: int
-    final_loss: float
+    final_loss: float | None           # None: no update ran in this session (the run was at max_steps); never NaN
     out_dir: Path
     checkpoints: list[Path]
     tokens_per_s: float

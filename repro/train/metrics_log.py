@@ -25,6 +25,16 @@ COLUMNS = ("step", "loss", "nll", "lr", "tokens_per_s", "src_tokens", "tgt_token
            "padding", "dev_accuracy")
 
 
+def checked_header(header: list[str] | None, path: str | os.PathLike[str]) -> list[str]:
+    """The columns a metrics log's header names; one named twice is refused naming the file and the
+    column (a CSV reader keeps one of the two without a word: which loss would be read?)."""
+    names = list(header or [])
+    twice = next((n for i, n in enumerate(names) if n in names[:i]), None)
+    if twice is not None:
+        raise ResultError(f"{path}:1: column '{twice}' is named twice in the header")
+    return names
+
+
 def whole_rows(text: str) -> tuple[str, int | None]:
     """The text of a metrics log up to its last line end, and the line of the row after it when there is
     one: a row cut as it was written (the process killed then), which no reader takes as a row."""
@@ -106,7 +116,7 @@ def read_log(path: str | os.PathLike[str]) -> pd.DataFrame:
     text = read_text(path, "metrics log", limit=TEXT_BYTES.hard, error=ResultError)
     try:
         rows = csv.reader(io.StringIO(text, newline=""))
-        header = next(rows, None) or []
+        header = checked_header(next(rows, None), path)
         for line, row in enumerate(rows, start=2):   # pandas would take a row with more fields for an index
             if row and len(row) != len(header):
                 raise ResultError(f"{path}:{line}: {len(row)} fields, but the header names {len(header)} columns")

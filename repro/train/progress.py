@@ -32,7 +32,7 @@ class Progress:
         self.start = clock()
         self.window_start, self.window_tokens, self.run_tokens = self.start, 0, 0
         self.first_loss: float | None = None
-        self.last_loss = float("nan")
+        self.last_loss: float | None = None   # None until an update runs (a run resumed at its max_steps)
 
     def training_seconds(self) -> float:
         """Wall seconds since the loop started, less the dev evaluations."""

@@ -18,7 +18,7 @@ import torch
 from repro.data.synthetic import SYNTHETIC
 from repro.errors import CheckpointError, ConfigError
 from repro.model import TransformerConfig
-from repro.train.checkpoint import load_checkpoint
+from repro.train.checkpoint import load_checkpoint, step_of
 from repro.train.lineage import check_resume, lineage_of, require_lineage
 
 if TYPE_CHECKING:
@@ -49,6 +49,10 @@ def restore(path: Path, trainer: Trainer, allow_no_lineage: bool = False) -> tup
     for key in ("optimizer", "rng", "data", "step"):
         if key not in state:
             raise CheckpointError(f"{path}: not a training checkpoint (no '{key}'); cannot resume from it")
+    if state["step"] != step_of(path):   # the run would go on from another update than the one it picked
+        raise CheckpointError(f"{path}: field 'step' is {state['step']}, but the file is named for update "
+                              f"{step_of(path)} (renamed or copied over); cannot resume from it: restore the run's "
+                              "own file, or train into another out_dir")
     try:
         trainer.model.load_state_dict(state["model"])
         trainer.optimizer.load_state_dict(state["optimizer"])
