@@ -112,7 +112,7 @@ PARAMS: dict[str, dict[str, Any]] = {
     "observed.hardware": _ABOUT,
     "observed.metric": {"preset": TEXT, "measure": {"enum": list(MEASURES)}, "split": {"enum": list(SPLITS)}},
     "observed.protocol": _ABOUT,
-    "observed.search": {**_ABOUT, "setting": {"enum": ["beam_size", "alpha", "max_len_offset"]}},
+    "observed.search": {**_ABOUT, "setting": {"enum": ["beam_size", "alpha", "max_len_offset", "stop"]}},
     "observed.setting": {**_ABOUT, "key": {"enum": ["dropout", "label_smoothing"]}},
     "observed.test_set": {**_ABOUT, "dataset": TEXT, "split": {"enum": list(SPLITS)}},
     "observed.tokens": _ABOUT,
