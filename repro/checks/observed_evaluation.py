@@ -93,7 +93,8 @@ def search(claim: Claim, ctx: CheckContext) -> Measurement:
     for path, result in records:
         value = _searched(path, result, name)
         if asked is not None and value != asked:
-            raise Contradiction(f"{path}: field 'provenance.extra.decode.{name}' is {value!r}, but the run's "
+            said = f"{value!r}" + (f" (a greedy search, which applies no {name})" if value is None else "")
+            raise Contradiction(f"{path}: field 'provenance.extra.decode.{name}' is {said}, but the run's "
                                 f"recipe searches with {name} {asked!r}", value)
         values.setdefault(value, path)
     if len(values) > 1:
