@@ -3,7 +3,7 @@
 A checkpoint of a run (``RUN/checkpoints/step_*.pt``, or an averaged file ``RUN/average_last*.pt``
 beside ``RUN/checkpoints/``) is evaluated as the jobs evaluate theirs, and the evaluation is recorded
 as theirs are, in ``RUN/evaluations/`` (:func:`repro.measures.recording.keep_in_run`), one result
-record per measurement: ``evaluate.<split>.<measure>.json`` (``bleu.tokenized-compound-split``,
+record per measurement, all put in place together or none: ``evaluate.<split>.<measure>.json`` (``bleu.tokenized-compound-split``,
 ``bleu.sacrebleu``, ``perplexity.wordpiece``). Each record holds, in ``provenance.extra``, the
 checkpoint evaluated (``evaluated_checkpoint``, ``evaluated_sha256``), the checkpoints averaged into it
 (``averaged_from``, ``averaged``: name, update, SHA-256 and time written of each), the search the
@@ -22,7 +22,7 @@ from typing import Any
 from repro.eval.perplexity import Perplexity
 from repro.eval.translation import BleuEvaluation
 from repro.measures.measure_registry import Request, Trained, how_taken
-from repro.measures.recording import keep_in_run, result_of
+from repro.measures.recording import keep_all_in_run, result_of
 from repro.measures.translation_quality import paper_bleu_of, perplexity_of, sacrebleu_of
 from repro.train.run_record import RUN_RECORD
 
@@ -71,7 +71,6 @@ def keep_evaluation(trained: Trained, state: dict[str, Any], bleu: BleuEvaluatio
     if ppl is not None:
         request = Request(record_id(ppl[0], PERPLEXITY), PERPLEXITY, ppl[0])
         found.append((request, perplexity_of(trained, request, ppl[1])))
-    return [keep_in_run(trained.run_dir, result_of(request, how_taken(trained, request, measured), config=train,
-                                                   decode=dict(recipe.get("decode") or {}), scale=scale,
-                                                   provenance=common))
-            for request, measured in found]
+    return keep_all_in_run(trained.run_dir, [result_of(request, how_taken(trained, request, measured), config=train,
+                                                       decode=dict(recipe.get("decode") or {}), scale=scale,
+                                                       provenance=common) for request, measured in found])

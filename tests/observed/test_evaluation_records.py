@@ -231,6 +231,17 @@ def test_evaluating_again_keeps_the_earlier_record(evaluated, tmp_path: Path) ->
     assert status(verdicts(copy)["observed.beam-size"]) == "pass"   # the run's evaluation is its newest
 
 
+def test_an_evaluation_whose_record_cannot_be_written_leaves_none_of_its_records(evaluated, tmp_path: Path,
+                                                                                capsys) -> None:
+    copy = tmp_path / "blocked"
+    shutil.copytree(evaluated("paper"), copy)
+    shutil.rmtree(copy / "evaluations")
+    (copy / "evaluations" / SACRE).mkdir(parents=True)   # a folder where the sacreBLEU record goes
+    rc, _, err = run(capsys, "evaluate", "--checkpoint", str(copy / "average_last5.pt"), "--ppl-split", "none")
+    assert rc == 2 and SACRE in err and "Traceback" not in err
+    assert sorted(p.name for p in (copy / "evaluations").iterdir()) == [SACRE]   # the paper's record not put alone
+
+
 def test_a_checkpoint_of_no_run_is_evaluated_without_a_record_and_says_so(evaluated, tmp_path: Path, capsys) -> None:
     lone = tmp_path / "lone.pt"
     shutil.copy(evaluated("paper") / "average_last5.pt", lone)
