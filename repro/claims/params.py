@@ -105,6 +105,7 @@ PARAMS: dict[str, dict[str, Any]] = {
     "observed.adam": _ABOUT,
     "observed.architecture": {**_ABOUT, "part": {"enum": ["norm", "sharing", "positions"]}},
     "observed.average": _ABOUT,
+    "observed.average_spacing": _ABOUT,
     "observed.checkpoints": _ABOUT,
     "observed.corpus": _ABOUT,
     "observed.dimensions": _ABOUT,

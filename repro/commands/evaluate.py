@@ -73,10 +73,9 @@ def main(args: argparse.Namespace) -> int:
                       "decode_seconds": round(bleu.seconds, 1), **bleu.settings}
     if run_dir is not None:
         checkpoint = Path(args.checkpoint)
-        trained = Trained(model, vocab, dataset, runtime, settings, run_dir,
-                          checkpoints_averaged=len(state.get("averaged_from") or [checkpoint.name]),
-                          files={"hypotheses": hypotheses}, checkpoint=checkpoint,
-                          averaged_from=tuple(state.get("averaged_from") or (checkpoint.name,)),
+        averaged_from = tuple(state.get("averaged_from") or (checkpoint.name,))   # a training checkpoint: itself
+        trained = Trained(model, vocab, dataset, runtime, settings, run_dir, checkpoints_averaged=len(averaged_from),
+                          files={"hypotheses": hypotheses}, checkpoint=checkpoint, averaged_from=averaged_from,
                           averaged=averaged_identities(state, checkpoint))
         kept = keep_evaluation(trained, state, bleu, (args.ppl_split, ppl) if ppl is not None else None)
         report["records"] = [str(p) for p in kept]
