@@ -181,6 +181,8 @@ def _translations_elsewhere(run_dir: Path) -> None:
      "observed.beam-size", "records no beam_size"),
     (lambda p: edit(p / "evaluations" / SACRE, lambda d: d["provenance"]["extra"]["decode"].update(stop="bound")),
      "observed.early-termination", "bound"),
+    (lambda p: edit(p / "evaluations" / PAPER, lambda d: d["provenance"]["extra"].update(test_set={})),
+     "observed.bleu-protocol", "names no source file"),
     (lambda p: edit(p / "evaluations" / PAPER, lambda d: d.update(measured=float("nan"))),
      "observed.bleu-protocol", "not finite"),
     (lambda p: edit(p / "evaluations" / PAPER, lambda d: d["provenance"].update(bleu_signature=None)),
