@@ -140,10 +140,12 @@ def scored_records(files: Any, split: str, measures: tuple[str, ...] = ()) -> li
 def check_scored(path: Path, result: Any) -> dict[str, Any]:
     """An evaluation's record of the files it scored, against itself and against the files on this machine."""
     scored = result.provenance.extra.get("test_set")
-    if not isinstance(scored, dict) or not isinstance(scored.get("reference"), dict) \
-            or not isinstance(scored.get("source"), dict):
-        raise NotRun(f"needs another run: {path} does not record which files it scored (an evaluation by an older repro)")
     field = "provenance.extra.test_set"
+    if not isinstance(scored, dict):
+        raise NotRun(f"needs another run: {path} does not record which files it scored (an evaluation by an older repro)")
+    for side in ("source", "reference"):   # a record that says which files it scored, but not which
+        if not isinstance(scored.get(side), dict):
+            raise Contradiction(f"{path}: field '{field}' names no {side} file", None)
     lines, sentences = scored["reference"].get("lines"), scored.get("sentences")
     if sentences != lines or scored["source"].get("lines") != lines:
         raise Contradiction(f"{path}: field '{field}' says {sentences!r} sentences were scored, from a source of "

@@ -1,6 +1,6 @@
-"""Section 6.1 observed on a run's own records: its checkpoints' spacing, the checkpoints its evaluation
-averaged, the search and the BLEU protocol of its evaluations, and its results against the paper's
-figures for the job it stands for (``repro check --run``, basis ``run``).
+"""Section 6.1 observed on a run's own records: its checkpoints' spacing, the search and the BLEU protocol
+of its evaluations, and its results against the paper's figures for the job it stands for
+(``repro check --run``, basis ``run``); the checkpoints its evaluation averaged: :mod:`repro.checks.observed_average`.
 """
 
 from __future__ import annotations
@@ -18,26 +18,17 @@ from repro.claims.compare import finite
 from repro.claims.measure_names import RUN_MEASURES
 from repro.claims.outcome import CheckContext, Contradiction, Measurement, NotRun
 from repro.data.corpora import get_dataset, resolve_data_dir
-from repro.errors import CheckpointError, DataError
+from repro.errors import DataError
 from repro.eval.bleu import read_lines, score
 from repro.measures.run_dev import DEV_REQUEST
 from repro.observed.gate import not_counted
 from repro.observed.judge import judge, paper_job
 from repro.recipes import PAPER_STEP_SECONDS
 from repro.results.normalise import NotComparable
-from repro.train.checkpoint import step_of
 
 
 #: The BLEU protocol of each BLEU measurement (:func:`repro.eval.bleu.score`; its signature begins ``protocol:<it>|``).
 BLEU_PROTOCOLS = {"bleu.tokenized-compound-split": "paper", "bleu.sacrebleu": "sacrebleu"}
-
-
-def _steps(names: list[str], where: str) -> list[int]:
-    """The updates of checkpoints named ``step_NNNNNNNN.pt``; another name contradicts ``where``'s record."""
-    try:
-        return [step_of(name) for name in names]
-    except CheckpointError as err:
-        raise Contradiction(f"{where} names {err}", names) from None
 
 
 @checker("observed.checkpoints", audits=False, evidence="run")
@@ -67,58 +58,30 @@ def checkpoints(claim: Claim, ctx: CheckContext) -> Measurement:
     return judge(claim, value, detail, [asked])
 
 
-def _model_records(files: Any) -> list[tuple[Any, Any]]:
-    """The evaluations of the run's trained model for its claims (its own dev evaluation of ``repro train``,
-    of the newest checkpoint, left out)."""
-    return own_evaluations(files, lambda r: isinstance(r.provenance.extra.get("averaged_from"), list)
-                           and r.claim_id != DEV_REQUEST.result_id)
+#: The settings of the search an evaluation records that an older repro recorded too (``stop`` came later).
+RECORDED_ALWAYS = ("beam_size", "alpha", "max_len_offset")
 
 
-@checker("observed.average", audits=False, evidence="run")
-def average(claim: Claim, ctx: CheckContext) -> Measurement:
-    """The checkpoints the run's evaluation averaged (Section 6.1): the run's last k, k its recipe's, the
-    same list the averaged file names."""
-    files = ctx.target
-    paper_job(claim, files)
-    records = _model_records(files)
-    if not records:
-        raise written_at_end(files, f"{files.path / 'evaluations'} holds no evaluation of the run's averaged model")
-    field = "provenance.extra.averaged_from"
-    first_path, first = records[0]
-    names = list(first.provenance.extra["averaged_from"])
-    for path, result in records:
-        extra = result.provenance.extra
-        if extra["averaged_from"] != names:
-            raise Contradiction(f"{path}: field '{field}' lists {extra['averaged_from']}, {first_path.name} {names}", names)
-        if extra.get("checkpoints_averaged") not in (None, len(names)):
-            raise Contradiction(f"{path}: field 'provenance.extra.checkpoints_averaged' is "
-                                f"{extra.get('checkpoints_averaged')!r}, but field '{field}' lists {len(names)}", names)
-        averaged = files.averaged.get(str(extra.get("evaluated_checkpoint")))
-        if averaged is not None and averaged.averaged_from is not None and averaged.averaged_from != names:
-            raise Contradiction(f"{path}: field '{field}' lists {names}, but the model it scored, {averaged.path}, was "
-                                f"averaged from {averaged.averaged_from}", names)
-    steps = _steps(names, f"{first_path}: field '{field}'")
-    kept = kept_steps(files)
-    final = kept[-1]
-    # the run's last checkpoints: none kept after the first averaged that is not averaged, and each averaged
-    # one kept unless the run's keep_checkpoints pruned it before the oldest it kept
-    if steps != sorted(set(steps)) or steps[-1] != final or [s for s in kept if s >= steps[0]] != \
-            [s for s in steps if s >= kept[0]]:
-        raise Contradiction(f"{first_path}: field '{field}' lists {names}: not the run's last {len(names)} checkpoint(s) "
-                            f"(its checkpoints: updates {', '.join(map(str, kept[-max(len(names), 3):]))}; its last "
-                            f"update {final})", names)
-    asked = files.train.get("average_last")
-    if asked is not None and asked != len(names):
-        raise Contradiction(f"{first_path}: field '{field}' lists {len(names)} checkpoint(s), but the run's recipe "
-                            f"averages the last {asked} (average_last)", len(names))
-    return judge(claim, len(names), f"averaged {', '.join(names)} (the run's last {len(names)})",
-                 [f"average_last {asked}"], unit="checkpoints averaged")
+def _searched(path: Path, result: Any, name: str) -> Any:
+    """The setting ``name`` of the search an evaluation's decode ran (``provenance.extra.decode``)."""
+    decode = result.provenance.extra.get("decode")
+    if decode is None or (name not in decode and name not in RECORDED_ALWAYS):
+        raise NotRun(f"needs another run: {path} does not record the {name} of its search (an evaluation by an older "
+                     "repro)")
+    if name not in decode:
+        raise Contradiction(f"{path}: field 'provenance.extra.decode' records no {name} (it holds "
+                            f"{', '.join(sorted(decode)) or 'nothing'})", None)
+    value = decode[name]
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        finite(value, f"{path}: field 'provenance.extra.decode.{name}'")
+    return value
 
 
 @checker("observed.search", audits=False, evidence="run")
 def search(claim: Claim, ctx: CheckContext) -> Measurement:
-    """A setting of the search (``setting``: beam_size, alpha or max_len_offset) of every evaluation that
-    searched (BLEU, F1), which must be the run's recipe's."""
+    """A setting of the search (``setting``: beam_size, alpha, max_len_offset or stop) the decode of every
+    evaluation that searched (BLEU, F1) ran, as it recorded it (:func:`repro.decode.translate.search_of`),
+    which must be the run's recipe's; a greedy search has no length penalty (alpha None) and fails it."""
     files = ctx.target
     paper_job(claim, files)
     name = claim.params["setting"]
@@ -126,20 +89,22 @@ def search(claim: Claim, ctx: CheckContext) -> Measurement:
     if not records:
         raise written_at_end(files, f"{files.path / 'evaluations'} holds no evaluation that searched (BLEU or F1)")
     asked = (files.recipe.get("decode") or {}).get(name)
-    values = set()
+    values: dict[Any, Path] = {}
     for path, result in records:
-        decode = result.provenance.extra.get("decode")
-        if not isinstance(decode, dict) or name not in decode:
-            raise NotRun(f"needs another run: {path} does not record its search (an evaluation by an older repro)")
-        if asked is not None and decode[name] != asked:
-            raise Contradiction(f"{path}: field 'provenance.extra.decode.{name}' is {decode[name]!r}, but the run's "
-                                f"recipe searches with {name} {asked!r}", decode[name])
-        values.add(decode[name])
+        value = _searched(path, result, name)
+        if asked is not None and value != asked:
+            said = f"{value!r}" + (f" (a greedy search, which applies no {name})" if value is None else "")
+            raise Contradiction(f"{path}: field 'provenance.extra.decode.{name}' is {said}, but the run's "
+                                f"recipe searches with {name} {asked!r}", value)
+        values.setdefault(value, path)
     if len(values) > 1:
         raise Contradiction(f"{files.path / 'evaluations'}: the run's evaluations searched with {name} "
-                            f"{sorted(values)}, more than one", sorted(values))
+                            f"{', '.join(f'{v!r} ({p.name})' for v, p in values.items())}: more than one", list(values))
     [value] = values
-    return judge(claim, value, f"{name} {value} in {', '.join(p.name for p, _ in records)}", [f"{name} {asked}"])
+    where = ", ".join(p.name for p, _ in records)
+    if value is None:
+        return Measurement(None, passed=False, detail=f"{where}: a greedy search, which applies no {name}")
+    return judge(claim, value, f"{name} {value} in {where}", [f"{name} {asked}"] if asked is not None else [])
 
 
 def _rescored(files: Any, path: Any, result: Any) -> float | None:
@@ -161,6 +126,46 @@ def _rescored(files: Any, path: Any, result: Any) -> float | None:
     return score(hypotheses, references, "paper", lang=dataset.tgt_lang, refs_tokenized=dataset.tokenized).score
 
 
+def _named(path: Path, result: Any) -> None:
+    """A BLEU record must say which protocol computed its number, three times alike: its measurement
+    (``provenance.extra.measure``), its signature (``provenance.bleu_signature``, which the scorer begins
+    with ``protocol:<it>|``) and its unit (sacreBLEU's names sacreBLEU; the paper's does not)."""
+    measure, signature = str(result.provenance.extra.get("measure")), str(result.provenance.bleu_signature or "")
+    if measure not in BLEU_PROTOCOLS:
+        raise Contradiction(f"{path}: field 'provenance.extra.measure' is {measure!r}, no BLEU protocol repro computes "
+                            f"({', '.join(BLEU_PROTOCOLS)})", measure)
+    protocol = BLEU_PROTOCOLS[measure]
+    if not signature.startswith(f"protocol:{protocol}|"):
+        said = repr(signature.split("|")[0]) if signature else "nothing (no signature)"
+        raise Contradiction(f"{path}: field 'provenance.extra.measure' is {measure!r}, but its BLEU was computed "
+                            f"as field 'provenance.bleu_signature' says: {said}", measure)
+    if result.unit is not None and ("sacrebleu" in result.unit.lower()) != (protocol == "sacrebleu"):
+        raise Contradiction(f"{path}: field 'unit' is {result.unit!r}, but the record's BLEU is {measure}", result.unit)
+
+
+def _one_decode_scored_twice(records: list[tuple[Path, Any]]) -> None:
+    """Where the run's records score the same translations under both protocols, each keeps the other's
+    number: they must agree (a number of one protocol filed as the other's fails even where the
+    translations are not on this machine to be rescored)."""
+    by_translations: dict[Any, dict[str, tuple[Path, Any]]] = {}
+    for path, result in records:
+        hyps = (result.provenance.extra.get("test_set") or {}).get("hypotheses")
+        if isinstance(hyps, dict) and hyps.get("sha256"):
+            by_translations.setdefault(hyps["sha256"], {})[str(result.provenance.extra.get("measure"))] = (path, result)
+    for pair in by_translations.values():
+        if len(pair) < 2:
+            continue
+        (paper_path, paper), (sacre_path, sacre) = pair["bleu.tokenized-compound-split"], pair["bleu.sacrebleu"]
+        for path, result, kept, other_path, other in (
+                (paper_path, paper, "provenance.extra.sacrebleu", sacre_path, sacre),
+                (sacre_path, sacre, "extra.paper_protocol_bleu", paper_path, paper)):
+            where, _, key = kept.rpartition(".")
+            value = (result.provenance.extra if where == "provenance.extra" else result.extra).get(key)
+            if value is not None and value != other.measured:
+                raise Contradiction(f"{path}: field '{kept}' is {value!r}, but {other_path.name}, which scored the same "
+                                    f"translations, measured {other.measured!r}", value)
+
+
 @checker("observed.protocol", audits=False, evidence="run")
 def protocol(claim: Claim, ctx: CheckContext) -> Measurement:
     """The BLEU protocol of the run's BLEU evaluations, each recomputed from its translations and reference."""
@@ -171,14 +176,12 @@ def protocol(claim: Claim, ctx: CheckContext) -> Measurement:
         raise written_at_end(files, f"{files.path / 'evaluations'} holds no BLEU evaluation")
     for path, result in records:
         finite(result.measured, f"{path}: field 'measured'")
-        measure, signature = str(result.provenance.extra.get("measure")), str(result.provenance.bleu_signature or "")
-        if measure in BLEU_PROTOCOLS and signature and not signature.startswith(f"protocol:{BLEU_PROTOCOLS[measure]}|"):
-            raise Contradiction(f"{path}: field 'provenance.extra.measure' is {measure!r}, but its BLEU was computed "
-                                f"as field 'provenance.bleu_signature' says: {signature.split('|')[0]!r}", measure)
+        _named(path, result)
         again = _rescored(files, path, result)
         if again is not None and abs(round(again, 2) - float(result.measured)) > 0.011:
             raise Contradiction(f"{path}: field 'measured' is {result.measured!r}, but its translations scored against "
                                 f"its reference give {again:.2f}", result.measured)
+    _one_decode_scored_twice(records)
     measures = sorted({str(r.provenance.extra.get("measure")) for _, r in records})
     value = claim.expected if claim.expected in measures else measures[0]
     scores = ", ".join(f"{r.claim_id} = {r.measured} ({r.provenance.extra.get('measure')})" for _, r in records)
@@ -188,16 +191,16 @@ def protocol(claim: Claim, ctx: CheckContext) -> Measurement:
 
 def _record_for(files: Any, claim_id: str, measure: str | None, split: str | None) -> tuple[Any, Any] | None:
     """The run's evaluation of ``claim_id``: its own record, else one of the same kind of measurement of
-    its model (BLEU, perplexity, F1) on the same split, or a step time measured as the claim's."""
+    its model (BLEU, perplexity, F1) on the same split, measured as the claim says where one is, or a step
+    time measured as the claim's."""
     if claim_id in files.evaluations:
         return files.evaluations[claim_id]
     family = str(measure) if measure in RUN_MEASURES else str(measure).split(".")[0] + "."
-    for path, result in files.evaluations.values():
-        extra = result.provenance.extra
-        if str(extra.get("measure", "")).startswith(family) and extra.get("split") == split \
-                and result.claim_id != DEV_REQUEST.result_id:
-            return path, result
-    return None
+    found = [(path, result) for path, result in files.evaluations.values()
+             if str(result.provenance.extra.get("measure", "")).startswith(family)
+             and result.provenance.extra.get("split") == split and result.claim_id != DEV_REQUEST.result_id]
+    # the one measured as the claim says, where there is one (a repro evaluate records both BLEU protocols)
+    return next((f for f in found if f[1].provenance.extra.get("measure") == measure), found[0] if found else None)
 
 
 def same_step_time(files: Any, path: Path, result: Any) -> None:

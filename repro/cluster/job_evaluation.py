@@ -46,7 +46,7 @@ from repro.measures.run_dev import evaluate_dev, measures_dev
 from repro.model import count_parameters
 from repro.results import ResultStore
 from repro.runtime import Runtime
-from repro.train.average import average_last as average
+from repro.train.average import average_last as average, averaged_identities
 from repro.train.checkpoint import list_checkpoints
 from repro.train.config import PLACEMENT_FIELDS, TrainConfig
 from repro.train.loop import runtime_of
@@ -83,7 +83,8 @@ def scaled_run_scale(spec: dict[str, Any], summary: dict[str, Any], world: int) 
 def _model(out_dir: Path, average_last: int, runtime: Runtime):
     """The model the claims are measured on: the average of exactly the last ``average_last``
     checkpoints (Section 6.1), on the runtime's device; fewer checkpoints is an error. Returns the
-    model, its file and the checkpoints averaged into it (as that file names them)."""
+    model, its file, the checkpoints averaged into it (as that file names them) and their identities
+    (:func:`repro.train.average.averaged_identities`)."""
     checkpoints = list_checkpoints(out_dir)
     if not checkpoints:
         raise ConfigError(f"{out_dir}: the job wrote no checkpoint to evaluate")
@@ -96,7 +97,7 @@ def _model(out_dir: Path, average_last: int, runtime: Runtime):
         path = out_dir / f"average_last{average_last}.pt"
         main_first(lambda: average(out_dir, average_last, path), runtime)
     model, state = load_model(path, runtime=runtime)
-    return model.eval(), path, tuple(state.get("averaged_from") or (path.name,))
+    return model.eval(), path, tuple(state.get("averaged_from") or (path.name,)), averaged_identities(state, path)
 
 
 def job_requests(spec: dict[str, Any]) -> list[Request]:
@@ -133,8 +134,8 @@ def evaluate_claims(spec: dict[str, Any], summary: dict[str, Any], world: int, r
                           "resubmit it")
     search = DecodeSettings.from_dict(spec["decode"], source=f"job {spec.get('name')}: field 'decode'")
     needs_model = any(r.measure in MODEL_MEASURES for r in requests)
-    model, checkpoint, averaged_from = (_model(out_dir, int(train["average_last"]), runtime) if needs_model
-                                        else (None, None, ()))
+    model, checkpoint, averaged_from, averaged = (_model(out_dir, int(train["average_last"]), runtime) if needs_model
+                                                  else (None, None, (), ()))
     k = len(averaged_from)
     dataset = get_dataset(train["dataset"], resolve_data_dir(train.get("data_dir")))
     log.info("evaluating on %s", runtime.describe())
@@ -152,7 +153,7 @@ def evaluate_claims(spec: dict[str, Any], summary: dict[str, Any], world: int, r
     trained = Trained(model, SharedVocab.load(out_dir / "vocab.json") if needs_model else None, dataset, runtime,
                       search, out_dir, checkpoints_averaged=k, summary=summary, devices=world,
                       files={"trees": out_dir / "test.parsed", "hypotheses": out_dir / f"hypotheses.{dataset.tgt_lang}"},
-                      intervals=bool(scaled), checkpoint=checkpoint, averaged_from=averaged_from)
+                      intervals=bool(scaled), checkpoint=checkpoint, averaged_from=averaged_from, averaged=averaged)
     written = []
     for request in requests:
         measured = measure(trained, request)

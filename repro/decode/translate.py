@@ -98,6 +98,18 @@ def find_vocab(checkpoint: str | os.PathLike[str], vocab: str | os.PathLike[str]
     return loaded
 
 
+def search_of(settings: DecodeSettings, greedy: bool = False) -> dict[str, Any]:
+    """The search a decode with ``settings`` (or greedily) runs, as :func:`translate_ids` calls it
+    (Section 6.1): the search, its beam, the length penalty's alpha (None: a greedy search applies
+    none), the output limit (input length + ``max_len_offset``) and the stopping rule
+    (:data:`repro.decode.beam.STOP_RULES`). What an evaluation records of the decode that ran."""
+    if greedy:
+        return {"search": "greedy", "beam_size": 1, "alpha": None, "max_len_offset": settings.max_len_offset,
+                "stop": "early"}
+    return {"search": "beam", "beam_size": settings.beam_size, "alpha": settings.alpha,
+            "max_len_offset": settings.max_len_offset, "stop": "early"}
+
+
 def translate_ids(
     model: Transformer, sources: Sequence[list[int]], settings: DecodeSettings = TRANSLATION, *,
     max_tokens: int | None = None, greedy: bool = False, use_cache: bool = True,
@@ -112,7 +124,8 @@ def translate_ids(
         max_tokens = settings.max_tokens * (GPU_DECODE_FACTOR if runtime.on_gpu else 1)
     order = sorted((i for i, s in enumerate(sources) if s), key=lambda i: len(sources[i]))
     out: list[list[int]] = [[] for _ in sources]
-    width = 1 if greedy else settings.beam_size
+    search = search_of(settings, greedy)
+    width = search["beam_size"]
     batches, current, longest = [], [], 0
     for i in order:
         longest = max(longest, len(sources[i]))
@@ -130,10 +143,10 @@ def translate_ids(
         src = runtime.put(src)
         with runtime.autocast():
             if greedy:
-                hyps = greedy_decode(model, src, max_len_offset=settings.max_len_offset, use_cache=use_cache)
+                hyps = greedy_decode(model, src, max_len_offset=search["max_len_offset"], use_cache=use_cache)
             else:
-                hyps = beam_search(model, src, beam_size=settings.beam_size, alpha=settings.alpha,
-                                   max_len_offset=settings.max_len_offset, use_cache=use_cache)
+                hyps = beam_search(model, src, beam_size=search["beam_size"], alpha=search["alpha"],
+                                   max_len_offset=search["max_len_offset"], stop=search["stop"], use_cache=use_cache)
         for i, hyp in zip(batch, hyps):
             out[i] = hyp
     return out

@@ -16,7 +16,7 @@ from repro.data.corpus import read_parallel
 from repro.data.corpora import Dataset
 from repro.data.vocab import SharedVocab
 from repro.decode.settings import TRANSLATION, DecodeSettings
-from repro.decode.translate import translate
+from repro.decode.translate import search_of, translate
 from repro.eval.bleu import BleuResult, score
 from repro.eval.perplexity import Perplexity, perplexity
 from repro.eval.sharding import grouped, map_sharded, sum_over_ranks
@@ -28,6 +28,9 @@ from repro.train.data import encode_pairs
 
 @dataclass
 class BleuEvaluation:
+    """A split's translations and their BLEU under both protocols; ``settings``: the search the decode
+    ran (:func:`repro.decode.translate.search_of`) and its batch budget."""
+
     split: str
     sacrebleu: BleuResult
     paper: BleuResult
@@ -62,8 +65,7 @@ def evaluate_bleu(model: Transformer, vocab: SharedVocab, dataset: Dataset, spli
     return BleuEvaluation(
         split=split, sacrebleu=score(hyps, refs, "sacrebleu"), paper=score(hyps, refs, "paper", **paper_kwargs),
         hypotheses=hyps, seconds=seconds, sentences=len(hyps), references=refs,
-        settings={**settings.to_dict(), **({"beam_size": 1} if greedy else {}),
-                  "search": "greedy" if greedy else "beam"},
+        settings={**search_of(settings, greedy), "max_tokens": settings.max_tokens},
     )
 
 

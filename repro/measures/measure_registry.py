@@ -15,11 +15,13 @@ import dataclasses
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from repro.claims.claim import Claim
 from repro.claims.measure_names import MEASURES, MODEL_MEASURES, RUN_MEASURES
+from repro.content_hash import file_sha256
 from repro.data.corpora import Dataset
 from repro.data.vocab import SharedVocab
 from repro.decode.settings import DecodeSettings
@@ -80,7 +82,9 @@ class Trained:
     parser's raw outputs, ``trees``: its repaired trees); ``limit`` measures the first sentences of
     the split only; ``intervals`` asks for the bootstraps a measurement makes only on request
     (perplexity's, over sentences); ``checkpoint`` is the file the model was loaded from and
-    ``averaged_from`` the checkpoints averaged into it (Section 6.1), as that file names them."""
+    ``averaged_from`` the checkpoints averaged into it (Section 6.1), as that file names them, and
+    ``averaged`` their identities as that file keeps them (name, update, SHA-256, when written:
+    :func:`repro.train.average.averaged_identities`; empty for a file written before files kept them)."""
 
     model: Any
     vocab: SharedVocab | None
@@ -96,12 +100,22 @@ class Trained:
     intervals: bool = False
     checkpoint: Path | None = None
     averaged_from: tuple[str, ...] = ()
+    averaged: tuple[dict[str, Any], ...] = ()
+
+    @cached_property
+    def checkpoint_sha256(self) -> str | None:
+        """The SHA-256 of the file the model was loaded from (read once, whatever is measured of it)."""
+        return file_sha256(self.checkpoint) if self.checkpoint is not None else None
 
     def evaluated(self) -> dict[str, Any]:
-        """What every measurement of this model records of how it was taken: the search it decodes with,
-        the checkpoint it was loaded from and the checkpoints averaged into it."""
+        """What every measurement of this model records of how it was taken: the search it decodes with
+        (a measurement that searched replaces it by the search its decode ran), the checkpoint it was
+        loaded from (name and SHA-256) and the checkpoints averaged into it (names, and identities
+        where the averaged file keeps them)."""
         return {"decode": self.search.to_dict(), "evaluated_checkpoint": self.checkpoint.name if self.checkpoint else None,
-                "averaged_from": list(self.averaged_from), "checkpoints_averaged": self.checkpoints_averaged}
+                **({"evaluated_sha256": self.checkpoint_sha256} if self.checkpoint is not None else {}),
+                "averaged_from": list(self.averaged_from), "checkpoints_averaged": self.checkpoints_averaged,
+                **({"averaged": [dict(a) for a in self.averaged]} if self.averaged else {})}
 
 
 @dataclass(frozen=True)
@@ -161,7 +175,13 @@ def measure(trained: Trained, request: Request) -> Measured | None:
         fn = MEASUREMENTS[request.measure]
     except KeyError:
         raise ConfigError(f"{request.result_id}: no code registered for measurement '{request.measure}'") from None
-    found = fn(trained, request)
+    return how_taken(trained, request, fn(trained, request))
+
+
+def how_taken(trained: Trained, request: Request, found: Measured | None) -> Measured | None:
+    """``found`` with what its record says of how a measurement of the model was taken
+    (:meth:`Trained.evaluated`, what the measurement recorded itself winning), on the main rank,
+    which writes the record."""
     if found is None or request.measure not in MODEL_MEASURES or not trained.runtime.is_main:
-        return found   # only the main rank records how it was taken
+        return found
     return dataclasses.replace(found, provenance={**trained.evaluated(), **found.provenance})

@@ -14,7 +14,7 @@ from pathlib import Path
 from repro.data.test_sets import identity
 from repro.data.text_lines import read_lines
 from repro.files.writer import atomic_write_text
-from repro.decode.translate import translate_ids
+from repro.decode.translate import search_of, translate_ids
 from repro.eval.bootstrap import evalb_interval
 from repro.eval.sharding import map_sharded
 from repro.measures.measure_registry import Measured, Request, Trained, measurement
@@ -72,7 +72,8 @@ def evalb_f1(trained: Trained, request: Request) -> Measured | None:
         f"{at_limit} ran to the length limit); beam {s.beam_size}, alpha {s.alpha}, max length input + "
         f"{s.max_len_offset}; {trained.checkpoints_averaged} checkpoint(s) averaged",
         f"{trained.dataset.name} {request.split} ({parse.sentences} trees)", 2, ci95=interval.ci95,
-        provenance={"test_set": {"dataset": trained.dataset.name, "split": request.split, "sentences": parse.sentences,
+        provenance={"decode": {**search_of(s), "max_tokens": s.max_tokens},   # the search decode_trees ran
+                    "test_set": {"dataset": trained.dataset.name, "split": request.split, "sentences": parse.sentences,
                                  "source": identity(src), "reference": identity(gold)}},
         extra={"f1": round(parse.f1, 2), "precision": round(ev.precision, 2), "recall": round(ev.recall, 2),
                "repaired": parse.repaired, "at_length_limit": at_limit,

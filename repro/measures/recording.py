@@ -14,11 +14,14 @@ import json
 import logging
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from repro.files.writer import atomic_write_text
+from repro.errors import ResultError
+from repro.files.reader import read_text
+from repro.files.writer import atomic_write_text, publish_all
+from repro.limits import TEXT_BYTES
 
 from repro.claims.outcome import Outcome
 from repro.measures.measure_registry import Measured, Request
@@ -27,6 +30,8 @@ from repro.train.config import recipe_identity
 
 #: The folder of a run directory that holds the records of the evaluations taken of the run.
 EVALUATIONS = "evaluations"
+#: The folder of ``evaluations/`` that keeps the records a later evaluation of the same kind replaced.
+EARLIER = "earlier"
 
 log = logging.getLogger("repro.measures.recording")
 
@@ -59,11 +64,38 @@ def result_of(request: Request, measured: Measured, *, config: Mapping[str, Any]
 
 def keep_in_run(run_dir: str | os.PathLike[str], result: Result) -> Path:
     """The run's own copy of an evaluation of it: ``RUN_DIR/evaluations/<result id>.json`` (the same
-    record as the store's), replaced in place when the run is evaluated again; ``repro check --run``
-    reads it."""
-    path = Path(run_dir) / EVALUATIONS / f"{result.claim_id}.json"
-    atomic_write_text(path, json.dumps(result.to_dict(), indent=2, sort_keys=True, default=str) + "\n")
-    return path
+    record as the store's); ``repro check --run`` reads it. :func:`keep_all_in_run` of one record."""
+    return keep_all_in_run(run_dir, [result])[0]
+
+
+def keep_all_in_run(run_dir: str | os.PathLike[str], results: Sequence[Result]) -> list[Path]:
+    """The records of one evaluation of the run, ``RUN_DIR/evaluations/<result id>.json`` each, put in
+    place together, whole or not at all (:func:`repro.files.writer.publish_all`). Where the run was
+    evaluated so before, the earlier record is kept, never overwritten: copied first to
+    ``evaluations/earlier/<result id>.<n>.json`` (n = 1, 2, ...), which the new record names
+    (``provenance.extra.replaces``), and said in the log."""
+    run_dir = Path(run_dir)
+    staged = {}
+    for result in results:
+        path = run_dir / EVALUATIONS / f"{result.claim_id}.json"
+        if path.is_file():
+            earlier = _keep_earlier(run_dir, path, result.claim_id)
+            result.provenance.extra["replaces"] = earlier.relative_to(path.parent).as_posix()
+            log.warning("%s: the run was evaluated so before; the earlier record is kept as %s", path, earlier)
+        staged[path] = (json.dumps(result.to_dict(), indent=2, sort_keys=True, default=str) + "\n").encode()
+    return publish_all(staged, within=run_dir)
+
+
+def _keep_earlier(run_dir: Path, path: Path, result_id: str) -> Path:
+    """Copy the record ``path`` to the first free ``evaluations/earlier/<result id>.<n>.json``."""
+    folder = path.parent / EARLIER
+    n = 1
+    while (folder / f"{result_id}.{n}.json").exists():
+        n += 1
+    kept = folder / f"{result_id}.{n}.json"
+    atomic_write_text(kept, read_text(path, "evaluation record", limit=TEXT_BYTES.hard, error=ResultError),
+                      within=run_dir)
+    return kept
 
 
 def record(store: ResultStore, request: Request, measured: Measured, *, config: Mapping[str, Any], scale: str,

@@ -9,7 +9,10 @@
   beside it (``extra.token_accuracy``: Section 5.4's "improves accuracy").
 
 Both BLEUs translate the split with the job's search settings (beam 4, alpha 0.6, input + 50 for
-the paper's recipes), on the job's runtime, split over its ranks (:mod:`repro.eval.sharding`).
+the paper's recipes), on the job's runtime, split over its ranks (:mod:`repro.eval.sharding`), and
+record the search their decode ran (``provenance.extra.decode``: :func:`repro.decode.translate.search_of`,
+not the settings asked for). ``*_of`` score a decode (or a perplexity pass) already made, for a
+command that scores one decode both ways (``repro evaluate``).
 Every record says which files were scored (``provenance.extra.test_set``: the split's source and
 reference, each by name, line count and content hash, :mod:`repro.data.test_sets`; BLEU's written
 translations too), so that a result counts for the paper only when it scored the paper's test set.
@@ -23,13 +26,15 @@ from typing import Any
 from repro.data.test_sets import identity
 from repro.eval.bleu import paper_tokens
 from repro.eval.bootstrap import paper_interval, perplexity_interval, sacrebleu_interval
+from repro.eval.perplexity import Perplexity
 from repro.eval.translation import BleuEvaluation, evaluate_bleu, evaluate_perplexity
 from repro.measures.measure_registry import Measured, Request, Trained, measurement
 
 
-def _search(trained: Trained) -> str:
-    s = trained.search
-    return f"beam {s.beam_size}, alpha {s.alpha}, max length input + {s.max_len_offset}"
+def _search(bleu: BleuEvaluation) -> str:
+    """The search the decode ran, in words."""
+    s = bleu.settings
+    return f"{s['search']} search, beam {s['beam_size']}, alpha {s['alpha']}, max length input + {s['max_len_offset']}"
 
 
 def scored_files(trained: Trained, split: str, sentences: int | None = None,
@@ -54,18 +59,24 @@ def _translate(trained: Trained, request: Request) -> BleuEvaluation:
 @measurement("bleu.tokenized-compound-split")
 def paper_protocol_bleu(trained: Trained, request: Request) -> Measured:
     """The paper's BLEU of the recipe's search on ``request.split``, with its bootstrap interval (rank 0)."""
-    bleu, dataset = _translate(trained, request), trained.dataset
+    return paper_bleu_of(trained, request, _translate(trained, request))
+
+
+def paper_bleu_of(trained: Trained, request: Request, bleu: BleuEvaluation) -> Measured:
+    """:func:`paper_protocol_bleu` of translations already made (``bleu``: one decode scored both ways)."""
+    dataset = trained.dataset
     interval = None
     if trained.runtime.is_main:
         interval = paper_interval(paper_tokens(bleu.hypotheses, lang=dataset.tgt_lang),
                                   paper_tokens(bleu.references, lang=dataset.tgt_lang, tokenized=dataset.tokenized))
     return Measured(
         round(bleu.paper.score, 2), "BLEU (tokenized, compound splitting)",
-        f"{_search(trained)} on {dataset.name} {request.split}, {trained.checkpoints_averaged} checkpoint(s) "
+        f"{_search(bleu)} on {dataset.name} {request.split}, {trained.checkpoints_averaged} checkpoint(s) "
         f"averaged; sacreBLEU {bleu.sacrebleu.score:.2f} ({bleu.sacrebleu.signature})",
         f"{dataset.name} {request.split} ({bleu.sentences} pairs)", 2,
         ci95=interval.ci95 if interval else None, bleu_signature=bleu.paper.signature,
-        provenance={"sacrebleu": round(bleu.sacrebleu.score, 2), "sacrebleu_signature": bleu.sacrebleu.signature,
+        provenance={"decode": bleu.settings, "sacrebleu": round(bleu.sacrebleu.score, 2),
+                    "sacrebleu_signature": bleu.sacrebleu.signature,
                     **({"bootstrap": interval.to_dict()} if interval else {}),
                     "test_set": scored_files(trained, request.split, bleu.sentences, trained.files.get("hypotheses"))},
         raw=bleu, seconds={"decode": bleu.seconds})
@@ -74,17 +85,23 @@ def paper_protocol_bleu(trained: Trained, request: Request) -> Measured:
 @measurement("bleu.sacrebleu")
 def sacrebleu(trained: Trained, request: Request) -> Measured:
     """sacreBLEU of the recipe's search on ``request.split``, with sacreBLEU's bootstrap (rank 0)."""
-    bleu, dataset = _translate(trained, request), trained.dataset
+    return sacrebleu_of(trained, request, _translate(trained, request))
+
+
+def sacrebleu_of(trained: Trained, request: Request, bleu: BleuEvaluation) -> Measured:
+    """:func:`sacrebleu` of translations already made (``bleu``: one decode scored both ways)."""
+    dataset = trained.dataset
     interval = sacrebleu_interval(bleu.hypotheses, bleu.references) if trained.runtime.is_main else None
     how = (f"95% interval: sacreBLEU's bootstrap ({interval.resamples} resamples, seed {interval.seed}); "
            if interval else "")
     return Measured(
         round(bleu.sacrebleu.score, 2), "sacreBLEU (detokenized)",
-        f"{_search(trained)}, average of the last {trained.checkpoints_averaged} checkpoints; {how}"
+        f"{_search(bleu)}, average of the last {trained.checkpoints_averaged} checkpoints; {how}"
         f"paper protocol (tokenized, compound-split) BLEU {bleu.paper.score:.2f}; decoding took {bleu.seconds:.0f} s",
         f"{dataset.name} {request.split} ({bleu.sentences} pairs{'' if dataset.tokenized else ', raw'})", 2,
         ci95=interval.ci95 if interval else None, bleu_signature=bleu.sacrebleu.signature,
-        provenance={"test_set": scored_files(trained, request.split, bleu.sentences, trained.files.get("hypotheses"))},
+        provenance={"decode": bleu.settings,
+                    "test_set": scored_files(trained, request.split, bleu.sentences, trained.files.get("hypotheses"))},
         extra={"paper_protocol_bleu": round(bleu.paper.score, 2), "paper_signature": bleu.paper.signature,
                "sacrebleu": bleu.sacrebleu.to_dict(), "decode_seconds": round(bleu.seconds, 1),
                **({"bootstrap": interval.to_dict()} if interval else {})},
@@ -94,9 +111,14 @@ def sacrebleu(trained: Trained, request: Request) -> Measured:
 @measurement("perplexity.wordpiece")
 def perplexity_per_wordpiece(trained: Trained, request: Request) -> Measured:
     """Perplexity per target wordpiece on ``request.split``; with ``trained.intervals``, a bootstrap over sentences."""
+    return perplexity_of(trained, request, evaluate_perplexity(trained.model, trained.vocab, trained.dataset,
+                                                               request.split, runtime=trained.runtime,
+                                                               per_sentence=trained.intervals))
+
+
+def perplexity_of(trained: Trained, request: Request, ppl: Perplexity) -> Measured:
+    """:func:`perplexity_per_wordpiece` of a pass already made (``ppl``)."""
     dataset = trained.dataset
-    ppl = evaluate_perplexity(trained.model, trained.vocab, dataset, request.split, runtime=trained.runtime,
-                              per_sentence=trained.intervals)
     interval = perplexity_interval(ppl.sentences) if trained.intervals and trained.runtime.is_main else None
     return Measured(
         round(ppl.ppl, 3), f"PPL per wordpiece ({request.split})",

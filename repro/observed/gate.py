@@ -9,6 +9,9 @@ filed under its id counts for it only when
 - it scored the paper's test set (newstest2014 full for Table 2, newstest2013 for Table 3): the
   identity of the files it scored (``provenance.extra.test_set``, :mod:`repro.data.test_sets`) is the
   paper's; a record that does not say which files it scored does not count;
+- its decode searched as its recipe asks (``provenance.extra.decode``, the search the decode ran, against
+  the recipe's decoding settings it keeps): a record of the recipe decoded otherwise (``repro evaluate
+  --beam 1``) is not the job's result;
 - and it was measured as the claim says (``params.measure``).
 
 Anything else is another record: the report shows it beside the claim, with what differs, and the
@@ -38,6 +41,11 @@ def not_counted(claim: Claim, result: Result) -> str | None:
                    else ["the record does not keep its recipe (recorded by an older repro)"])
         why.append(f"its run's recipe is not {job.job}'s as the paper specifies it (config hash {prov.config_hash}, "
                    f"the job's {job.recipe_hash}: {'; '.join(differs)})")
+    searched, asked = prov.extra.get("decode"), (prov.extra.get("recipe_identity") or {}).get("decode")
+    if isinstance(searched, dict) and isinstance(asked, dict):
+        other = [f"{k} {searched.get(k)!r} (its recipe: {v!r})" for k, v in sorted(asked.items()) if searched.get(k) != v]
+        if other:
+            why.append(f"its decode did not search as its recipe asks: {', '.join(other)}")
     paper = claim_test_set(claim.id, claim.params.get("split"))
     if paper is not None:
         scored = prov.extra.get("test_set")

@@ -91,8 +91,13 @@ EVALUATION_EXTRA: dict = {
         "measure": {"type": "string"}, "split": {"type": "string"},
         "decode": {"type": "object"}, "recipe_identity": {"type": "object"},
         "averaged_from": {"type": "array", "items": {"type": "string"}},
+        "averaged": {"type": "array", "items": {"type": "object", "required": ["name", "step", "sha256"], "properties": {
+            "name": {"type": "string"}, "step": _COUNT, "sha256": {"type": "string"},
+            "written": {"type": "string"}}}},
         "checkpoints_averaged": {"type": ["integer", "null"], "minimum": 0},
         "evaluated_checkpoint": {"type": ["string", "null"]},
+        "evaluated_sha256": {"type": "string"},
+        "replaces": {"type": "string"},
         "test_set": {"type": "object", "properties": {"sentences": {"type": ["integer", "null"], "minimum": 0},
                                                       "source": _IDENTITY, "reference": _IDENTITY,
                                                       "hypotheses": _IDENTITY}},

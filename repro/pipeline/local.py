@@ -54,7 +54,7 @@ from repro.report import FIGURE3_SENTENCE, generate
 from repro.measures import (Measured, Request, Trained, claim_requests, combine_seeds, keep_in_run, measure, record,
                             result_of)
 from repro.results import ResultStore, store_records
-from repro.train.average import average_last
+from repro.train.average import average_last, averaged_identities
 from repro.train.checkpoint import list_checkpoints
 from repro.train.data import dataset_for
 from repro.train.loop import TrainSummary, runtime_of, train
@@ -192,7 +192,8 @@ def _train_and_evaluate(recipe: Recipe, out_dir: Path, data_dir: str | None, sta
     vocab = SharedVocab.load(out_dir / "vocab.json")
     trained = Trained(model, vocab, dataset, runtime, recipe.decode, out_dir, checkpoints_averaged=k,
                       summary=summary.to_dict(), files={"hypotheses": out_dir / "test_2016_flickr.hyp.de"},
-                      checkpoint=averaged, averaged_from=tuple(state.get("averaged_from") or ()))
+                      checkpoint=averaged, averaged_from=tuple(state.get("averaged_from") or ()),
+                      averaged=averaged_identities(state, averaged))
     d = recipe.decode
     measured: dict[str, Measured | None] = {}
     for n, request in enumerate(requests, 4):

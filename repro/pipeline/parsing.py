@@ -54,6 +54,7 @@ from repro.pipeline.parsing_sanity import Overfit, overfit_parser, training_text
 from repro.recipes import Recipe, get_recipe
 from repro.measures import Request, Trained, measure, record
 from repro.results import ResultStore
+from repro.train.average import averaged_identities
 from repro.train.checkpoint import list_checkpoints
 from repro.train.data import encode_pairs
 from repro.train.loop import runtime_of, train
@@ -229,7 +230,7 @@ def reproduce_parsing_local(
                                                       recipe=recipe.to_dict()))
 
     checkpoint = list_checkpoints(out_dir)[-1]
-    model, _ = load_model(checkpoint, runtime=runtime)
+    model, state = load_model(checkpoint, runtime=runtime)
     vocab = SharedVocab.load(out_dir / "vocab.json")
     say(f"    decoding on {runtime.describe()}")
     sentences, gold_path, test_note, total_test = load_test_split(prepared, out_dir, test_limit)
@@ -237,7 +238,8 @@ def reproduce_parsing_local(
         f"max length input + {settings.max_len_offset}), then EVALB (COLLINS.prm): {REQUEST.measure}")
     trained = Trained(model, vocab, get_dataset(str(prepared)), runtime, settings, out_dir, summary=summary.to_dict(),
                       files={"outputs": out_dir / f"{TEST_SPLIT}.out", "trees": out_dir / f"{TEST_SPLIT}.parsed.trees"},
-                      limit=test_limit, checkpoint=checkpoint, averaged_from=(checkpoint.name,))
+                      limit=test_limit, checkpoint=checkpoint, averaged_from=(checkpoint.name,),
+                      averaged=averaged_identities(state, checkpoint))
     measured = measure(trained, REQUEST)
     stages.seconds.update({"decode_s": measured.seconds["decode"], "score_s": measured.seconds["score"]})
     parse, at_limit = measured.raw, measured.extra["at_length_limit"]

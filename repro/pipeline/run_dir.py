@@ -26,9 +26,11 @@ from repro.train.metrics_log import COLUMNS, checked_header
 from repro.train.run_record import FORMAT as RUN_FORMAT, RUN_RECORD
 
 #: What a training run (:mod:`repro.train`) writes into its ``out_dir``: with its record (``run.json``) and
-#: the records of the evaluations taken of it (``evaluations/``, :mod:`repro.measures.recording`).
+#: the records of the evaluations taken of it (``evaluations/``, the ones replaced in ``evaluations/earlier/``,
+#: :mod:`repro.measures.recording`; ``repro evaluate``'s translations, :mod:`repro.measures.evaluated_run`).
 TRAINING = ("checkpoints/", "checkpoints/step_*.pt", "metrics.csv", "metrics.csv.tmp", "vocab.json",
-            "tensorboard/", "tensorboard/events.out.tfevents.*", "run.json", "evaluations/", "evaluations/*.json")
+            "tensorboard/", "tensorboard/events.out.tfevents.*", "run.json", "evaluations/", "evaluations/*.json",
+            "evaluations/earlier/", "evaluations/earlier/*.json", "hypotheses.evaluate.*")
 #: What a training run reads back when it resumes.
 RESUMED_FROM = ("checkpoints/step_*.pt", "vocab.json", "metrics.csv")
 #: A cluster job's ``out_dir`` (:class:`repro.cluster.job.TrainingJob`): training, the corpus it encoded, the

@@ -2,11 +2,14 @@
 
 Each floating-point parameter and buffer of the averaged model is the arithmetic mean of the
 same tensor over the checkpoints; the checkpoints must share one model configuration and come from
-one run (one vocabulary, one training data, one seed: :mod:`repro.train.lineage`).
+one run (one vocabulary, one training data, one seed: :mod:`repro.train.lineage`). The averaged file
+names the checkpoints it was made from (``averaged_from``) and keeps each one's identity as it was
+read (``averaged_checkpoints``: :func:`checkpoint_identity`), which every evaluation of it records.
 """
 
 from __future__ import annotations
 
+import datetime as _dt
 import os
 import tempfile
 from collections.abc import Sequence
@@ -15,6 +18,7 @@ from typing import Any
 
 import torch
 
+from repro.content_hash import file_sha256
 from repro.errors import CheckpointError
 from repro.train.checkpoint import checkpoint_path, list_checkpoints, load_checkpoint, save_checkpoint
 from repro.train.lineage import FIELDS as LINEAGE_FIELDS, KEY as LINEAGE, check_same_run, lineage_of, require_lineage
@@ -38,6 +42,23 @@ def average_state_dicts(states: list[dict[str, torch.Tensor]], names: list[str])
             elif not torch.equal(value, first[key]):
                 raise CheckpointError(f"{name}: non-float tensor '{key}' differs from {first_name}")
     return {k: (v / len(states)).to(first[k].dtype) if first[k].is_floating_point() else v for k, v in total.items()}
+
+
+def checkpoint_identity(path: str | os.PathLike[str], state: dict[str, Any]) -> dict[str, Any]:
+    """What a checkpoint file is, for the record of an evaluation made of it: its name, the update it
+    holds (``state``: the checkpoint as loaded), the SHA-256 of its bytes and when it was written (the
+    file's modification time, UTC)."""
+    written = _dt.datetime.fromtimestamp(os.stat(path).st_mtime, _dt.timezone.utc).isoformat(timespec="seconds")
+    return {"name": Path(path).name, "step": state.get("step", 0), "sha256": file_sha256(path), "written": written}
+
+
+def averaged_identities(state: dict[str, Any], path: str | os.PathLike[str]) -> tuple[dict[str, Any], ...]:
+    """The identities of the checkpoints a model to evaluate (``state``, loaded from ``path``) was made
+    from: an averaged file's ``averaged_checkpoints``; a training checkpoint's own (it is its only one);
+    none for an averaged file written before averages kept them."""
+    if "averaged_checkpoints" in state:
+        return tuple(state["averaged_checkpoints"])
+    return () if "averaged_from" in state else (checkpoint_identity(path, state),)
 
 
 def average_checkpoints(paths: list[str | os.PathLike[str]], device: str | torch.device = "cpu", *,
@@ -68,6 +89,7 @@ def average_checkpoints(paths: list[str | os.PathLike[str]], device: str | torch
         **({"recipe": states[-1]["recipe"]} if "recipe" in states[-1] else {}),
         "step": states[-1].get("step", 0),
         "averaged_from": [str(Path(p).name) for p in paths],
+        "averaged_checkpoints": [checkpoint_identity(p, state) for p, state in zip(paths, states)],
         **({"lineage_unchecked": unchecked} if unchecked else {LINEAGE: lineage_of(states[-1])}),
     }
 

@@ -114,6 +114,7 @@ METADATA_SCHEMA: dict = {
         "rng": {"type": "object"},
         "data": {"type": "object"},
         "averaged_from": {"type": "array", "items": {"type": "string"}},
+        "averaged_checkpoints": {"type": "array", "items": {"type": "object"}},
         "lineage_unchecked": {"type": "array", "items": {"type": "string"}},
     },
 }

@@ -562,6 +562,7 @@ def _paper_run(tmp_path, bad) -> tuple[object, dict[str, Callable]]:
         "observed.hardware": lambda: files.record["sessions"][0].update(devices=bad),
         "observed.checkpoints": lambda: recipe["train"].update(checkpoint_every_steps=0, checkpoint_every_minutes=bad),
         "observed.average": lambda: evaluated(checkpoints_averaged=bad),
+        "observed.average_spacing": lambda: evaluated(checkpoints_averaged=bad),
         "observed.search": lambda: evaluated(decode={**recipe["decode"], "beam_size": bad}),
         "observed.protocol": lambda: setattr(files, "evaluations", {evaluation.claim_id: (
             tmp_path / "e.json", dataclasses.replace(evaluation, measured=bad))}),
