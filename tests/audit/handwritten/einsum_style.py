@@ -175,13 +175,6 @@ class EinsumAdapter(Adapter):
             return attn(q)
         return call
 
-    def multi_head_cross_attention(self, d_model, n_heads):
-        attn = CrossAttention(d_model, n_heads).eval()
-
-        def call(q, k, v):
-            return attn(q, memory_of(q, k, v, "to_kv (one context for keys and values)"))
-        return call
-
     def feed_forward(self, d_model, d_ff):
         ff = FeedForward(d_model, d_ff).eval()
         first, last = ff.net[0], ff.net[2]

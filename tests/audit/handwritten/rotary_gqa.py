@@ -141,10 +141,6 @@ class RotaryGQAAdapter(Adapter):
             return attn(q)
         return call
 
-    def multi_head_cross_attention(self, d_model, n_heads):
-        attn = GQAttention(d_model, n_heads, rope=False).eval()
-        return lambda q, k, v: attn(q, memory_of(q, k, v, "the cross-attention (wkv: one memory)"))
-
     def feed_forward(self, d_model, d_ff):
         ff = FeedForward(d_model, d_ff).eval()
         return FeedForwardParts(ff, ff.w1.weight.T, ff.w1.bias, ff.w2.weight.T, ff.w2.bias)
