@@ -15,7 +15,7 @@ from repro.checks.vacuity import require_informative
 from repro.claims.claim import Claim
 from repro.claims.compare import Worst, finite, max_abs_diff
 from repro.complexity.flops import flop_counter
-from repro.complexity.products import FUSED_ATTENTION
+from repro.complexity.products import BATCHED, FUSED_ATTENTION
 
 
 def reference_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
@@ -57,22 +57,28 @@ def eq1(claim: Claim, ctx: CheckContext) -> Measurement:
 
 
 class _ScoreOperands(TorchDispatchMode):
-    """Keeps the operands of every attention score product run inside it: a batched product
-    (B, n_q, d_k) @ (B, d_k, n_k), or the query and key of a fused attention kernel."""
+    """Keeps the operands of every attention score product over ``length`` positions run inside
+    it: a batched product (B, n, d) @ (B, d, n) with n = ``length`` (``bmm``, or ``baddbmm`` as
+    Megatron-LM scales its scores: alpha = 1 / sqrt(d) on the product), whatever d (the heads' width is
+    measured, not assumed: Keras' ``key_dim`` may be d_model itself), or the query and key of a
+    fused attention kernel, its fewer key heads (grouped-query attention, ``enable_gqa``) repeated
+    to the query heads they serve."""
 
-    def __init__(self, d_k: int) -> None:
+    def __init__(self, length: int) -> None:
         super().__init__()
-        self.d_k, self.pairs = d_k, []
+        self.length, self.pairs = length, []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         packet = func._overloadpacket
-        if packet is torch.ops.aten.bmm:
-            a, b = args[0], args[1]
-            if a.shape[-1] == self.d_k and b.shape[-2] == self.d_k and a.shape[-2] == b.shape[-1]:
+        if packet in BATCHED:
+            a, b = (args[1], args[2]) if packet is torch.ops.aten.baddbmm else (args[0], args[1])
+            if a.shape[-2] == b.shape[-1] == self.length and a.shape[-1] == b.shape[-2]:
                 self.pairs.append((a.detach().double(), b.detach().double().transpose(-1, -2)))
         elif packet in FUSED_ATTENTION:
             q, k = args[0], args[1]
+            if k.shape[1] != q.shape[1]:
+                k = k.repeat_interleave(q.shape[1] // k.shape[1], dim=1)
             self.pairs.append((q.detach().double().flatten(0, 1), k.detach().double().flatten(0, 1)))
         return out
 
@@ -81,8 +87,8 @@ def dot_products(ctx: CheckContext, d_model: int, heads: int, gen: torch.Generat
                  rows: int = 256, length: int = 24) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The queries and keys the first encoder layer's self-attention of the implementation's model
     (built at d_model, h = ``heads``, at initialisation) forms from unit-variance inputs, and
-    their dot products between different positions: (q, k, q.k)."""
-    d_k = d_model // heads
+    their dot products between different positions: (q, k, q.k). The queries' width is the
+    width the model's heads have, which a caller compares with d_model / h."""
     parts = ctx.target.model(vocab_size=40, d_model=d_model, n_heads=heads, d_ff=64, n_layers=1)
     attend = (parts.encoder_layers[0].self_attention if parts.encoder_layers
               else (lambda x, m=ctx.target.multi_head_attention(d_model, heads): m(x, x, x)))
@@ -90,13 +96,13 @@ def dot_products(ctx: CheckContext, d_model: int, heads: int, gen: torch.Generat
     fast_path = torch.backends.mha.get_fastpath_enabled()
     torch.backends.mha.set_fastpath_enabled(False)  # torch's fused inference kernel hides q and k
     try:
-        with _ScoreOperands(d_k) as seen, torch.no_grad():
+        with _ScoreOperands(length) as seen, torch.no_grad():
             finite(attend(x), "the self-attention's output")
     finally:
         torch.backends.mha.set_fastpath_enabled(fast_path)
     if not seen.pairs:
-        raise NotApplicable(f"{ctx.target.name}: no attention score product with d_k = {d_k} was seen in the "
-                            "self-attention's forward pass")
+        raise NotApplicable(f"{ctx.target.name}: no attention score product over the {length} positions was seen "
+                            "in the self-attention's forward pass")
     q, k = seen.pairs[0]
     finite(q, "the queries")
     finite(k, "the keys")
@@ -120,6 +126,9 @@ def footnote4(claim: Claim, ctx: CheckContext) -> Measurement:
     for d_k in claim.params.get("d_k", [16, 64, 256]):
         q, k, dots = dot_products(ctx, d_model, d_model // d_k, gen)
         law = dots.var().item() / (d_k * q.var().item() * k.var().item())
+        if q.shape[-1] != d_k:
+            lines.append(f"at h = {d_model // d_k} the heads are {q.shape[-1]} wide, not d_model / h = {d_k}: "
+                         f"var(q.k)/({q.shape[-1]} var q var k) {dots.var().item() / (q.shape[-1] * q.var().item() * k.var().item()):.3f}")
         mean = abs(dots.mean().item()) / max(dots.std().item(), 1e-300)
         finite([law, mean], f"var(q.k) at d_k = {d_k}")
         worst = law if worst is None or abs(law - 1) > abs(worst - 1) else worst

@@ -200,7 +200,8 @@ def _feed_forward_layers(products: list[Product], follows: list[str], width: int
     vocabulary) preceded, since the last such product, by one or more products d_model -> X over
     the same rows (two for a gated layer, as GLU variants run it); products of that kind that run
     one after another with nothing else between them (no attention, no d_model -> d_model
-    projection) are one layer whose tokens ran in groups."""
+    projection) are one layer whose tokens ran in groups. A product d_model -> X followed by an
+    attention product is a projection of that attention, never a feed-forward layer's input."""
     layers: list[list[tuple[int, int, int]]] = []
     reached: list[set[str]] = []
     inputs: Counter = Counter()
@@ -219,6 +220,11 @@ def _feed_forward_layers(products: list[Product], follows: list[str], width: int
             joined = True
         else:
             joined = False
+            if p.kind != "linear":
+                # an attention's products: what was projected to X before it were its queries, keys and
+                # values, so X -> d_model after it is its output projection (Keras' heads of key_dim =
+                # d_model run h x d_model wide), not a feed-forward layer
+                inputs.clear()
     return [FeedForward(tuple(parts), "target" if "target" in f else "both" if "both" in f else
                         "source" if "source" in f else "neither") for parts, f in zip(layers, reached)]
 

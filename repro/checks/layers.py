@@ -220,16 +220,7 @@ def _layer_norm_fit(norm: torch.nn.Module, d_model: int,
     with torch.no_grad():
         out = finite(norm(x[None])[0], "the norm's output").double()
     x = x.double()
-    best: tuple[float, torch.Tensor] | None = None
-    for eps in (1e-5, 1e-6, 1e-12):
-        z = (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, unbiased=False, keepdim=True) + eps)
-        design = torch.stack([z, torch.ones_like(z)], dim=-1).transpose(0, 1)  # (d, rows, 2)
-        coef = torch.linalg.lstsq(design, out.T[..., None]).solution[..., 0]  # (d, 2)
-        residual = float((design @ coef[..., None])[..., 0].sub(out.T).abs().max())
-        if best is None or residual < best[0]:
-            best = (residual, coef)
-    assert best is not None
-    residual, coef = best
+    eps, residual, coef = _fitted_epsilon(x, out)
     gain, bias = coef[:, 0], coef[:, 1]
     flat = [p.detach().cpu().double().flatten() for p in params]
     match = lambda v: [i for i, p in enumerate(flat) if p.numel() == d_model and float((p - v).abs().max()) < 1e-4]
@@ -245,7 +236,47 @@ def _layer_norm_fit(norm: torch.nn.Module, d_model: int,
     if not gains or not biases or (gains == biases and len(gains) == 1):
         return residual, (f"its {len(params)} parameter tensor(s) are not a gain and a bias per feature "
                           f"({'a gain' if gains else 'no gain'}, {'a bias' if biases else 'no bias'} found)"), None
+    if eps > MAX_EPSILON:
+        return residual, (f"it divides by sqrt(var + {eps:.2g}): an epsilon that large does not standardise the "
+                          f"features (variances from {float(x.var(-1, unbiased=False).min()):.2g})"), None
+    if eps >= 1e-4:
+        note = "; ".join(filter(None, [note, f"epsilon {eps:.2g} inside the square root (not stated by the paper)"]))
     return residual, None, note
+
+
+#: The largest epsilon in sqrt(var + eps) still read as a standardisation: Keras' default is 1e-3,
+#: torch's 1e-5; the checks' rows have variances from 0.04 up.
+MAX_EPSILON = 1e-2
+
+
+def _fitted_epsilon(x: torch.Tensor, out: torch.Tensor) -> tuple[float, float, torch.Tensor]:
+    """(eps, worst residual, per-feature (a, c)) of the best fit out = a (x - mean) / sqrt(var + eps) + c.
+    The epsilon is not stated by the paper and runs from none to Keras' 1e-3; where the rows'
+    variances are small the fit hinges on it, so it is estimated: with (a, c) fitted, each row's
+    own scale s = 1 / sqrt(var + eps) is read by least squares, and 1 / s^2 is linear in var with
+    intercept / slope = eps (four rounds from eps = 0). The usual values (1e-5, 1e-6, 1e-12) are
+    tried too, and the best fit kept."""
+    centred, var = x - x.mean(-1, keepdim=True), x.var(-1, unbiased=False, keepdim=True)
+
+    def fit(eps: float) -> tuple[float, torch.Tensor]:
+        z = centred / torch.sqrt(var + eps)
+        design = torch.stack([z, torch.ones_like(z)], dim=-1).transpose(0, 1)  # (d, rows, 2)
+        coef = torch.linalg.lstsq(design, out.T[..., None]).solution[..., 0]  # (d, 2)
+        return float((design @ coef[..., None])[..., 0].sub(out.T).abs().max()), coef
+
+    eps, candidates = 0.0, [1e-5, 1e-6, 1e-12]
+    for _ in range(4):
+        coef = fit(eps)[1]
+        shape = coef[:, 0] * centred  # a (x - mean), per row
+        scale = ((out - coef[:, 1]) * shape).sum(-1) / (shape * shape).sum(-1).clamp_min(1e-300)
+        design = torch.stack([var[:, 0], torch.ones_like(var[:, 0])], dim=-1)
+        slope, intercept = torch.linalg.lstsq(design, (1 / scale.square())[:, None]).solution[:, 0].tolist()
+        if not (slope > 0 and math.isfinite(intercept)):
+            break
+        eps = max(intercept / slope, 0.0)
+        candidates.append(eps)
+    fits = [(eps, *fit(eps)) for eps in candidates]
+    return min(fits, key=lambda f: f[1])
 
 
 @checker("layers.layer_norm")
