@@ -810,7 +810,9 @@ MUTATIONS = [
     Mutation("beam-bound-at-current-length", "repro/decode/beam.py",
              "            enough &= kept[active, k - 1] >= live_s[:, 0] / length_penalty(limit[active] + 1, alpha)",
              "            enough &= kept[active, k - 1] >= live_s[:, 0] / length_penalty(step + 1, alpha)",
-             "t2t's stop rule bounds the live hypotheses with lp at the current length, not the maximum one (stops too early)"),
+             "t2t's stop rule bounds the live hypotheses with lp at the current length, not the maximum one (stops too early)",
+             equivalent="no evaluation, command or job searches with stop='bound' (every caller runs fairseq's early "
+                        "stop, the default): beam_search's alternative rule produces none of the numbers"),
     Mutation("beam-live-scores-normalised", "repro/decode/beam.py",
              "        cand = (scores.view(-1, 1) + logp).view(n, k * vocab)",
              "        cand = ((scores.view(-1, 1) + logp) / length_penalty(step + 1, alpha)).view(n, k * vocab)",
@@ -853,7 +855,9 @@ MUTATIONS = [
     Mutation("average-step-of-oldest", "repro/train/average.py",
              '        "step": states[-1].get("step", 0),',
              '        "step": states[0].get("step", 0),',
-             "the averaged checkpoint says it is the oldest averaged checkpoint's step"),
+             "the averaged checkpoint says it is the oldest averaged checkpoint's step",
+             equivalent="no figure, report or check reads an averaged checkpoint's step (the evaluation cites the "
+                        "run's steps and the average's 'averaged_from'); its weights are unchanged"),
     Mutation("dense-grad-spread-over-v", "repro/train/loss.py",
              "        off = eps / (vocab - 2)",
              "        off = eps / vocab",
@@ -941,7 +945,9 @@ MUTATIONS = [
     Mutation("source-positions-from-target-table", "repro/model/transformer.py",
              "        x = self._embed(src, self.src_embed, self.src_pos)",
              "        x = self._embed(src, self.src_embed, self.tgt_pos)",
-             "the encoder adds the decoder's positional table (one learned table for both sides in Table 3's row E)"),
+             "the encoder adds the decoder's positional table (one learned table for both sides in Table 3's row E)",
+             equivalent="with sinusoids the two tables are one fixed buffer; for Table 3's learned positions (row E) "
+                        "the paper does not say whether the stacks share one table"),
     Mutation("bleu-split-references-only", "repro/eval/bleu.py",
              "    hyp_at = [compound_split(h) for h in hyp_tok]",
              "    hyp_at = list(hyp_tok)",
