@@ -24,7 +24,10 @@ def loop_updates(batcher: Any, accumulation: int, updates: int, *, on_gpu: bool)
     process whose batcher is ``batcher`` and whose plan accumulates ``accumulation`` passes, on a GPU
     (the prefetcher, its batches left in ordinary memory: there is no GPU to pin them for) or a CPU."""
     trainer = SimpleNamespace(runtime=SimpleNamespace(on_gpu=on_gpu), batcher=batcher, accumulation=accumulation)
-    unpinned = lambda source, passes, **_: prefetcher(source, passes, pin=False)  # noqa: E731
+
+    def unpinned(source: Any, passes: int, **_: Any) -> Any:
+        return prefetcher(source, passes, pin=False)
+
     with mock.patch.object(loop, "prefetcher", unpinned):
         source = loop.batches_for(trainer)
     try:
