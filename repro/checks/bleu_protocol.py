@@ -8,9 +8,10 @@ evaluation use) and sets it against a reference that shares no code with it: the
 the script produces for that corpus, written out here (:data:`SCRIPT_TOKENS`, from the script's
 rules: German apostrophes split and escaped, ``& " ' < > [ ]`` escaped, ``3-4-5`` split once
 only, a hyphen after a non-word character split as after a letter: ``U.S. ##AT##-##AT## Firmen``,
-since the script's class is ``\S``, not ``\w``), scored by sacreBLEU's own BLEU (no tokenization, no smoothing). The corpus is built so
-that the compound split, the escaping, the non-overlapping substitution, clipped counts and the
-brevity penalty (the hypotheses are shorter than the references) each change the score.
+since the script's class is non-space, not word characters), scored by sacreBLEU's own BLEU (no
+tokenization, no smoothing). The corpus is built so that the compound split, the escaping, the
+non-overlapping substitution, clipped counts and the brevity penalty (the hypotheses are shorter
+than the references) each change the score.
 """
 
 from __future__ import annotations
