@@ -7,9 +7,11 @@ small corpus with repro's ``paper`` protocol (what ``repro bleu --protocol paper
 evaluation use) and sets it against a reference that shares no code with it: the token strings
 the script produces for that corpus, written out here (:data:`SCRIPT_TOKENS`, from the script's
 rules: German apostrophes split and escaped, ``& " ' < > [ ]`` escaped, ``3-4-5`` split once
-only), scored by sacreBLEU's own BLEU (no tokenization, no smoothing). The corpus is built so
-that the compound split, the escaping, the non-overlapping substitution, clipped counts and the
-brevity penalty (the hypotheses are shorter than the references) each change the score.
+only, a hyphen after a non-word character split as after a letter: ``U.S. ##AT##-##AT## Firmen``,
+since the script's class is non-space, not word characters), scored by sacreBLEU's own BLEU (no
+tokenization, no smoothing). The corpus is built so that the compound split, the escaping, the
+non-overlapping substitution, clipped counts and the brevity penalty (the hypotheses are shorter
+than the references) each change the score.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ HYPOTHESES = [
     "Die E-Mail-Adresse ist nicht korrekt , sagte sie.",
     "Das ist der der der Grund für die 3-4-5 Regel.",
     "Sie sagte: Es ist ein x-y-z Fall und Müller's Idee <gut>.",
+    "Die U.S.-Firmen und die z.B.-Regel sind da.",
 ]
 REFERENCES = [
     "Die Donau-Schifffahrt ist heute schön & sehr ruhig und still .",
@@ -47,6 +50,7 @@ REFERENCES = [
     "Die E-Mail ist leider nicht korrekt , sagte sie am Montag.",
     "Das ist der Grund für die neue 3-4-5 Regel in der Stadt.",
     "Sie sagte: Es ist ein x-y-z Fall und Müller's gute Idee <gut>.",
+    "Die U.S.-Firmen und die neue z.B.-Regel sind heute da.",
 ]
 #: What get_ende_bleu.sh's tokenization and compound split make of HYPOTHESES and REFERENCES.
 SCRIPT_TOKENS = {
@@ -57,6 +61,7 @@ SCRIPT_TOKENS = {
         "Die E ##AT##-##AT## Mail ##AT##-##AT## Adresse ist nicht korrekt , sagte sie .",
         "Das ist der der der Grund für die 3 ##AT##-##AT## 4-5 Regel .",
         "Sie sagte : Es ist ein x ##AT##-##AT## y-z Fall und Müller &apos; s Idee &lt; gut &gt; .",
+        "Die U.S. ##AT##-##AT## Firmen und die z.B. ##AT##-##AT## Regel sind da .",
     ],
     "references": [
         "Die Donau ##AT##-##AT## Schifffahrt ist heute schön &amp; sehr ruhig und still .",
@@ -65,6 +70,7 @@ SCRIPT_TOKENS = {
         "Die E ##AT##-##AT## Mail ist leider nicht korrekt , sagte sie am Montag .",
         "Das ist der Grund für die neue 3 ##AT##-##AT## 4-5 Regel in der Stadt .",
         "Sie sagte : Es ist ein x ##AT##-##AT## y-z Fall und Müller &apos; s gute Idee &lt; gut &gt; .",
+        "Die U.S. ##AT##-##AT## Firmen und die neue z.B. ##AT##-##AT## Regel sind heute da .",
     ],
 }
 

@@ -20,7 +20,8 @@ import math
 import torch
 
 from repro.checks.registry import checker
-from repro.checks.search_probe import EOS, FILLER, checked_outputs, searcher
+from repro.checks.jobs import watches_jobs
+from repro.checks.search_probe import EOS, FILLER, checked_outputs, evaluation_searcher, searcher
 from repro.checks.vacuity import require_informative
 from repro.claims.claim import Claim
 from repro.claims.compare import finite
@@ -158,11 +159,14 @@ def max_length(claim: Claim, ctx: CheckContext) -> Measurement:
     going_on = {**{t: (1 - 1e-9) / 30 for t in range(FILLER, FILLER + 30)}, EOS: 1e-9}
     sources = [SOURCE_LENGTH, 4, 17]
     search = searcher(claim, ctx)
-    outputs, _ = search([lambda prefix: going_on] * len(sources), sources)
-    offsets = sorted({len(out) - n for out, n in zip(outputs, sources)})
-    value = offsets[0] if len(offsets) == 1 else [len(out) - n for out, n in zip(outputs, sources)]
-    return observed(claim, search, "max_len_offset", Measurement(
-        value, detail=f"{_where(search)}: {[len(o) for o in outputs]} output tokens for {sources} input tokens"))
+    # repro's evaluation also offers greedy search (`repro evaluate --greedy`): inference too, one limit
+    searches = [search, *([evaluation_searcher(claim.params.get("experiment", "table2-base-ende"), greedy=True)]
+                          if watches_jobs(ctx, "search") else [])]
+    lengths = [[len(out) for out in s([lambda prefix: going_on] * len(sources), sources)[0]] for s in searches]
+    offsets = sorted({n_out - n for found in lengths for n_out, n in zip(found, sources)})
+    value = offsets[0] if len(offsets) == 1 else [[n_out - n for n_out, n in zip(found, sources)] for found in lengths]
+    return observed(claim, search, "max_len_offset", Measurement(value, detail="; ".join(
+        f"{_where(s)}: {found} output tokens for {sources} input tokens" for s, found in zip(searches, lengths))))
 
 
 #: (probability of the path that ends at once, probability of EOS where the limit cuts the other)

@@ -21,6 +21,7 @@ import torch
 import repro.train.loss as loss_module
 from repro.checks.dropout import evaluating, observe
 from repro.checks.jobs import PAPER_PROFILE, SIZE, job_config, job_spec, own, shrunk
+from repro.checks.loop_batches import indices, loop_updates
 from repro.checks.positional import reference_encoding
 from repro.checks.sinusoids import NotSinusoidPairs, find_pairs
 from repro.cluster.profiles import load_profile
@@ -64,7 +65,9 @@ def _sample_examples(vocab_size: int) -> list[tuple[list[int], list[int]]]:
 def tokens_per_update(claim: Claim, ctx: CheckContext) -> Measurement:
     """The job's update on a cluster profile (``profile``, default the paper's 8 P100): the batcher
     the training loop builds for every rank (:func:`repro.train.loop.batcher_for`, ranks simulated by
-    shards) and the accumulation it plans, on real WMT text. Measured: mean [source, target] real
+    shards) and the accumulation it plans, read as the loop reads them (its batch source,
+    :mod:`repro.checks.loop_batches`: the CPU's, and the GPU's prefetcher must give rank 0 the same
+    updates), on real WMT text. Measured: mean [source, target] real
     tokens per update over ``updates`` updates (the padded sizes are given in the detail); a pass
     that holds more padded tokens than the device's cap fails the claim. ``max_tokens_per_device``
     (optional): a device that holds fewer padded tokens per pass than the profile's (it must accumulate)."""
@@ -77,11 +80,18 @@ def tokens_per_update(claim: Claim, ctx: CheckContext) -> Measurement:
     world = profile.world_size
     plan = plan_update(cfg.tokens_per_batch, world, cfg.max_tokens_per_device)
     examples = _sample_examples(claim.params.get("vocab_size", 8000))
-    shards = [iter(batcher_for(cfg, examples, world, rank)) for rank in range(world)]
     updates = min(len(examples) // 64, claim.params.get("updates", 20))
+    # every rank's updates as the loop's own batch source gives them (the CPU's: a process's own batches)
+    ranks = [loop_updates(batcher_for(cfg, examples, world, rank), plan.accumulation, updates, on_gpu=False)
+             for rank in range(world)]
+    # and a GPU job's source (its prefetcher, one worker) must give rank 0 the same updates
+    gpu = loop_updates(batcher_for(cfg, examples, world, 0), plan.accumulation, updates, on_gpu=True)
+    sources = "" if indices(gpu) == indices(ranks[0]) else (
+        f"the loop's batch sources disagree: passes per update {[len(u) for u in gpu[:4]]} (GPU) and "
+        f"{[len(u) for u in ranks[0][:4]]} (CPU), the plan accumulates {plan.accumulation}")
     src, tgt, padded, largest = [], [], [], 0
-    for _ in range(updates):
-        batches = [next(it) for it in shards for _ in range(plan.accumulation)]
+    for step in range(updates):
+        batches = [b for passes in ranks for b in passes[step]]
         src.append(sum(b.src_tokens for b in batches))
         tgt.append(sum(b.tgt_tokens for b in batches))
         padded.append((sum(b.src.numel() for b in batches), sum(b.tgt_out.numel() for b in batches)))
@@ -89,11 +99,12 @@ def tokens_per_update(claim: Claim, ctx: CheckContext) -> Measurement:
     measured = [round(statistics.mean(src)), round(statistics.mean(tgt))]
     over = largest > cfg.max_tokens_per_device  # a device's pass may hold no more than its cap, padding included
     split = shards_split_the_epoch(cfg, examples, world)
-    return Measurement(measured, False if over or split else None, (
+    return Measurement(measured, False if over or split or sources else None, (
         f"{plan.describe()}; {updates} updates of {SAMPLE}: real source {min(src)}-{max(src)}, target "
         f"{min(tgt)}-{max(tgt)} per update; padded {round(statistics.mean(p for p, _ in padded))} + "
         f"{round(statistics.mean(t for _, t in padded))}; the largest pass holds {largest} padded tokens"
-        + (f" (over the device's cap of {cfg.max_tokens_per_device})" if over else "") + (f"; {split}" if split else "")))
+        + (f" (over the device's cap of {cfg.max_tokens_per_device})" if over else "") + (f"; {split}" if split else "")
+        + (f"; {sources}" if sources else "")))
 
 
 def shards_split_the_epoch(cfg: TrainConfig, examples: list, world: int, epochs: int = 3) -> str:

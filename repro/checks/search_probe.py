@@ -164,19 +164,20 @@ def _sources(lengths: Sequence[int]) -> list[list[int]]:
     return [[TAG + i] + [FILLER] * (n - 1) for i, n in enumerate(lengths)]
 
 
-def evaluation_searcher(experiment: str) -> Searcher:
+def evaluation_searcher(experiment: str, greedy: bool = False) -> Searcher:
     """repro's evaluation search (:func:`repro.decode.translate.translate_ids`, cached, batched)
-    with the decoding settings of the job ``repro submit EXPERIMENT`` plans on the paper's hardware."""
+    with the decoding settings of the job ``repro submit EXPERIMENT`` plans on the paper's hardware;
+    with ``greedy``, the greedy search the evaluation offers instead (``repro evaluate --greedy``)."""
     spec = job_spec(experiment)
     settings = DecodeSettings(**spec.decode)
 
     def run(rules: Sequence[Rule], lengths: Sequence[int]) -> tuple[list[list[int]], list[Watch]]:
         model = ScriptedBatchModel(rules, [n + settings.max_len_offset + HANG_GUARD for n in lengths])
-        outputs = translate_ids(model, _sources(lengths), settings, max_tokens=EVALUATION_MAX_TOKENS)
+        outputs = translate_ids(model, _sources(lengths), settings, max_tokens=EVALUATION_MAX_TOKENS, greedy=greedy)
         return outputs, model.watch
 
-    return Searcher(settings, f"the evaluation's search (translate_ids, cached, batched) with job {spec.name}'s "
-                              f"settings", run)
+    return Searcher(settings, f"the evaluation's {'greedy ' if greedy else ''}search (translate_ids, cached, batched) "
+                              f"with job {spec.name}'s settings", run)
 
 
 class _Script:

@@ -293,6 +293,14 @@ def _nan_logits(bad):
     return mock.patch.object(Transformer, "forward", lambda self, *a, **k: original(self, *a, **k) * bad)
 
 
+def _nan_decoder(bad):
+    """The decoder's hidden states times NaN (or inf): the objective's loss and gradients, eager and compiled."""
+    from repro.model import Transformer
+
+    original = Transformer.decode
+    return mock.patch.object(Transformer, "decode", lambda self, *a, **k: original(self, *a, **k) * bad)
+
+
 @contextlib.contextmanager
 def _nan_group(bad):
     """The two ranks' gradients come back NaN (the group is observed again, not taken from the cache)."""
@@ -358,6 +366,7 @@ OWN_PATHS: dict[str, Callable] = {
     "run.update_arithmetic": _nan_logits, "run.dropout_places": _nan_logits,
     "run.smoothing_spread": _nan_loss, "run.ddp_update": _nan_group, "run.gpu_optimizer": _nan_gpu_adam,
     "run.resume_exact": _nan_resumed_weights, "run.read_late": _nan_read_late,
+    "run.compiled_shapes": _nan_decoder, "decode.trained_scores": _nan_decoder,
 }
 
 
