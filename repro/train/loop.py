@@ -18,7 +18,6 @@ import random
 import sys
 from time import monotonic   # the default clock (a module name: the clock tests replace it here alone)
 from collections.abc import Callable, Iterable, Sequence
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -331,39 +330,43 @@ def run(
             timing.exclude("checkpoint_s", clock() - saving)
             cadence.written()
 
-    with stop if stop is not None else nullcontext():   # its handlers only while updates run
-        try:
-            while step < cfg.max_steps:
-                step += 1
-                timing.start_update()
-                micro, data_state = next(batches)
-                try:
-                    launched = trainer.launch(micro, step)
-                except TrainingDiverged as err:
-                    raise diverged(err) from None
-                # the previous update's figures, read once this one is launched (one GPU, fused Adam)
-                earlier = (read(waiting[0]), waiting[1]) if waiting is not None else None
-                timing.end_update()
-                stopping = stop is not None and stop.requested and step < cfg.max_steps
-                due = (cadence.due(step) or stopping) and trainer.rank == 0
-                if launched.deferred and not due and step < cfg.max_steps:
-                    waiting, current = (launched, data_state), None
-                else:   # a checkpoint holds an update whose figures were read, before the next one is launched
-                    waiting, current = None, read(launched)
-                if earlier is not None:
-                    settle(*earlier, due=False)
-                if current is not None:
-                    settle(current, data_state, due, evaluating=not stopping)
-                if on_step is not None:
-                    on_step(step)
-                if stopping:
-                    stopped_by = stop.signal
-                    say(f"repro train: stopped by {stopped_by} after update {step}, checkpointed in {written[-1]}; "
-                        "the same command resumes from it")
-                    break
-        finally:
-            batches.close()
-            progress.close()
+    if stop is not None:
+        stop.install()   # its handlers only while updates run
+    try:
+        while step < cfg.max_steps:
+            step += 1
+            timing.start_update()
+            micro, data_state = next(batches)
+            try:
+                launched = trainer.launch(micro, step)
+            except TrainingDiverged as err:
+                raise diverged(err) from None
+            # the previous update's figures, read once this one is launched (one GPU, fused Adam)
+            earlier = (read(waiting[0]), waiting[1]) if waiting is not None else None
+            timing.end_update()
+            due = cadence.due(step) and trainer.rank == 0
+            stopping = stop is not None and stop.requested and step < cfg.max_steps
+            due = due or stopping   # a stop checkpoints the update in flight (one process: rank 0)
+            if launched.deferred and not due and step < cfg.max_steps:
+                waiting, current = (launched, data_state), None
+            else:   # a checkpoint holds an update whose figures were read, before the next one is launched
+                waiting, current = None, read(launched)
+            if earlier is not None:
+                settle(*earlier, due=False)
+            if current is not None:
+                settle(current, data_state, due, evaluating=not stopping)
+            if on_step is not None:
+                on_step(step)
+            if stopping:
+                stopped_by = stop.signal
+                say(f"repro train: stopped by {stopped_by} after update {step}, checkpointed in {written[-1]}; "
+                    "the same command resumes from it")
+                break
+    finally:
+        if stop is not None:
+            stop.restore()
+        batches.close()
+        progress.close()
     elapsed = clock() - start
     return TrainSummary(
         steps=step, final_loss=progress.last_loss, out_dir=out_dir,

@@ -24,7 +24,7 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 class StopSignals:
-    """``with StopSignals() as stop:`` ... ``stop.requested`` turns true at the first SIGINT/SIGTERM;
+    """``with StopSignals() as stop:`` (or ``install()`` ... ``restore()``) ... ``stop.requested`` turns true at the first SIGINT/SIGTERM;
     ``stop.signal`` names it, ``stop.exit_code`` is the shell's code for it (128 + its number)."""
 
     def __init__(self, say: Callable[[str], None] | None = None) -> None:
@@ -45,16 +45,21 @@ class StopSignals:
     def exit_code(self) -> int:
         return 0 if self.received is None else 128 + int(self.received)
 
-    def __enter__(self) -> StopSignals:
+    def install(self) -> None:
+        """Take SIGINT and SIGTERM (from the main thread only: elsewhere Python cannot)."""
         if threading.current_thread() is threading.main_thread():
             self._pid = os.getpid()
             self._previous = {sig: signal.signal(sig, self._handle) for sig in SIGNALS}
+
+    def __enter__(self) -> StopSignals:
+        self.install()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._restore()
+        self.restore()
 
-    def _restore(self) -> None:
+    def restore(self) -> None:
+        """Give the signals back to the handlers they had before."""
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
         self._previous = {}
@@ -63,7 +68,7 @@ class StopSignals:
         if os.getpid() != self._pid:   # a forked batch worker (repro.train.prefetch): its parent decides
             return
         if self.received is not None:   # the second: stop at once, as without this handler
-            self._restore()
+            self.restore()
             if signum == signal.SIGINT:
                 raise KeyboardInterrupt
             signal.signal(signum, signal.SIG_DFL)
