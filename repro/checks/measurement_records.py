@@ -22,6 +22,8 @@ from repro.checks.jobs import own
 from repro.checks.registry import checker
 from repro.claims.claim import Claim
 from repro.claims.outcome import CheckContext, Measurement
+from repro.decode.settings import TRANSLATION
+from repro.decode.translate import search_of
 from repro.eval.bleu import paper_bleu, sacre_bleu
 from repro.eval.translation import BleuEvaluation
 from repro.measures.measure_registry import Measured, Request, Trained, measure
@@ -47,7 +49,7 @@ def _quiet(name: str) -> Iterator[None]:
 
 def _scored() -> BleuEvaluation:
     return BleuEvaluation("test", sacre_bleu(HYPOTHESES, REFERENCES), paper_bleu(HYPOTHESES, REFERENCES), HYPOTHESES,
-                          0.0, len(HYPOTHESES), references=REFERENCES)
+                          0.0, len(HYPOTHESES), settings=search_of(TRANSLATION), references=REFERENCES)
 
 
 @checker("run.bleu_stored")
