@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from repro.argtypes import existing_file, non_negative_int, positive_int
 from repro.cli_flags import add_device_argument, add_lineage_argument, deprecated_alias
@@ -95,6 +96,9 @@ def main(args: argparse.Namespace) -> int:
         if not stop.requested:
             # the run's own dev evaluation (perplexity, token accuracy), kept in its records (repro check --run)
             evaluate_newest(cfg.out_dir, recipe.to_dict(), runtime_of(cfg))
+        else:
+            print(f"repro train: {stop.signal}: the dev evaluation of the newest checkpoint is left out "
+                  "(a resumed run that ends makes it; so does `repro evaluate`)", file=sys.stderr)
     print(json.dumps({
         "steps": summary.steps, "final_loss": summary.final_loss, "out_dir": str(summary.out_dir),
         "resumed_from": summary.resumed_from, "tokens_per_s": round(summary.tokens_per_s, 1),
