@@ -81,9 +81,9 @@ def _batch_first(what: str, call: Callable[..., Tensor], d_model: int, memory: b
     of two in which only sentence 1 changes; sentence 0's output must not move. A probe that
     raises, or a module that does not repeat itself, is left to the checks."""
     gen = torch.Generator().manual_seed(0)
-    x, mem = torch.randn(2, 5, d_model, generator=gen), torch.randn(2, 4, d_model, generator=gen)
+    x, mem = torch.randn(2, 5, d_model, generator=gen), torch.randn(2, 5, d_model, generator=gen)
     x2, mem2 = x.clone(), mem.clone()
-    x2[1], mem2[1] = torch.randn(5, d_model, generator=gen), torch.randn(4, d_model, generator=gen)
+    x2[1], mem2[1] = torch.randn(5, d_model, generator=gen), torch.randn(5, d_model, generator=gen)
     run = (lambda q, m: call(q, m, m)) if memory else (lambda q, m: call(q))
     try:
         with torch.no_grad():
