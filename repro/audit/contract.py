@@ -74,6 +74,37 @@ def _instance(what: str, value: Any, kind: type) -> Any:
     return value
 
 
+def _batch_first(what: str, call: Callable[..., Tensor], d_model: int, memory: bool = False) -> None:
+    """Refuse a module that mixes the sentences of a batch, as a sequence-first module
+    (``nn.MultiheadAttention(batch_first=False)``, fairseq's (time, batch, channel) layers) given
+    the protocol's batch-first tensors does: it reads the batch as the sequence. Probed on a batch
+    of two in which only sentence 1 changes; sentence 0's output must not move. A probe that
+    raises, or a module that does not repeat itself, is left to the checks."""
+    gen = torch.Generator().manual_seed(0)
+    x, mem = torch.randn(2, 5, d_model, generator=gen), torch.randn(2, 5, d_model, generator=gen)
+    x2, mem2 = x.clone(), mem.clone()
+    x2[1], mem2[1] = torch.randn(5, d_model, generator=gen), torch.randn(5, d_model, generator=gen)
+    run = (lambda q, m: call(q, m, m)) if memory else (lambda q, m: call(q))
+    try:
+        with torch.no_grad():
+            a, again, b = run(x, mem), run(x, mem), run(x2, mem2)
+    except Exception:  # noqa: BLE001 - the checks' own calls report what the module does with their inputs
+        return
+    if not all(isinstance(t, Tensor) and t.shape[:2] == x.shape[:2] for t in (a, again, b)):
+        return
+    a, again, b = (t.detach().float().cpu() for t in (a, again, b))
+    scale = max(a[0].abs().max().item(), 1.0)
+    if (a[0] - again[0]).abs().max().item() > 1e-6 * scale:
+        return
+    moved = (a[0] - b[0]).abs().max().item()
+    if moved > 1e-5 * scale:
+        raise AdapterContractError(
+            f"{what}: its output for sentence 0 of a batch moved by {moved:.3g} when only sentence 1 changed, so it "
+            "reads the first dimension as the sequence (a sequence-first module: nn.MultiheadAttention(batch_first="
+            "False), torch.nn.Transformer's layers by default, fairseq's (time, batch, channel) layers); the protocol "
+            "is batch first, (batch, n, d_model): transpose the inputs and the output in the adapter")
+
+
 class CheckedAdapter(AdapterWrapper):
     """Delegates to an adapter and checks every return value against the protocol; methods whose
     return values are not checked here (later additions to the protocol) go straight to the adapter."""
@@ -90,12 +121,14 @@ class CheckedAdapter(AdapterWrapper):
         if not callable(module):
             raise AdapterContractError(
                 f"multi_head_cross_attention returned {type(module).__name__}, expected a callable")
+        _batch_first("the module from multi_head_cross_attention", module, d_model, memory=True)
         return _same_shape("the module from multi_head_cross_attention", module)
 
     def multi_head_attention(self, d_model: int, n_heads: int) -> Callable[[Tensor, Tensor, Tensor], Tensor]:
         module = self._target.multi_head_attention(d_model, n_heads)
         if not callable(module):
             raise AdapterContractError(f"multi_head_attention returned {type(module).__name__}, expected a callable")
+        _batch_first("the module from multi_head_attention", lambda x: module(x, x, x), d_model)
         return _same_shape("the module from multi_head_attention", module)
 
     def feed_forward(self, d_model: int, d_ff: int) -> FeedForwardParts:
@@ -113,6 +146,7 @@ class CheckedAdapter(AdapterWrapper):
         parts = _instance("encoder_layer", self._target.encoder_layer(d_model, n_heads, d_ff), EncoderLayerParts)
         if len(parts.norms) != 2:
             raise AdapterContractError(f"encoder_layer returned {len(parts.norms)} norms, expected 2")
+        _batch_first("EncoderLayerParts.layer", parts.layer, d_model)
         return EncoderLayerParts(
             layer=_same_shape("EncoderLayerParts.layer", parts.layer),
             self_attention=_same_shape("EncoderLayerParts.self_attention", parts.self_attention),

@@ -94,20 +94,32 @@ def _one(values: list[int]) -> int | list[int] | None:
     return None if not distinct else distinct[0] if len(distinct) == 1 else distinct
 
 
-def _attention(products: list[Product], n_q: int | None, n_k: int) -> list[tuple[int, int, int]]:
+def _attention(products: list[Product], n_q: int | None, n_k: int, width: int) -> list[tuple[int, int, int]]:
     """(h, d_k, d_v) of each attention with n_q queries (``None``: any number, as a decoder with
-    several streams runs) over n_k keys."""
-    found = []
+    several streams runs) over n_k keys. Heads computed one after another (one small projection per
+    head, the paper's W_i^Q, W_i^K, W_i^V, each head's scores and values a product of its own) are
+    one attention: consecutive heads of the same d_k and d_v with nothing between them but
+    products d_model -> fewer features (the next head's projections) add up their h."""
+    found: list[list[int]] = []
     queries = lambda n: n_q is None or n == n_q
-    scores = [p.shape for p in products if p.kind == "batched" and queries(p.shape[1]) and p.shape[3] == n_k and p.shape[2] != n_k]
-    values = [p.shape for p in products if p.kind == "batched" and queries(p.shape[1]) and p.shape[2] == n_k]
-    for s, v in zip(scores, values):
-        found.append((s[0] // BATCH, s[2], v[3]))
+    score, joined = None, False  # the open head's scores; whether the next head joins the last attention
     for p in products:
-        if p.kind == "attention" and queries(p.shape[2]) and p.shape[3] == n_k:
+        if p.kind == "batched" and queries(p.shape[1]) and p.shape[3] == n_k and p.shape[2] != n_k:
+            score = p.shape
+        elif p.kind == "batched" and queries(p.shape[1]) and p.shape[2] == n_k and score is not None:
+            head = [score[0] // BATCH, score[2], p.shape[3]]
+            if joined and found[-1][1:] == head[1:]:
+                found[-1][0] += head[0]
+            else:
+                found.append(head)
+            score, joined = None, True
+        elif p.kind == "attention" and queries(p.shape[2]) and p.shape[3] == n_k:
             batch, heads, _, _, d_k, d_v = p.shape
-            found.append((heads * batch // BATCH, d_k, d_v))
-    return found
+            found.append([heads * batch // BATCH, d_k, d_v])
+            joined = False
+        elif not (p.kind == "linear" and p.shape[1] == width and p.shape[2] < width):
+            joined = False
+    return [tuple(a) for a in found]
 
 
 def forward_dimensions(parts: Any) -> tuple[dict[str, Any], str]:
@@ -269,10 +281,11 @@ def traced_dimensions(forward: Any, width: int, device: str = "cpu") -> tuple[di
     if grouped:
         notes.append(f"{grouped} feed-forward layers ran their tokens in groups, several products X -> d_model in a row "
                      "with nothing between them (experts, or global tokens apart from local ones), each counted once")
-    attention = _attention([p for p, f in zip(products, follows) if f in stacks["encoder"]], SOURCE_LENGTH, SOURCE_LENGTH)
+    attention = _attention([p for p, f in zip(products, follows) if f in stacks["encoder"]], SOURCE_LENGTH, SOURCE_LENGTH,
+                           width)
     if not attention:
         attention = _attention([p for p, f in zip(products, follows) if f in stacks["decoder"]], TARGET_LENGTH,
-                               TARGET_LENGTH)
+                               TARGET_LENGTH, width)
         if attention:
             notes.append(f"h, d_k, d_v read off the decoder's self-attention (no attention over {SOURCE_LENGTH} "
                          f"queries and {SOURCE_LENGTH} keys in the encoder)")
@@ -289,7 +302,7 @@ def traced_dimensions(forward: Any, width: int, device: str = "cpu") -> tuple[di
     }
     if gated:
         notes.append(f"{gated} feed-forward layers gated (more than one d_model -> X product each), each counted once")
-    cross = _attention([p for p, f in zip(products, follows) if f in stacks["decoder"]], None, SOURCE_LENGTH)
+    cross = _attention([p for p, f in zip(products, follows) if f in stacks["decoder"]], None, SOURCE_LENGTH, width)
     seen = (f"{len(products)} products in one forward pass: {counts['N_encoder']} + {counts['N_decoder']} feed-forward "
             f"layers, {len(attention)} self-attentions read, {len(cross)} cross-attentions" + "".join(f"; {n}" for n in notes))
     if unread:

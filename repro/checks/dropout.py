@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from repro.checks.placement import OTHER, Placement, norm_modules, norm_placement, residual_stream, trace_layer
+from repro.checks.placement import OTHER, Placement, norm_placement, residual_stream, trace_layer
 from repro.checks.positional import stack_table
 from repro.checks.registry import checker
 from repro.claims.claim import Claim
@@ -166,7 +166,6 @@ def _layer_sites(name: str, layer_call: Callable[[], Tensor], x: Tensor, norms, 
     sub-layer's own output on the input it was given), :data:`REPEATS` pooled calls when one is
     random (:func:`observe_random`)."""
     finite(layer_call(), f"the output of {name}")  # NaN follows no residual stream: a failure, not "not read"
-    norms = norm_modules(norms)
     if len(norms) != len(sublayers):
         raise NotRead(f"{name} gives {len(norms)} norms for {len(sublayers)} sub-layers")
     traces = [trace_layer(layer_call, x, norms)]

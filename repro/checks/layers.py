@@ -8,6 +8,7 @@ import torch
 
 from repro.checks.census import TRACE_VOCAB, buildable, forward_dimensions, job_dimensions
 from repro.checks.jobs import job_config, own, watches_jobs
+from repro.checks.norm_parameters import norm_parameters
 from repro.checks.registry import checker
 from repro.checks.stack_embedding import received_factor
 from repro.checks.vacuity import require_informative
@@ -55,14 +56,17 @@ def feed_forward(claim: Claim, ctx: CheckContext) -> Measurement:
     return Measurement(err, detail=f"max abs error {err:.2e}{perturbed}")
 
 
-def _perturb_norms(norms: tuple, gen: torch.Generator) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """Give each norm's parameters (a LayerNorm's gain and bias) random values of their own,
-    in place; returns (parameter, saved value) to restore. At their initial values (1 and 0)
-    two LayerNorms compute the same function, and swapping them could not be seen."""
-    saved = []
+def perturb_norms(norms: tuple, d_model: int, gen: torch.Generator) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Give each norm's parameters (a LayerNorm's gain and bias, a module's or those a norm function
+    applies: :func:`~repro.checks.norm_parameters.norm_parameters`) random values of their own, in
+    place; returns (parameter, saved value) to restore. At their initial values (1 and 0) two
+    LayerNorms compute the same function, and swapping them could not be seen."""
+    saved, seen = [], set()
     for norm in norms:
-        params = list(norm.parameters()) if isinstance(norm, torch.nn.Module) else []
-        for p in params:
+        for p in norm_parameters(norm, d_model):
+            if id(p) in seen:
+                continue
+            seen.add(id(p))
             saved.append((p, p.detach().clone()))
             with torch.no_grad():
                 p.add_((torch.randn(p.shape, generator=gen, dtype=p.dtype) * 0.5).to(p.device))
@@ -77,14 +81,15 @@ def post_norm(claim: Claim, ctx: CheckContext) -> Measurement:
     compared with the layer's output; a pre-norm layer (x + Sublayer(LayerNorm(x))), one
     that normalises before the residual sum, or one whose norms are applied in the other order
     does not match. The two norms' weights and biases are set to distinct random values first,
-    so that the order of the norms shows; norms that are no torch modules cannot be perturbed,
-    and when they then compute the same function the order cannot be checked (not applicable)."""
+    so that the order of the norms shows; norms whose parameters cannot be found (neither modules
+    nor functions over parameters they hold) cannot be perturbed, and when they then compute the
+    same function the order cannot be checked (not applicable)."""
     d_model = claim.params.get("d_model", 64)
     parts = ctx.target.encoder_layer(d_model, claim.params.get("heads", 4), 128)
     gen = torch.Generator().manual_seed(ctx.seed)
     x = torch.randn(2, 9, d_model, generator=gen) * 2 + 0.5
     norm_1, norm_2 = parts.norms
-    saved = _perturb_norms((norm_1, norm_2), gen)
+    saved = perturb_norms((norm_1, norm_2), d_model, gen)
     try:
         with torch.no_grad():
             h = norm_1(x + parts.self_attention(x))
@@ -99,8 +104,8 @@ def post_norm(claim: Claim, ctx: CheckContext) -> Measurement:
     err = max_abs_diff(got, want, "the encoder layer's output")
     if same_norms:
         raise NotApplicable(
-            f"{ctx.target.name}: the two norms of EncoderLayerParts compute the same function and are no torch "
-            "modules whose weights the check could perturb, so their order cannot be checked"
+            f"{ctx.target.name}: the two norms of EncoderLayerParts compute the same function and hold no "
+            "parameters the check could find and perturb, so their order cannot be checked"
         )
     perturbed = f"; norm weights and biases perturbed ({len(saved)} tensors)" if saved else ""
     return Measurement(err, detail=f"max |layer(x) - LN(h + FFN(h))|, h = LN(x + SelfAttn(x)): {err:.2e}{perturbed}")
@@ -208,11 +213,12 @@ def position_wise(claim: Claim, ctx: CheckContext) -> Measurement:
     return Measurement(max(permuted, alone), detail=f"permuted {permuted:.1e}, one position at a time {alone:.1e}")
 
 
-def _layer_norm_fit(norm: torch.nn.Module, d_model: int,
+def _layer_norm_fit(norm, params: list[torch.Tensor], d_model: int,
                     gen: torch.Generator) -> tuple[float, str | None, str | None]:
     """(worst residual of out = a z + c per feature, what departs from LayerNorm's parameters, what
-    is worth saying though it holds) for one norm whose parameters have been set to random values."""
-    params = [p for p in norm.parameters() if p.requires_grad]
+    is worth saying though it holds) for one norm whose parameters (``params``, all it applies) have
+    been set to random values."""
+    params = [p for p in params if p.requires_grad]
     if not params:
         return 0.0, "it has no learned gain and bias", None
     x = torch.randn(256, d_model, generator=gen) * (torch.rand(256, 1, generator=gen) * 3 + 0.2) \
@@ -291,14 +297,16 @@ def layer_norm(claim: Claim, ctx: CheckContext) -> Measurement:
     enc = ctx.target.encoder_layer(d_model, claim.params.get("heads", 4), 128)
     dec = ctx.target.decoder_layer(d_model, claim.params.get("heads", 4), 128)
     norms = [*enc.norms, *dec.norms]
-    if not all(isinstance(n, torch.nn.Module) for n in norms):
-        raise NotApplicable(f"{ctx.target.name}: the layer norms are not torch modules whose parameters can be set")
+    params = [norm_parameters(n, d_model) for n in norms]
+    if not all(isinstance(n, torch.nn.Module) or p for n, p in zip(norms, params)):
+        raise NotApplicable(f"{ctx.target.name}: the layer norms are neither torch modules nor functions over "
+                            "parameters the check can find and set")
     gen = torch.Generator().manual_seed(ctx.seed)
-    saved = _perturb_norms(tuple(norms), gen)
+    saved = perturb_norms(tuple(norms), d_model, gen)
     worst, problems, notes = 0.0, [], set()
     try:
         for i, norm in enumerate(norms):
-            residual, problem, note = _layer_norm_fit(norm, d_model, gen)
+            residual, problem, note = _layer_norm_fit(norm, params[i], d_model, gen)
             worst = max(worst, residual)
             if problem:
                 problems.append(f"norm {i + 1} of {len(norms)}: {problem}")

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from repro.checks.norm_parameters import ReadTensors, norm_parameters
 from repro.claims.outcome import NotApplicable
 
 POST_NORM, PRE_NORM, OTHER = "post-norm", "pre-norm", "other"
@@ -47,15 +48,11 @@ class LayerTrace:
     norm_inputs: list[Tensor]
 
 
-def norm_modules(norms: Sequence[Callable[[Tensor], Tensor]]) -> list[nn.Module]:
-    """The norms as torch modules (their inputs are read with forward hooks), else NotApplicable."""
+def trace_layer(call: Callable[[], Tensor], x: Tensor, norms: Sequence[Callable[[Tensor], Tensor]]) -> LayerTrace:
+    """Run ``call()`` (the layer applied to ``x``) once, recording the first input of each norm:
+    through forward hooks where the norms are torch modules, else by :func:`_trace_functions`."""
     if not all(isinstance(n, nn.Module) for n in norms):
-        raise NotApplicable("the layer norms are not torch modules: their inputs cannot be observed")
-    return list(norms)
-
-
-def trace_layer(call: Callable[[], Tensor], x: Tensor, norms: Sequence[nn.Module]) -> LayerTrace:
-    """Run ``call()`` (the layer applied to ``x``) once, recording the first input of each norm."""
+        return _trace_functions(call, x, norms)
     seen: dict[int, Tensor] = {}
 
     def hook(i: int):
@@ -74,6 +71,49 @@ def trace_layer(call: Callable[[], Tensor], x: Tensor, norms: Sequence[nn.Module
         raise NotApplicable(f"the layer never called its norm(s) {missing} as given in its parts: the residual "
                             "stream cannot be followed")
     return LayerTrace(x, output.detach(), [seen[i] for i in range(len(norms))])
+
+
+def _trace_functions(call: Callable[[], Tensor], x: Tensor, norms: Sequence[Callable[[Tensor], Tensor]]) -> LayerTrace:
+    """The first input of each norm given as a function (a functional model's
+    ``partial(norm, params, name)``), which no hook can see: the layer's call is recorded op by op,
+    and norm k's input is the earliest tensor of the call (or ``x``) that the norm maps to the
+    result of an op reading the norm's own parameters
+    (:func:`~repro.checks.norm_parameters.norm_parameters`). The earliest: the norm's own
+    intermediates (the input centred, or standardised) come after its input and map to the same
+    output, a norm being blind to each row's shift and scale."""
+    width = x.shape[-1]
+    owned = [{id(p) for p in norm_parameters(norm, width)} for norm in norms]
+    if not all(owned):
+        raise NotApplicable("the layer norms are functions whose parameters could not be found (neither torch modules "
+                            "nor functions over parameters they hold): their inputs cannot be observed")
+    with ReadTensors(width) as mode:
+        output = call()
+    produced = [x.detach()]
+    inputs: dict[int, Tensor] = {}
+    with torch.no_grad():
+        for read, results in mode.calls:
+            for k, norm in enumerate(norms):
+                if k not in inputs and read & owned[k]:
+                    found = _norm_input(norm, produced, results)
+                    if found is not None:
+                        inputs[k] = found
+            produced.extend(t for t in results if t.dim() and t.shape[-1] == width)
+    missing = [k for k in range(len(norms)) if k not in inputs]
+    if missing:
+        raise NotApplicable(f"the layer never called its norm(s) {missing} as given in its parts: the residual "
+                            "stream cannot be followed")
+    return LayerTrace(x, output.detach(), [inputs[k] for k in range(len(norms))])
+
+
+def _norm_input(norm: Callable[[Tensor], Tensor], produced: list[Tensor], results: list[Tensor]) -> Tensor | None:
+    """The earliest of ``produced`` that ``norm`` maps to one of ``results``, or ``None``."""
+    for out in results:
+        for t in produced:
+            if t.shape == out.shape:
+                got = norm(t)
+                if (got - out).abs().max().item() <= SAME * max(out.abs().max().item(), 1.0):
+                    return t
+    return None
 
 
 def own_rows(big: Tensor, small: Tensor) -> Tensor | None:
@@ -113,7 +153,7 @@ class Placement:
     streams: str = ""
 
 
-def norm_placement(trace: LayerTrace, norms: Sequence[nn.Module]) -> Placement:
+def norm_placement(trace: LayerTrace, norms: Sequence[Callable[[Tensor], Tensor]]) -> Placement:
     """The placement read off one traced call (see the module docstring). Valid in train mode too:
     it compares tensors of the one call, never two calls."""
     pre = own_rows(trace.norm_inputs[0], trace.x)
@@ -140,7 +180,7 @@ def _own(t: Tensor, rows: Tensor, like: Tensor) -> Tensor:
     return t.reshape(-1, t.shape[-1])[rows].reshape(like.shape)
 
 
-def residual_stream(trace: LayerTrace, norms: Sequence[nn.Module], placement: Placement) -> list[tuple[Tensor, Tensor, Tensor]]:
+def residual_stream(trace: LayerTrace, norms: Sequence[Callable[[Tensor], Tensor]], placement: Placement) -> list[tuple[Tensor, Tensor, Tensor]]:
     """For each sub-layer k, in order: (what it added to the residual stream, the stream it was
     added to, the sub-layer's input), on the layer's own rows, from a traced call whose placement
     is known.

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import torch
 
+from repro.checks.layers import perturb_norms
 from repro.checks.noise import NoiseFloor, noise_text
 from repro.checks.registry import checker
 from repro.checks.vacuity import require_informative
@@ -25,33 +26,28 @@ def _x(gen: torch.Generator, n: int, d: int = D_MODEL) -> torch.Tensor:
     return torch.randn(2, n, d, generator=gen) * 2 + 0.5
 
 
-def _perturbed_norms(norms) -> None:
-    """Give LayerNorms weights other than their initial 1 and 0, so that two norms (or a norm
-    and none) can be told apart; norms that are not modules with weights are left as they are."""
-    gen = torch.Generator().manual_seed(1234)
-    for norm in norms:
-        for name in ("weight", "bias"):
-            param = getattr(norm, name, None)
-            if isinstance(param, torch.Tensor):
-                with torch.no_grad():
-                    param.copy_(torch.randn(param.shape, generator=gen) * 0.5 + (1.0 if name == "weight" else 0.0))
-
-
 @checker("layers.post_norm_decoder")
 def post_norm_decoder(claim: Claim, ctx: CheckContext) -> Measurement:
     """Section 3.1: every decoder sub-layer's output is LayerNorm(x + Sublayer(x)):
-    layer(x, z) = LN3(h2 + FFN(h2)), h2 = LN2(h1 + EncDecAttn(h1, z)), h1 = LN1(x + SelfAttn(x))."""
+    layer(x, z) = LN3(h2 + FFN(h2)), h2 = LN2(h1 + EncDecAttn(h1, z)), h1 = LN1(x + SelfAttn(x)).
+    The norms' parameters are given random values first (restored after), as for the encoder layer
+    (:func:`~repro.checks.layers.perturb_norms`), so that their order shows."""
     parts = ctx.target.decoder_layer(D_MODEL, HEADS, D_FF)
-    _perturbed_norms(parts.norms)
     gen = torch.Generator().manual_seed(ctx.seed)
     x, z = _x(gen, 9), _x(gen, 6)
     n1, n2, n3 = parts.norms
-    with torch.no_grad():
-        h1 = n1(x + parts.self_attention(x))
-        h2 = n2(h1 + parts.cross_attention(h1, z))
-        want = n3(h2 + parts.feed_forward(h2))
-        got = parts.layer(x, z)
-        require_informative(got, "the decoder layer's outputs")
+    saved = perturb_norms(parts.norms, D_MODEL, torch.Generator().manual_seed(1234))
+    try:
+        with torch.no_grad():
+            h1 = n1(x + parts.self_attention(x))
+            h2 = n2(h1 + parts.cross_attention(h1, z))
+            want = n3(h2 + parts.feed_forward(h2))
+            got = parts.layer(x, z)
+            require_informative(got, "the decoder layer's outputs")
+    finally:
+        with torch.no_grad():
+            for param, value in saved:
+                param.copy_(value)
     err = max_abs_diff(got, want, "the decoder layer's output")
     return Measurement(err, detail=f"max |layer(x, z) - the paper's composition of its parts|: {err:.2e}")
 
