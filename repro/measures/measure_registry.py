@@ -101,6 +101,9 @@ class Trained:
     checkpoint: Path | None = None
     averaged_from: tuple[str, ...] = ()
     averaged: tuple[dict[str, Any], ...] = ()
+    #: decodes already made of this model, by what they decoded: the measurements that score one decode
+    #: (the two BLEU protocols) share it
+    decodes: dict[tuple[Any, ...], Any] = field(default_factory=dict, repr=False, compare=False)
 
     @cached_property
     def checkpoint_sha256(self) -> str | None:

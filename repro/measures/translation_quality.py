@@ -8,9 +8,10 @@
   bootstrap over sentences when the job asks for intervals; the token accuracy of the same pass
   beside it (``extra.token_accuracy``: Section 5.4's "improves accuracy").
 
-Both BLEUs translate the split with the job's search settings (beam 4, alpha 0.6, input + 50 for
-the paper's recipes), on the job's runtime, split over its ranks (:mod:`repro.eval.sharding`), and
-record the search their decode ran (``provenance.extra.decode``: :func:`repro.decode.translate.search_of`,
+Both BLEUs score one decode of the split (made by the first of them to run, kept on ``Trained``)
+with the job's search settings (beam 4, alpha 0.6, input + 50 for the paper's recipes), on the job's
+runtime, split over its ranks (:mod:`repro.eval.sharding`), and record the search their decode ran
+(``provenance.extra.decode``: :func:`repro.decode.translate.search_of`,
 not the settings asked for). ``*_of`` score a decode (or a perplexity pass) already made, for a
 command that scores one decode both ways (``repro evaluate``).
 Every record says which files were scored (``provenance.extra.test_set``: the split's source and
@@ -52,8 +53,14 @@ def scored_files(trained: Trained, split: str, sentences: int | None = None,
 
 
 def _translate(trained: Trained, request: Request) -> BleuEvaluation:
-    return evaluate_bleu(trained.model, trained.vocab, trained.dataset, request.split, trained.search,
-                         output=trained.files.get("hypotheses"), runtime=trained.runtime)
+    """The recipe's search over ``request.split``: decoded once per model, split and search, and scored
+    by both protocols (a job that asks for both BLEUs decodes its test split once)."""
+    key = ("bleu", id(trained.model), request.split, trained.search, trained.files.get("hypotheses"))
+    if key not in trained.decodes:
+        trained.decodes[key] = evaluate_bleu(trained.model, trained.vocab, trained.dataset, request.split,
+                                             trained.search, output=trained.files.get("hypotheses"),
+                                             runtime=trained.runtime)
+    return trained.decodes[key]
 
 
 @measurement("bleu.tokenized-compound-split")
