@@ -101,8 +101,8 @@ class Trained:
     checkpoint: Path | None = None
     averaged_from: tuple[str, ...] = ()
     averaged: tuple[dict[str, Any], ...] = ()
-    #: decodes already made of this model, by what they decoded: the measurements that score one decode
-    #: (the two BLEU protocols) share it
+    #: decodes already made, by split and output file, with the model and search that made them: the
+    #: measurements that score one decode (the two BLEU protocols) share it
     decodes: dict[tuple[Any, ...], Any] = field(default_factory=dict, repr=False, compare=False)
 
     @cached_property

@@ -55,12 +55,13 @@ def scored_files(trained: Trained, split: str, sentences: int | None = None,
 def _translate(trained: Trained, request: Request) -> BleuEvaluation:
     """The recipe's search over ``request.split``: decoded once per model, split and search, and scored
     by both protocols (a job that asks for both BLEUs decodes its test split once)."""
-    key = ("bleu", id(trained.model), request.split, trained.search, trained.files.get("hypotheses"))
-    if key not in trained.decodes:
-        trained.decodes[key] = evaluate_bleu(trained.model, trained.vocab, trained.dataset, request.split,
-                                             trained.search, output=trained.files.get("hypotheses"),
-                                             runtime=trained.runtime)
-    return trained.decodes[key]
+    key = ("bleu", request.split, str(trained.files.get("hypotheses")))
+    made = trained.decodes.get(key)
+    if made is None or made[0] is not trained.model or made[1] is not trained.search:
+        made = trained.decodes[key] = (trained.model, trained.search, evaluate_bleu(
+            trained.model, trained.vocab, trained.dataset, request.split, trained.search,
+            output=trained.files.get("hypotheses"), runtime=trained.runtime))
+    return made[2]
 
 
 @measurement("bleu.tokenized-compound-split")

@@ -59,3 +59,11 @@ def test_another_split_or_model_decodes_again(decodes, tmp_path: Path) -> None:
     other = _trained(tmp_path, object())
     measure(other, Request("c", "bleu.sacrebleu", "test"))
     assert len(decodes) == 3
+
+
+def test_another_search_decodes_again(decodes, tmp_path: Path) -> None:
+    trained = _trained(tmp_path, object())
+    measure(trained, Request("a", "bleu.sacrebleu", "test"))
+    trained.search = TRANSLATION.replace(beam_size=1)
+    measure(trained, Request("b", "bleu.tokenized-compound-split", "test"))
+    assert len(decodes) == 2
