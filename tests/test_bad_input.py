@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from repro.cli import main
+from tests.metric_claim import METRIC_CLAIM
 
 CLAIM = """part = "x"
 [[claim]]
@@ -20,18 +21,6 @@ scale = "local"
 checker = "{checker}"
 """
 
-METRIC_CLAIM = """part = "x"
-[[claim]]
-id = "x.bleu"
-source = "test"
-statement = "a metric"
-kind = "metric"
-scale = "local"
-checker = "metric.result"
-expected = 30.0
-bound = "at_least"
-unit = "BLEU"
-"""
 
 TREE = "(S (NP (DT a) (NN b)) (VP (VB c)))\n"
 

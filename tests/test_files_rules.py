@@ -17,6 +17,7 @@ from repro.files import reader, writer
 from repro.limits import LINE_BYTES, NESTING, RECORD_BYTES
 from repro.results import Provenance, Result, ResultStore
 from tests.cli_run import refusal, run
+from tests.metric_claim import METRIC_CLAIM as CLAIM
 
 SENTENCES = ["Ein Mann fährt Fahrrad .", "Zwei Hunde spielen im Schnee .", "Eine Frau liest ein Buch ."]
 TEXT = "".join(s + "\n" for s in SENTENCES)
@@ -252,8 +253,6 @@ def test_selftest_refuses_a_json_path_its_readable_summary_would_overwrite(tmp_p
 
 # -- every kind of input the CLI reads, through the CLI -------------------------------------------------
 
-CLAIM = ('part = "x"\n[[claim]]\nid = "x.bleu"\nsource = "test"\nstatement = "a metric"\nkind = "metric"\n'
-         'scale = "local"\nchecker = "metric.result"\nexpected = 30.0\nbound = "at_least"\nunit = "BLEU"\n')
 DEEP = "[" * 5000 + "]" * 5000
 
 

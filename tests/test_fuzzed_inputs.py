@@ -34,6 +34,7 @@ from repro.model import Transformer, TransformerConfig
 from repro.train.checkpoint import load_checkpoint, save_checkpoint
 from repro.train.lineage import FIELDS
 from tests.cli_run import run
+from tests.metric_claim import METRIC_CLAIM as CLAIM
 
 EXAMPLES = int(os.environ.get("REPRO_FUZZ_EXAMPLES", "25"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=EXAMPLES <= 25, database=None,
@@ -41,8 +42,6 @@ FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=EXAMPLES <= 25
                                        HealthCheck.data_too_large])
 EN = ["A man rides a bike .", "Two dogs play in the snow .", "A woman reads a book ."]
 TREE = "(S (NP (DT a) (NN b)) (VP (VB c)))"
-CLAIM = ('part = "x"\n[[claim]]\nid = "x.bleu"\nsource = "test"\nstatement = "a metric"\nkind = "metric"\n'
-         'scale = "local"\nchecker = "metric.result"\nexpected = 30.0\nbound = "at_least"\nunit = "BLEU"\n')
 RECORD = {"claim_id": "x.bleu", "measured": 31.5, "unit": "BLEU", "status": None, "detail": "", "extra": {},
           "provenance": {"commit": "c0ffee", "config_hash": "h", "hardware": "cpu", "dataset": "d",
                          "date": "2026-01-01T00:00:00+00:00", "scale": "local: test", "bleu_signature": None,

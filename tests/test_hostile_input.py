@@ -26,23 +26,12 @@ from repro.results import Provenance, Result, ResultStore
 from repro.train.checkpoint import save_checkpoint
 from repro.train.lineage import FIELDS
 from tests.cli_run import refusal, run
+from tests.metric_claim import claims_dir  # noqa: F401  (claims_dir: a fixture)
 
 REPO = Path(__file__).resolve().parents[1]
 EN = ["A man rides a bike .", "Two dogs play in the snow .", "A woman reads a book .", "Children run on the beach ."]
 DE = ["Ein Mann fährt Fahrrad .", "Zwei Hunde spielen im Schnee .", "Eine Frau liest ein Buch .",
       "Kinder rennen am Strand ."]
-METRIC_CLAIM = """part = "x"
-[[claim]]
-id = "x.bleu"
-source = "test"
-statement = "a metric"
-kind = "metric"
-scale = "local"
-checker = "metric.result"
-expected = 30.0
-bound = "at_least"
-unit = "BLEU"
-"""
 
 
 def provenance(**changes) -> dict:
@@ -54,14 +43,6 @@ def provenance(**changes) -> dict:
 def record(**changes) -> dict:
     return {"claim_id": "x.bleu", "measured": 31.5, "unit": "BLEU", "status": None, "detail": "", "extra": {},
             "provenance": provenance(), **changes}
-
-
-@pytest.fixture()
-def claims_dir(tmp_path: Path) -> Path:
-    folder = tmp_path / "claims"
-    folder.mkdir()
-    (folder / "x.toml").write_text(METRIC_CLAIM)
-    return folder
 
 
 @pytest.fixture()

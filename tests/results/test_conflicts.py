@@ -9,27 +9,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from repro.report.newest import latest
 from repro.results import Provenance, Result, ResultStore
 from repro.results.store import disagree
 from tests.scaled.conftest import write_row
 from tests.cli_run import run
+from tests.metric_claim import claims_dir  # noqa: F401  (claims_dir: a fixture)
 
 DATE = "2026-01-01T00:00:00+00:00"
-CLAIM = """part = "x"
-[[claim]]
-id = "x.bleu"
-source = "test"
-statement = "a metric"
-kind = "metric"
-scale = "local"
-checker = "metric.result"
-expected = 30.0
-bound = "at_least"
-unit = "BLEU"
-"""
 
 
 def _record(store: ResultStore, value: float, name: str, date: str = DATE, claim: str = "x.bleu",
@@ -37,14 +24,6 @@ def _record(store: ResultStore, value: float, name: str, date: str = DATE, claim
     prov = Provenance(commit="c0ffee", config_hash="h", hardware="cpu", dataset="d", date=date, scale="local: test")
     return store.write(Result(claim, value, prov, unit="BLEU", status=status,
                               extra={} if seed is None else {"seed": seed}), name)
-
-
-@pytest.fixture()
-def claims_dir(tmp_path: Path) -> Path:
-    folder = tmp_path / "claims"
-    folder.mkdir()
-    (folder / "x.toml").write_text(CLAIM)
-    return folder
 
 
 def test_report_refuses_two_records_of_one_claim_and_date_that_disagree(tmp_path, claims_dir, capsys):

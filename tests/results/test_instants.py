@@ -19,32 +19,13 @@ from repro.instants import FUTURE_SKEW_S, checked_instant, instant
 from repro.report.newest import latest
 from repro.results import Provenance, Result, ResultStore
 from tests.cli_run import refusal, run
+from tests.metric_claim import claims_dir  # noqa: F401  (claims_dir: a fixture)
 
-CLAIM = """part = "x"
-[[claim]]
-id = "x.bleu"
-source = "test"
-statement = "a metric"
-kind = "metric"
-scale = "local"
-checker = "metric.result"
-expected = 30.0
-bound = "at_least"
-unit = "BLEU"
-"""
 
 
 def _write(store: ResultStore, value, name: str, date: str, **extra) -> Path:
     prov = Provenance(commit="c0ffee", config_hash="h", hardware="cpu", dataset="d", date=date, scale="local: test")
     return store.write(Result("x.bleu", value, prov, unit="BLEU", extra=extra), name)
-
-
-@pytest.fixture()
-def claims_dir(tmp_path: Path) -> Path:
-    folder = tmp_path / "claims"
-    folder.mkdir()
-    (folder / "x.toml").write_text(CLAIM)
-    return folder
 
 
 def _reported(capsys, tmp_path: Path, claims_dir: Path, results: Path, *flags: str) -> tuple[int, dict | None, str]:
