@@ -43,6 +43,7 @@ def checkpoints(claim: Claim, ctx: CheckContext) -> Measurement:
     job = paper_job(claim, files)
     steps = kept_steps(files)
     every, minutes = int(files.train.get("checkpoint_every_steps") or 0), float(files.train.get("checkpoint_every_minutes") or 0)
+    finite(minutes, f"{files.path}: the run's recipe's checkpoint_every_minutes")
     final, found = steps[-1], parts(files)
     for step in steps[:-1]:   # each on the spacing of the part of the run that wrote it (a resume may change it)
         train = next((part.train for part in reversed(found) if part.first <= step), files.train)
