@@ -18,7 +18,6 @@ a recipe of 0.1 whose loss is its NLL, or whose loss allows at most 0.05, did no
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from repro.checks.observed_records import logged_rows
 from repro.checks.observed_training import config_at, part_configs
