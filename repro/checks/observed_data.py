@@ -204,19 +204,27 @@ def hardware(claim: Claim, ctx: CheckContext) -> Measurement:
         if where not in seen:
             seen.append(where)
     value = "; ".join(seen)
-    paper = all(s.get("devices") == 8 and "P100" in str(s.get("hardware", "")) for s in found)
+    paper = all(s.get("devices") == 8 and "P100" in str(s.get("hardware", "")) and not trained_on_cpu(s) for s in found)
     detail = f"{len(found)} session(s) on {value}"
     if paper:
         return Measurement(claim.expected, passed=True, detail=detail)
     return Measurement(value, passed=False, departs=True, detail=f"{detail}; the paper: {claim.expected}")
 
 
+def trained_on_cpu(session: dict[str, Any]) -> bool:
+    """Whether a session trained on the CPU (its ``device``), whatever accelerators its machine had."""
+    return str(session.get("device") or "").startswith("cpu")
+
+
 def _device_name(session: dict[str, Any]) -> str:
     """The device's name from a session's hardware line ("1x NVIDIA H100 80GB HBM3 (CUDA 12.8), torch ...",
-    "CPU AMD EPYC (avx2 ...), 2 cores, ...")."""
+    "CPU AMD EPYC (avx2 ...), 2 cores, ..."); a session that trained on the CPU of a machine whose line names
+    its GPUs (the line describes the machine) trained on the CPU."""
     if not session.get("hardware"):
         return f"{session.get('device') or 'unknown'} (the session records no hardware)"
     text = str(session["hardware"])
+    if trained_on_cpu(session) and not text.startswith("CPU"):
+        return f"CPU (device 'cpu' on a machine of {text.split(' (')[0]}, unused)"
     if "x " in text.split(" (")[0]:
         return text.split("x ", 1)[1].split(" (")[0]
     return text.split(" (")[0]

@@ -290,3 +290,15 @@ def test_one_kept_checkpoint_shows_no_spacing(past_warmup: Path, tmp_path: Path)
     edit_checkpoint(checkpoint(path, 6), lambda s: (s["train_config"].update(keep), s["recipe"]["train"].update(keep)))
     record = verdicts(path, "observed.checkpoint-interval", toy=toy)["observed.checkpoint-interval"]
     assert status(record) == "not run" and "keeps one checkpoint (update 6)" in record.detail   # was: pass on the recipe
+
+
+def test_a_session_on_the_cpu_of_a_p100_machine_did_not_train_on_p100s(copy: Path) -> None:
+    """The hardware line describes the machine; the session's device says where it trained."""
+    def on_p100s(record):
+        for session in record["sessions"]:
+            session.update(devices=8, hardware="8x Tesla P100-SXM2-16GB (CUDA 12.1), torch 2.13.0")
+        record["update_plan"]["world_size"] = 8
+    edit_json(copy / "run.json", on_p100s)
+    record = verdicts(copy, "observed.hardware")["observed.hardware"]
+    assert status(record) == "departs", record.detail   # was: pass, on the machine's line
+    assert "8 x CPU (device 'cpu' on a machine of 8x Tesla P100-SXM2-16GB, unused)" in record.detail
