@@ -58,9 +58,11 @@ def vocabulary(claim: Claim, ctx: CheckContext) -> Measurement:
         if trained_with and trained_with != sha:
             raise Contradiction(f"{vocab}: not the vocabulary {files.newest.path.name} was trained with (its SHA-256 "
                                 f"{sha[:12]}, the checkpoint's lineage {trained_with[:12]})", size)
-        rows = files.newest.model_config.get("src_vocab_size")
-        if rows is not None and rows != size:
-            raise Contradiction(f"{vocab}: {size} entries, but the model of {files.newest.path.name} embeds {rows}", size)
+        for side in ("src_vocab_size", "tgt_vocab_size"):   # one vocabulary, shared by source and target (Section 5.1)
+            rows = files.newest.model_config.get(side)
+            if rows is not None and rows != size:
+                raise Contradiction(f"{vocab}: {size} entries, but the model of {files.newest.path.name} embeds {rows} "
+                                    f"(field 'model_config.{side}')", size)
     split = str(files.train.get("bpe_split", "bytes"))
     learned, kind = VOCABULARY_KINDS.get(split, (split, split))
     asked = files.train.get("vocab_size")

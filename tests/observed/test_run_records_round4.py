@@ -302,3 +302,10 @@ def test_a_session_on_the_cpu_of_a_p100_machine_did_not_train_on_p100s(copy: Pat
     record = verdicts(copy, "observed.hardware")["observed.hardware"]
     assert status(record) == "departs", record.detail   # was: pass, on the machine's line
     assert "8 x CPU (device 'cpu' on a machine of 8x Tesla P100-SXM2-16GB, unused)" in record.detail
+
+
+def test_a_target_vocabulary_other_than_the_shared_one_fails(copy: Path) -> None:
+    edit_checkpoint(checkpoint(copy, 10), lambda s: s["model_config"].update(tgt_vocab_size=400))
+    record = verdicts(copy, "observed.vocabulary.ende")["observed.vocabulary.ende"]
+    assert status(record) == "fail", record.detail   # was: departs, on the source side's 300 alone
+    assert "embeds 400 (field 'model_config.tgt_vocab_size')" in record.detail
