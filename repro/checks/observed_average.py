@@ -52,23 +52,43 @@ def _same_file(path: Path, field: str, recorded: Any, file: Path) -> None:
                             "file that was evaluated", recorded)
 
 
+def _same_checkpoints(files: Any, path: Path, field: str, averaged: Any, names: list[str]) -> None:
+    """The identities (name, update, SHA-256) ``path`` keeps in ``field`` of the checkpoints averaged, against
+    the names its evaluation lists and the checkpoint files of the run folder."""
+    listed = [a.get("name") for a in averaged]
+    if listed != names:
+        raise Contradiction(f"{path}: field '{field}' names {listed}, but field '{FIELD}' lists {names}", listed)
+    for i, identity in enumerate(averaged):
+        where = f"{field}[{i}]"
+        [step] = _steps([identity["name"]], f"{path}: field '{where}.name'")
+        if identity["step"] != step:
+            raise Contradiction(f"{path}: field '{where}.step' is {identity['step']!r}, but the checkpoint "
+                                f"{identity['name']} holds update {step}", identity["step"])
+        _same_file(path, f"{where}.sha256", identity.get("sha256"), files.path / "checkpoints" / identity["name"])
+
+
 def _identities(files: Any, path: Path, extra: dict[str, Any], names: list[str]) -> None:
     """The identities a record keeps of the averaged checkpoints and of the evaluated file, against its
-    names and against the files of the run folder."""
-    averaged = extra.get("averaged")
-    if averaged is not None:
-        listed = [a.get("name") for a in averaged]
-        if listed != names:
-            raise Contradiction(f"{path}: field 'provenance.extra.averaged' names {listed}, but field '{FIELD}' "
-                                f"lists {names}", listed)
-        for i, identity in enumerate(averaged):
-            where = f"provenance.extra.averaged[{i}]"
-            [step] = _steps([identity["name"]], f"{path}: field '{where}.name'")
-            if identity["step"] != step:
-                raise Contradiction(f"{path}: field '{where}.step' is {identity['step']!r}, but the checkpoint "
-                                    f"{identity['name']} holds update {step}", identity["step"])
-            _same_file(path, f"{where}.sha256", identity.get("sha256"), files.path / "checkpoints" / identity["name"])
+    names and against the files of the run folder; the model it scored must be the one it names."""
+    if extra.get("averaged") is not None:
+        _same_checkpoints(files, path, "provenance.extra.averaged", extra["averaged"], names)
     name = extra.get("evaluated_checkpoint")
+    if isinstance(name, str) and name.startswith("step_") and names != [name]:
+        raise Contradiction(f"{path}: field 'provenance.extra.evaluated_checkpoint' is {name!r}, a training checkpoint "
+                            f"scored as it is, but field '{FIELD}' lists {names}: the model scored is no average of "
+                            "them", names)
+    averaged = files.averaged.get(str(name))
+    if averaged is not None:   # the averaged file, made from the run's checkpoints as it keeps them, of this run
+        if averaged.averaged_checkpoints:
+            _same_checkpoints(files, averaged.path, "averaged_checkpoints", list(averaged.averaged_checkpoints),
+                              list(averaged.averaged_from or names))
+        own = files.newest.lineage if files.newest is not None else {}
+        other = next((k for k in ("vocab_sha256", "data_sha256") if own.get(k) and averaged.lineage.get(k)
+                      and own[k] != averaged.lineage[k]), None)
+        if other is not None:
+            raise Contradiction(f"{averaged.path}: field 'lineage.{other}' is {averaged.lineage[other]!r}, but the run's "
+                                f"checkpoints were trained with {own[other]!r}: an average of another run's "
+                                "checkpoints", averaged.lineage[other])
     if isinstance(name, str) and "evaluated_sha256" in extra:
         folder = files.path / "checkpoints" if name.startswith("step_") else files.path
         _same_file(path, "provenance.extra.evaluated_sha256", extra["evaluated_sha256"], folder / name)

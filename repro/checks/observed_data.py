@@ -58,9 +58,11 @@ def vocabulary(claim: Claim, ctx: CheckContext) -> Measurement:
         if trained_with and trained_with != sha:
             raise Contradiction(f"{vocab}: not the vocabulary {files.newest.path.name} was trained with (its SHA-256 "
                                 f"{sha[:12]}, the checkpoint's lineage {trained_with[:12]})", size)
-        rows = files.newest.model_config.get("src_vocab_size")
-        if rows is not None and rows != size:
-            raise Contradiction(f"{vocab}: {size} entries, but the model of {files.newest.path.name} embeds {rows}", size)
+        for side in ("src_vocab_size", "tgt_vocab_size"):   # one vocabulary, shared by source and target (Section 5.1)
+            rows = files.newest.model_config.get(side)
+            if rows is not None and rows != size:
+                raise Contradiction(f"{vocab}: {size} entries, but the model of {files.newest.path.name} embeds {rows} "
+                                    f"(field 'model_config.{side}')", size)
     split = str(files.train.get("bpe_split", "bytes"))
     learned, kind = VOCABULARY_KINDS.get(split, (split, split))
     asked = files.train.get("vocab_size")
@@ -204,19 +206,27 @@ def hardware(claim: Claim, ctx: CheckContext) -> Measurement:
         if where not in seen:
             seen.append(where)
     value = "; ".join(seen)
-    paper = all(s.get("devices") == 8 and "P100" in str(s.get("hardware", "")) for s in found)
+    paper = all(s.get("devices") == 8 and "P100" in str(s.get("hardware", "")) and not trained_on_cpu(s) for s in found)
     detail = f"{len(found)} session(s) on {value}"
     if paper:
         return Measurement(claim.expected, passed=True, detail=detail)
     return Measurement(value, passed=False, departs=True, detail=f"{detail}; the paper: {claim.expected}")
 
 
+def trained_on_cpu(session: dict[str, Any]) -> bool:
+    """Whether a session trained on the CPU (its ``device``), whatever accelerators its machine had."""
+    return str(session.get("device") or "").startswith("cpu")
+
+
 def _device_name(session: dict[str, Any]) -> str:
     """The device's name from a session's hardware line ("1x NVIDIA H100 80GB HBM3 (CUDA 12.8), torch ...",
-    "CPU AMD EPYC (avx2 ...), 2 cores, ...")."""
+    "CPU AMD EPYC (avx2 ...), 2 cores, ..."); a session that trained on the CPU of a machine whose line names
+    its GPUs (the line describes the machine) trained on the CPU."""
     if not session.get("hardware"):
         return f"{session.get('device') or 'unknown'} (the session records no hardware)"
     text = str(session["hardware"])
+    if trained_on_cpu(session) and not text.startswith("CPU"):
+        return f"CPU (device 'cpu' on a machine of {text.split(' (')[0]}, unused)"
     if "x " in text.split(" (")[0]:
         return text.split("x ", 1)[1].split(" (")[0]
     return text.split(" (")[0]

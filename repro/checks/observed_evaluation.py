@@ -6,9 +6,10 @@ of its evaluations, and its results against the paper's figures for the job it s
 from __future__ import annotations
 
 from pathlib import Path
+from statistics import median
 from typing import Any
 
-from repro.checks.observed_data import check_scored, translations_file
+from repro.checks.observed_data import check_scored, trained_on_cpu, translations_file
 from repro.checks.observed_records import kept_steps, own_evaluations, written_at_end
 from repro.checks.observed_records import sessions as all_sessions
 from repro.checks.registry import checker
@@ -22,6 +23,7 @@ from repro.errors import DataError
 from repro.eval.bleu import read_lines, score
 from repro.measures.run_dev import DEV_REQUEST
 from repro.observed.gate import not_counted
+from repro.observed.history import changes, parts
 from repro.observed.judge import judge, paper_job
 from repro.recipes import PAPER_STEP_SECONDS
 from repro.results.normalise import NotComparable
@@ -33,29 +35,40 @@ BLEU_PROTOCOLS = {"bleu.tokenized-compound-split": "paper", "bleu.sacrebleu": "s
 
 @checker("observed.checkpoints", audits=False, evidence="run")
 def checkpoints(claim: Claim, ctx: CheckContext) -> Measurement:
-    """The spacing of the run's checkpoints, in minutes at the paper's step time for the model's size
-    (Section 5.2: 0.4 s base, 1.0 s big); the kept checkpoints must lie on the recipe's spacing."""
+    """The spacing of the run's kept checkpoints (the median gap in updates between consecutive ones, the last
+    left out where the run's last update lies off its spacing), in minutes at the paper's step time for the
+    model's size (Section 5.2: 0.4 s base, 1.0 s big); they must lie on the recipe's spacing. One kept
+    checkpoint shows no spacing: it needs another run, whatever the recipe asked."""
     files = ctx.target
     job = paper_job(claim, files)
     steps = kept_steps(files)
     every, minutes = int(files.train.get("checkpoint_every_steps") or 0), float(files.train.get("checkpoint_every_minutes") or 0)
-    final = steps[-1]
-    if every and not minutes:
-        off = [s for s in steps if s % every and s != final]
-        if off:
-            raise Contradiction(f"{files.path / 'checkpoints'}: step_{off[0]:08d}.pt lies off the run's spacing "
-                                f"(checkpoint_every_steps {every}; the last update {final})", off[0])
+    finite(minutes, f"{files.path}: the run's recipe's checkpoint_every_minutes")
+    final, found = steps[-1], parts(files)
+    for step in steps[:-1]:   # each on the spacing of the part of the run that wrote it (a resume may change it)
+        train = next((part.train for part in reversed(found) if part.first <= step), files.train)
+        spacing = int(train.get("checkpoint_every_steps") or 0)
+        if spacing and not train.get("checkpoint_every_minutes") and step % spacing:
+            raise Contradiction(f"{files.path / 'checkpoints'}: step_{step:08d}.pt lies off the run's spacing "
+                                f"(checkpoint_every_steps {spacing}; the last update {final})", step)
+    asked = (f"checkpoint_every_steps {every}" if every else f"checkpoint_every_minutes {minutes:g}" if minutes
+             else "no checkpoint but the last")
+    gaps = [b - a for a, b in zip(steps, steps[1:])]
+    if every and len(gaps) > 1 and final % every:
+        gaps = gaps[:-1]   # the run's last update, written at its end off the spacing
+    if not gaps:
+        raise NotRun(f"needs another run: {files.path / 'checkpoints'} keeps one checkpoint (update {final}): no interval "
+                     f"between checkpoints to read (the run's recipe asks {asked})")
     paper_s = PAPER_STEP_SECONDS["big" if job is not None and job.model == "big" else "base"]
-    kept = ", ".join(map(str, steps[-6:]))
-    if every:
-        value = round(every * paper_s / 60, 4)
-        detail = (f"a checkpoint every {every} updates (kept: updates {kept}) = {value:g} min at the paper's {paper_s} s "
-                  "per update" + (f", and every {minutes:g} min of wall time" if minutes else ""))
-        asked = f"checkpoint_every_steps {every}"
-    else:
-        value, detail, asked = minutes, f"a checkpoint every {minutes:g} min of wall time (kept: updates {kept})", \
-            f"checkpoint_every_minutes {minutes:g}"
-    return judge(claim, value, detail, [asked])
+    gap = median(gaps)
+    value = round(gap * paper_s / 60, 4)
+    detail = (f"kept checkpoints {gap:g} updates apart (updates {', '.join(map(str, steps[-6:]))}) = {value:g} min at "
+              f"the paper's {paper_s} s per update; the run's recipe asks {asked}")
+    changed = changes(files, ("checkpoint_every_steps", "checkpoint_every_minutes"))
+    if changed:
+        return Measurement(value, passed=False, departs=True, detail=f"{detail}; {'; '.join(changed)}")
+    on_paper = every and not minutes and claim.within(round(every * paper_s / 60, 4))
+    return judge(claim, value, detail, [] if on_paper else [asked])
 
 
 #: The settings of the search an evaluation records that an older repro recorded too (``stop`` came later).
@@ -226,7 +239,7 @@ def _own_step_time(claim: Claim, files: Any) -> Measurement:
     finite(seconds, f"{files.record_path}: field 'sessions[].step_time.steady_s_per_update'")
     text = (f"{seconds} s per steady update (median of {longest['step_time']['steady_updates']}) on "
             f"{longest.get('devices', 1)} device(s), {longest.get('hardware')}")
-    on_paper = longest.get("devices") == 8 and "P100" in str(longest.get("hardware"))
+    on_paper = longest.get("devices") == 8 and "P100" in str(longest.get("hardware")) and not trained_on_cpu(longest)
     if on_paper and files.paper is not None and files.recipe_hash == files.paper.recipe_hash:
         return judge(claim, seconds, text)
     return Measurement(seconds, passed=False, departs=True,

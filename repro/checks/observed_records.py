@@ -3,8 +3,9 @@
 A statement read off one record (a logged rate, a kept checkpoint, an evaluation) counts only when
 that record is one the run wrote as it ran (``repro check --run``):
 
-- the metrics log holds a row for every update the run's last session logged (``log_every`` and its
-  last update), in order, each of an update that happened (:func:`logged_rows`);
+- the metrics log holds a row for every update each session of the run logged (its ``log_every`` and the
+  update it ended at; a session's own, where the run's record keeps its training config), in order, each
+  of an update that happened (:func:`logged_rows`);
 - the kept checkpoints are each of the update they are named for, and are the newest the run's
   spacing wrote and its ``keep_checkpoints`` kept (:func:`kept_steps`);
 - the sessions of the run's record follow one another and end at its last update (:func:`sessions`);
@@ -95,7 +96,7 @@ def not_found(files: Any, what: str, path: Path) -> NotRun:
 
 def logged_rows(files: Any) -> list[LoggedRow]:
     """The rows of the run's metrics log, each of an update that happened (from 1, in order, a finite
-    rate, the last at the run's last update), and one for every update its last session logged."""
+    rate, the last at the run's last update), and one for every update each of its sessions logged."""
     path = files.metrics_path
     if files.metrics is None:
         raise NotRun(missing("the metrics log: the rate and tokens of the logged updates", path))
@@ -111,23 +112,37 @@ def logged_rows(files: Any) -> list[LoggedRow]:
     elif rows and steps is not None and rows[-1].step != steps:
         raise Contradiction(f"{path} line {rows[-1].line}: the log ends at step {rows[-1].step}, but the run made "
                             f"{steps} updates (its newest checkpoint, else {files.record_path.name})", rows[-1].step)
-    every, start = files.train.get("log_every"), _last_session_start(files)
+    start = _last_session_start(files)
     end = None if stopped is not None else steps   # the update a session ended at, which it logs
-    if isinstance(every, int) and every > 0 and start is not None and steps is not None:
-        logged = {r.step for r in rows}
-        due = next((s for s in range(start + 1, steps + 1) if (s % every == 0 or s == end) and s not in logged), None)
-        if due is not None:
-            raise Contradiction(f"{path}: no row for update {due}, which the run logged (log_every {every}; its last "
-                                f"session made updates {start + 1}-{steps}; {len(rows)} row(s) in the log)", due)
-        off = next((r for r in rows if r.step > start and r.step % every and r.step != end
-                    and r.dev_ppl is None and r.dev_accuracy is None), None)
-        if off is not None:
-            raise Contradiction(f"{path} line {off.line}: step {off.step} is not an update the run logs (log_every "
-                                f"{every}, no dev evaluation on the row)", off.step)
+    if start is not None and steps is not None:
+        _logged_as_ran(path, rows, files.train.get("log_every"), start, steps, end, "its last session")
+    recorded = sessions(files)
+    for i, session in enumerate(recorded[:-1] if stopped is None else recorded):   # the sessions before it
+        if isinstance(session.get("train"), dict) and session["ended_at"] <= (steps or 0):
+            _logged_as_ran(path, rows, session["train"].get("log_every"), session["resumed_from"], session["ended_at"],
+                           session["ended_at"], f"its session {i} ({files.record_path.name}: field 'sessions[{i}]')")
     if not rows:
         raise NotRun(f"needs another run: {path} logs no update" +
                      (f" up to update {steps}; the run was {stopped.describe()}" if stopped is not None else ""))
     return rows
+
+
+def _logged_as_ran(path: Path, rows: list[LoggedRow], every: Any, start: int, last: int, end: int | None,
+                   session: str) -> None:
+    """The log holds a row for every update a session of the run made from ``start + 1`` to ``last`` that it
+    logged (``log_every``, and the update ``end`` it ended at), and none it did not log (but a dev evaluation's)."""
+    if not isinstance(every, int) or isinstance(every, bool) or every <= 0:
+        return
+    logged = {r.step for r in rows}
+    due = next((s for s in range(start + 1, last + 1) if (s % every == 0 or s == end) and s not in logged), None)
+    if due is not None:
+        raise Contradiction(f"{path}: no row for update {due}, which the run logged (log_every {every}; {session} "
+                            f"made updates {start + 1}-{last}; {len(rows)} row(s) in the log)", due)
+    off = next((r for r in rows if start < r.step <= last and r.step % every and r.step != end
+                and r.dev_ppl is None and r.dev_accuracy is None), None)
+    if off is not None:
+        raise Contradiction(f"{path} line {off.line}: step {off.step} is not an update the run logs (log_every "
+                            f"{every}, no dev evaluation on the row)", off.step)
 
 
 def kept_steps(files: Any) -> list[int]:

@@ -23,6 +23,7 @@ from repro.checks.observed_records import built_as_recipe, logged_rows, run_step
 from repro.observed.run_files import missing
 from repro.train.config import TrainConfig
 from repro.train.schedule import learning_rate
+from repro.train.update_plan import plan_update
 
 
 def _newest(files: Any):
@@ -36,15 +37,15 @@ def _config(files: Any) -> TrainConfig:
     return TrainConfig.from_dict(files.train, source=f"{files.path}: the run's recipe")
 
 
-def _configs(files: Any) -> list[tuple[int, TrainConfig]]:
+def part_configs(files: Any) -> list[tuple[int, TrainConfig]]:
     """The training config of each part of the run, from the update it begins at
     (:func:`repro.observed.history.parts`); the run's recipe where its records say no other."""
     found = [(p.first, TrainConfig.from_dict(p.train, source=p.where)) for p in parts(files)]
     return found or [(1, _config(files))]
 
 
-def _config_at(configs: list[tuple[int, TrainConfig]], step: int) -> TrainConfig:
-    """The training config update ``step`` ran with, of :func:`_configs`."""
+def config_at(configs: list[tuple[int, TrainConfig]], step: int) -> TrainConfig:
+    """The training config update ``step`` ran with, of :func:`part_configs`."""
     return next(cfg for first, cfg in reversed(configs) if first <= step)
 
 
@@ -56,14 +57,14 @@ def _changed(claim: Claim, value: Any, detail: str, changed: list[str], unit: st
 @checker("observed.eq3", audits=False, evidence="run")
 def eq3(claim: Claim, ctx: CheckContext) -> Measurement:
     """Every logged rate against Eq. 3 with the run's d_model (the model as built) and warm-up, and its
-    lr_scale; the newest checkpoint's Adam rate against Eq. 3 at its step."""
+    lr_scale; each kept checkpoint's Adam rate against Eq. 3 at its step, with the recipe of its part of the run."""
     files = ctx.target
     paper_job(claim, files)
     rows, newest, cfg = logged_rows(files), _newest(files), _config(files)
     d_model = int(newest.model_config["d_model"])
-    worst, where, configs = 0.0, "", _configs(files)
+    worst, where, configs = 0.0, "", part_configs(files)
     for row in rows:
-        ran = _config_at(configs, row.step)
+        ran = config_at(configs, row.step)
         wanted = learning_rate(row.step, d_model, ran.warmup_steps, ran.lr_scale)
         error = abs(row.lr - wanted) / wanted
         if error > worst:
@@ -72,12 +73,16 @@ def eq3(claim: Claim, ctx: CheckContext) -> Measurement:
                                    f"lr_scale {ran.lr_scale}, gives {wanted!r}")
     if worst > claim.tolerance.get("abs", 0.0):
         raise Contradiction(f"{where} (relative error {worst:.3g})", worst)
-    groups = newest.optimizer
-    if groups and "lr" in groups[0] and newest.step >= 1:
-        wanted = learning_rate(newest.step, d_model, cfg.warmup_steps, cfg.lr_scale)
-        if abs(float(groups[0]["lr"]) - wanted) > 1e-6 * wanted:
-            raise Contradiction(f"{newest.path}: Adam's rate {groups[0]['lr']!r} after update {newest.step}, where Eq. 3 "
-                                f"gives {wanted!r}", float(groups[0]["lr"]))
+    for ckpt in files.kept:   # each kept checkpoint's Adam holds the rate of the part of the run that wrote it
+        groups = ckpt.optimizer
+        if groups and "lr" in groups[0] and ckpt.step >= 1:
+            ran = config_at(configs, ckpt.step)
+            wanted = learning_rate(ckpt.step, d_model, ran.warmup_steps, ran.lr_scale)
+            rate = float(groups[0]["lr"])
+            if not abs(rate - wanted) <= 1e-6 * wanted:   # NaN fails too
+                raise Contradiction(f"{ckpt.path}: Adam's rate {groups[0]['lr']!r} after update {ckpt.step}, where Eq. 3 "
+                                    f"with warmup_steps {ran.warmup_steps} and lr_scale {ran.lr_scale} gives {wanted!r}",
+                                    rate)
     value = abs(cfg.lr_scale - 1.0)   # relative error of the run's rates against the paper's Eq. 3 (no scale)
     detail = (f"the {len(rows)} logged rates (updates {rows[0].step}-{rows[-1].step}) are Eq. 3 with d_model "
               f"{d_model} and warmup_steps {cfg.warmup_steps} times {cfg.lr_scale} to within {worst:.1e}")
@@ -96,10 +101,11 @@ def warmup(claim: Claim, ctx: CheckContext) -> Measurement:
     paper_job(claim, files)
     rows, cfg = logged_rows(files), _config(files)
     d_model = int(_newest(files).model_config["d_model"])
-    inside, configs = [], _configs(files)   # (row, the warm-up its rate gives, the recipe it ran)
+    inside, configs = [], part_configs(files)   # (row, the warm-up its rate gives, the recipe it ran)
     for r in rows:
-        ran = _config_at(configs, r.step)
-        if 0 < r.lr < ran.lr_scale * d_model ** -0.5 * r.step ** -0.5 * (1 - 1e-9):
+        ran = config_at(configs, r.step)
+        # a row of an update before the recipe's warm-up ends, or whose rate lies below the decay, warms up
+        if r.lr > 0 and (r.step < ran.warmup_steps or r.lr < ran.lr_scale * d_model ** -0.5 * r.step ** -0.5 * (1 - 1e-9)):
             inside.append((r, round((ran.lr_scale * d_model ** -0.5 * r.step / r.lr) ** (2 / 3)), ran))
     for row, found, ran in inside:
         if found != ran.warmup_steps:
@@ -108,9 +114,13 @@ def warmup(claim: Claim, ctx: CheckContext) -> Measurement:
     if inside:
         row, found, _ = inside[-1]
         how = f"recovered from the rates of {len(inside)} logged update(s) inside the warm-up (the last: {row.step})"
-    else:
+    else:   # past the warm-up Eq. 3 does not depend on it: the rates show no warm-up, only the recipe says one
         found = cfg.warmup_steps
         how = f"the run's recipe (no logged update lies inside the warm-up; the first logged is {rows[0].step})"
+        if found == claim.expected and not changes(files, ("warmup_steps",)):
+            raise NotRun(f"needs another run: {files.metrics_path} logs no update inside the warm-up (the first logged is "
+                         f"update {rows[0].step}, past the recipe's warmup_steps {found}), and past it Eq. 3 does not "
+                         "depend on warmup_steps: the warm-up the run made cannot be read off its rates")
     detail = f"warm-up of {found} updates, {how}"
     changed = changes(files, ("warmup_steps",))
     if changed:
@@ -120,30 +130,70 @@ def warmup(claim: Claim, ctx: CheckContext) -> Measurement:
 
 @checker("observed.adam", audits=False, evidence="run")
 def adam(claim: Claim, ctx: CheckContext) -> Measurement:
-    """Adam's betas and epsilon as the newest checkpoint's optimizer holds them."""
+    """Adam's betas and epsilon as the newest checkpoint's optimizer holds them; every kept checkpoint's
+    Adam must be plain Adam with the betas and epsilon of the part of the run that wrote it."""
     files = ctx.target
     paper_job(claim, files)
     newest, cfg = _newest(files), _config(files)
     if not newest.optimizer or "betas" not in newest.optimizer[0]:
         raise NotRun(f"needs another run: {newest.path} holds no optimizer state (an averaged or foreign checkpoint)")
+    changed = changes(files, ("adam_beta1", "adam_beta2", "adam_eps"))
+    configs = part_configs(files)
+    for ckpt in files.kept:   # each kept checkpoint's Adam, against the recipe of the part of the run that wrote it
+        ran = cfg if ckpt is newest else config_at(configs, ckpt.step)
+        _paper_adam(ckpt, [ran.adam_beta1, ran.adam_beta2, ran.adam_eps], changed)
     group = newest.optimizer[0]
     value = [float(group["betas"][0]), float(group["betas"][1]), float(group["eps"])]
     asked = [cfg.adam_beta1, cfg.adam_beta2, cfg.adam_eps]
-    changed = changes(files, ("adam_beta1", "adam_beta2", "adam_eps"))
-    if value != asked:   # a resume restores Adam's state, its betas included, whatever the recipe says now
-        raise Contradiction(f"{newest.path}: Adam's betas and epsilon {value} are not the run's recipe's {asked}"
-                            + (f" ({'; '.join(changed)}, but Adam kept the betas of the checkpoint it resumed "
-                               "from)" if changed else ""), value)
     detail = f"betas ({value[0]}, {value[1]}), epsilon {value[2]:g} in {newest.path.name}"
     if changed:
         return _changed(claim, value, detail, changed)
     return judge(claim, value, detail, [f"adam betas/epsilon {asked}"] if not claim.within(asked) else [])
 
 
+#: What Section 5.3's Adam (Kingma and Ba) is beyond its betas and epsilon: torch.optim.Adam's other options at
+#: their defaults (no weight decay, coupled or decoupled, no AMSGrad, minimising), none of which a recipe sets.
+PLAIN_ADAM = {"weight_decay": 0, "amsgrad": False, "maximize": False, "decoupled_weight_decay": False}
+
+
+def _paper_adam(ckpt: Any, asked: list[float], changed: list[str]) -> None:
+    """A checkpoint's Adam must hold the betas and epsilon its recipe asked (a resume restores Adam's state,
+    its betas included, whatever the recipe says now) and be plain Adam (:data:`PLAIN_ADAM`)."""
+    if not ckpt.optimizer or "betas" not in ckpt.optimizer[0]:
+        return
+    for i, group in enumerate(ckpt.optimizer):
+        value = [float(group["betas"][0]), float(group["betas"][1]), float(group["eps"])]
+        if value != asked:
+            raise Contradiction(f"{ckpt.path}: Adam's betas and epsilon {value} are not the run's recipe's {asked}"
+                                + (f" ({'; '.join(changed)}, but Adam kept the betas of the checkpoint it resumed "
+                                   "from)" if changed else ""), value)
+        other = {k: group[k] for k, plain in PLAIN_ADAM.items() if k in group and group[k] != plain}
+        if other:
+            raise Contradiction(f"{ckpt.path}: field 'optimizer.param_groups[{i}]' holds "
+                                f"{', '.join(f'{k} {v!r}' for k, v in other.items())}: not the paper's Adam "
+                                f"(Section 5.3; no recipe of the run asks for it)", value)
+
+
 def _world_size(files: Any) -> int:
     plan = (files.record or {}).get("update_plan") or {}
     sessions = (files.record or {}).get("sessions") or [{}]
     return int(plan.get("world_size") or sessions[-1].get("devices") or 1)
+
+
+def _planned_as_recipe(files: Any, cfg: TrainConfig) -> None:
+    """The update plan ``run.json`` records (devices x accumulated passes x tokens per pass) must be the one the
+    recipe of its last session gives on its devices (:func:`repro.train.update_plan.plan_update`)."""
+    plan, recorded = (files.record or {}).get("update_plan"), (files.record or {}).get("sessions") or [{}]
+    if not isinstance(plan, dict):
+        return
+    if isinstance(recorded[-1].get("train"), dict):   # an interrupted run's newest checkpoint is of a later session
+        cfg = TrainConfig.from_dict(recorded[-1]["train"], source=f"{files.record_path}: field 'sessions[-1].train'")
+    wanted = plan_update(cfg.tokens_per_batch, _world_size(files), cfg.max_tokens_per_device).to_dict()
+    key = next((k for k in wanted if k in plan and plan[k] != wanted[k]), None)
+    if key is not None:
+        raise Contradiction(f"{files.record_path}: field 'update_plan.{key}' is {plan[key]!r}, but the run's recipe "
+                            f"(tokens_per_batch {cfg.tokens_per_batch}, max_tokens_per_device {cfg.max_tokens_per_device}) "
+                            f"on {wanted['world_size']} device(s) plans {wanted[key]!r}", plan[key])
 
 
 @checker("observed.tokens", audits=False, evidence="run")
@@ -156,6 +206,7 @@ def tokens(claim: Claim, ctx: CheckContext) -> Measurement:
     for row in rows:
         for side in ("src_tokens", "tgt_tokens"):
             finite(getattr(row, side), f"{files.metrics_path} line {row.line} (step {row.step}): {side}")
+    _planned_as_recipe(files, cfg)
     steps = rows[-1].step   # the run's last update (logged_rows), or an interrupted run's newest checkpoint's at most
     examples, why = files.encoded_pairs
     if examples is not None:
@@ -173,14 +224,35 @@ def tokens(claim: Claim, ctx: CheckContext) -> Measurement:
                f"the first {replayed} of its {steps} updates recounted from its encoded corpus")
         checked = sum(r.step <= replayed for r in rows)
         how += f"; the {checked} logged updates' counts agree with them"
+        counted = np.arange(1, replayed + 1)
     else:
         counts = np.asarray([(r.src_tokens, r.tgt_tokens) for r in rows], dtype=np.int64)
         how = f"the {len(rows)} logged updates only ({why}: nothing to recount them from)"
+        counted = np.asarray([r.step for r in rows])
     median = [int(np.median(counts[:, 0])), int(np.median(counts[:, 1]))]
     spread = f"range {counts[:, 0].min()}-{counts[:, 0].max()} source, {counts[:, 1].min()}-{counts[:, 1].max()} target"
     asked = [cfg.tokens_per_batch, cfg.tokens_per_batch]
-    return judge(claim, median, f"a median of {median[0]} source and {median[1]} target tokens per update ({spread}; "
-                 f"{how})", [f"tokens_per_batch {cfg.tokens_per_batch}"] if not claim.within(asked) else [])
+    departures = [f"tokens_per_batch {cfg.tokens_per_batch}"] if not claim.within(asked) else []
+    detail = f"a median of {median[0]} source and {median[1]} target tokens per update ({spread}; {how})"
+    drifted = _drifted_session(claim, files, counts, counted) if claim.within(median) else None
+    if drifted is not None:   # the run's median is the paper's batch, the updates of one of its sessions are not
+        return Measurement(drifted[0], passed=False, detail=f"{detail}; but {drifted[1]}, where every session of "
+                           f"the run asked tokens_per_batch {cfg.tokens_per_batch} (a resume keeps the batch)")
+    return judge(claim, median, detail, departures)
+
+
+def _drifted_session(claim: Claim, files: Any, counts: np.ndarray, counted: np.ndarray) -> tuple[list[int], str] | None:
+    """The median tokens of the first session of the run whose counted updates hold other than the claim's
+    batch, and which session that is, in words (None: every session's updates hold it)."""
+    for i, session in enumerate((files.record or {}).get("sessions") or []):
+        mine = counts[(counted > session["resumed_from"]) & (counted <= session["ended_at"])]
+        if len(mine):
+            median = [int(np.median(mine[:, 0])), int(np.median(mine[:, 1]))]
+            if not claim.within(median):
+                return median, (f"the {len(mine)} counted updates of its session {i} (updates {session['resumed_from'] + 1}-"
+                                f"{session['ended_at']}, {files.record_path.name}) hold a median of {median[0]} source "
+                                f"and {median[1]} target tokens")
+    return None
 
 
 @checker("observed.updates", audits=False, evidence="run")
@@ -193,6 +265,10 @@ def updates(claim: Claim, ctx: CheckContext) -> Measurement:
     if files.record is not None and files.record.get("steps") != steps and files.interrupted is None:
         raise Contradiction(f"{files.record_path}: field 'steps' is {files.record.get('steps')!r}, but the run's newest "
                             f"checkpoint {newest.path.name} is of update {steps}", files.record.get("steps"))
+    asked = (files.record or {}).get("max_steps")
+    if asked is not None and asked != cfg.max_steps and files.interrupted is None:
+        raise Contradiction(f"{files.record_path}: field 'max_steps' is {asked!r}, but the recipe its last session ran "
+                            f"({newest.path.name}) asks max_steps {cfg.max_steps}", asked)
     if newest.path.name != f"step_{steps:08d}.pt":
         raise Contradiction(f"{newest.path}: holds update {steps}, named for another", steps)
     sessions(files)

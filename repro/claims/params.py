@@ -112,6 +112,7 @@ PARAMS: dict[str, dict[str, Any]] = {
     "observed.dimensions": _ABOUT,
     "observed.eq3": _ABOUT,
     "observed.hardware": _ABOUT,
+    "observed.label_smoothing_loss": _ABOUT,
     "observed.metric": {"preset": TEXT, "measure": {"enum": list(MEASURES)}, "split": {"enum": list(SPLITS)}},
     "observed.protocol": _ABOUT,
     "observed.search": {**_ABOUT, "setting": {"enum": ["beam_size", "alpha", "max_len_offset", "stop"]}},

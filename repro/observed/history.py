@@ -56,6 +56,7 @@ def parts(files: Any) -> list[Part]:
     covered = [(s["resumed_from"], s["ended_at"]) for s in sessions if isinstance(s.get("train"), dict)]
     before = 0
     for ckpt in files.kept:
+        _written_as_recorded(files, sessions, ckpt)
         if not any(start < ckpt.step <= end for start, end in covered) and ckpt.train_config:
             start = _session_start(sessions, ckpt.step)
             found.append((start if start is not None else before, ckpt.train_config, str(ckpt.path)))
@@ -65,6 +66,20 @@ def parts(files: Any) -> list[Part]:
         if not out or _identity(train) != _identity(out[-1].train):
             out.append(Part(start + 1 if out else 1, train, where))
     return out
+
+
+def _written_as_recorded(files: Any, sessions: list[dict[str, Any]], ckpt: Any) -> None:
+    """A checkpoint a session of the run wrote holds the training config ``run.json`` keeps for that session
+    (what is trained: where it ran and how many updates it asked for aside)."""
+    i = next((i for i, s in enumerate(sessions) if s["resumed_from"] < ckpt.step <= s["ended_at"]
+              and isinstance(s.get("train"), dict)), None)
+    if i is None or not ckpt.train_config:
+        return
+    mine, theirs = _identity(sessions[i]["train"]), _identity(json.loads(json.dumps(ckpt.train_config, default=str)))
+    key = next((k for k in sorted(set(mine) | set(theirs)) if mine.get(k) != theirs.get(k)), None)
+    if key is not None:
+        raise Contradiction(f"{files.record_path}: field 'sessions[{i}].train.{key}' is {mine.get(key)!r}, but "
+                            f"{ckpt.path.name}, which that session wrote, holds {theirs.get(key)!r}", mine.get(key))
 
 
 def changes(files: Any, keys: tuple[str, ...], value: Any = None) -> list[str]:

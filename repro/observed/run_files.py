@@ -83,6 +83,9 @@ RUN_SCHEMA: dict = {
 _IDENTITY = {"type": "object", "properties": {"file": {"type": "string"}, "path": {"type": "string"},
                                               "lines": _COUNT, "sha256": {"type": "string"},
                                               "content_sha256": {"type": "string"}}}
+#: The identities of the checkpoints an average was made from (:func:`repro.train.average.checkpoint_identity`).
+_IDENTITIES = {"type": "array", "items": {"type": "object", "required": ["name", "step", "sha256"], "properties": {
+    "name": {"type": "string"}, "step": _COUNT, "sha256": {"type": "string"}, "written": {"type": "string"}}}}
 #: What a run's evaluation records of how it was taken (``provenance.extra``; each field optional: a
 #: record of an older repro lacks them, and the claims that need one read "needs another run").
 EVALUATION_EXTRA: dict = {
@@ -91,9 +94,7 @@ EVALUATION_EXTRA: dict = {
         "measure": {"type": "string"}, "split": {"type": "string"},
         "decode": {"type": "object"}, "recipe_identity": {"type": "object"},
         "averaged_from": {"type": "array", "items": {"type": "string"}},
-        "averaged": {"type": "array", "items": {"type": "object", "required": ["name", "step", "sha256"], "properties": {
-            "name": {"type": "string"}, "step": _COUNT, "sha256": {"type": "string"},
-            "written": {"type": "string"}}}},
+        "averaged": _IDENTITIES,
         "checkpoints_averaged": {"type": ["integer", "null"], "minimum": 0},
         "evaluated_checkpoint": {"type": ["string", "null"]},
         "evaluated_sha256": {"type": "string"},
@@ -137,6 +138,8 @@ class Checkpoint:
     optimizer: list[dict[str, Any]]
     lineage: dict[str, Any]
     averaged_from: list[str] | None = None
+    #: an averaged checkpoint's record of each checkpoint it was made from (name, step, SHA-256), as it read them
+    averaged_checkpoints: tuple[dict[str, Any], ...] = ()
     #: the weights stored as one tensor under several names (tied weights: Section 3.4), each group sorted
     tied: tuple[tuple[str, ...], ...] = ()
 
@@ -352,11 +355,15 @@ def read_checkpoint(path: Path) -> Checkpoint:
     averaged = state.get("averaged_from")
     if averaged is not None and (not isinstance(averaged, list) or not all(isinstance(a, str) for a in averaged)):
         raise CheckpointError(f"{path}: field 'averaged_from' must be a list of checkpoint names, got {averaged!r}")
+    identities = state.get("averaged_checkpoints") or []
+    if not isinstance(identities, (list, tuple)) or problem(list(identities), _IDENTITIES) is not None:
+        raise CheckpointError(f"{path}: field 'averaged_checkpoints' must be a list of checkpoint identities (name, "
+                              f"step, sha256), got {identities!r}"[:300])
     return Checkpoint(path, step, state["model_config"], dict(state.get("train_config") or {}),
                       dict(state.get("recipe") or {}),
                       {k: tuple(v.shape) for k, v in state["model"].items() if hasattr(v, "shape")},
                       [{k: v for k, v in g.items() if k != "params"} for g in groups or [] if isinstance(g, dict)],
-                      dict(state.get("lineage") or {}), averaged, _tied(state["model"]))
+                      dict(state.get("lineage") or {}), averaged, tuple(identities), _tied(state["model"]))
 
 
 def _tied(weights: dict[str, Any]) -> tuple[tuple[str, ...], ...]:

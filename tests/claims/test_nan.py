@@ -561,6 +561,7 @@ def _paper_run(tmp_path, bad) -> tuple[object, dict[str, Callable]]:
     edits = {
         "observed.eq3": lambda: row(lr=bad), "observed.warmup": lambda: row(lr=bad),
         "observed.tokens": lambda: row(src_tokens=bad),
+        "observed.label_smoothing_loss": lambda: row(loss=bad, nll=2.0),
         "observed.adam": lambda: newest.optimizer[0].update(betas=(bad, 0.98)),
         "observed.updates": lambda: files.record.update(steps=bad),
         "observed.setting": lambda: newest.model_config.update(dropout=bad),
