@@ -1099,14 +1099,16 @@ MUTATIONS = [
              "        encoded = self.tokenizer.encode_batch(list(texts), add_special_tokens=False)",
              "the batch encoder leaves out the space encode() puts before the first word (first words encoded as "
              "pieces BPE learned for word-inner text)"),
-    Mutation("attention-figure-first-layer", "repro/report/figures.py",
-             "def attention_figure(model: Any, src_ids: Sequence[int], tokens: Sequence[str], *, layer: int = -1,",
-             "def attention_figure(model: Any, src_ids: Sequence[int], tokens: Sequence[str], *, layer: int = 0,",
-             "the report's Figures 3-5 draw the first encoder layer, not the last"),
-    Mutation("attention-figure-dropout-on", "repro/report/figures.py",
+    Mutation("attention-figure-first-layer", "repro/checks/attention_maps.py",
+             "FIGURE_LAYER = -1",
+             "FIGURE_LAYER = 0",
+             "the report's Figures 3-5 draw the first encoder layer, not the last (first run against the figure's own "
+             "'layer: int = -1' in repro/report/figures.py, now read from the one function the figure and the claims share)"),
+    Mutation("attention-figure-dropout-on", "repro/checks/attention_maps.py",
              "        model.eval()",
              "        model.train()",
-             "the report's Figures 3-5 draw attention weights with dropout on"),
+             "the report's Figures 3-5 draw attention weights with dropout on (first run against the figure's own "
+             "model.eval() in repro/report/figures.py, now in the one function the figure and the claims share)"),
     Mutation("compiled-src-pad-column-eos", "repro/train/compiled.py",
              "        src = F.pad(src, (0, 2 - src.size(1)), value=PAD)",
              "        src = F.pad(src, (0, 2 - src.size(1)), value=EOS)",

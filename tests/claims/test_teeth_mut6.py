@@ -1,0 +1,111 @@
+"""Teeth of the claims the sixth round of fresh mistakes (mut6) added or strengthened: each fails on
+the class of mistake that escaped every claim before it, and passes on repro's own code.
+
+- ``sec6.decoding.special-ids``: the search (beam and greedy, as the evaluation runs them) never
+  emits PAD or BOS, whatever probability the model gives them, and leaves EOS out of its output;
+- ``sec3.parameters.all-used``: every trainable parameter takes part in the model's output (W^O
+  bypassed kept every shape and every parameter count, and passed every claim);
+- ``fig3-5.attention-drawn``: the report's Figures 3-5 draw the last encoder layer's attention with
+  dropout off (without the run's checkpoint, ``fig3-5.attention-from-run`` reads "not run", so a
+  figure of another layer, or drawn in train mode, passed every claim);
+"""
+
+from __future__ import annotations
+
+from unittest import mock
+
+import pytest
+import torch
+from torch import nn
+
+import repro.checks.attention_maps as attention_maps
+import repro.decode.stepper as stepper
+import repro.decode.translate as translate
+from repro.audit.repro_adapter import ReproAdapter
+from repro.checks import CHECKERS, select_claims
+from repro.claims import Outcome
+from repro.claims.runner import run_claim
+from repro.data.vocab import BOS, EOS, PAD
+from repro.model.attention import MultiHeadAttention
+
+CLAIMS = {c.id: c for c in select_claims()}
+
+
+def outcome(claim_id: str) -> Outcome:
+    claim = CLAIMS[claim_id]
+    return run_claim(claim, CHECKERS[claim.checker], ReproAdapter(), {}).status
+
+
+def test_special_ids_pass_on_repro():
+    assert outcome("sec6.decoding.special-ids") == Outcome.PASS
+
+
+def _log_probs_letting_through(*allowed: int):
+    """Stepper.log_probs that masks only the special ids not in ``allowed`` (repro masks PAD and BOS)."""
+    def log_probs(self, prefix):
+        tokens = prefix[:, -1:] if self.cache is not None else prefix
+        hidden = self.model.decode(tokens, self.memory, self.src_mask, self.cache)
+        logp = self.model.project(hidden[:, -1]).float().log_softmax(-1)
+        for special in {PAD, BOS} - set(allowed):
+            logp[:, special] = float("-inf")
+        return logp
+    return log_probs
+
+
+@pytest.mark.parametrize("allowed", [(BOS,), (PAD,)], ids=["bos-emitted", "pad-emitted"])
+def test_special_ids_fail_when_the_search_may_emit_a_special_id(allowed):
+    with mock.patch.object(stepper.Stepper, "log_probs", _log_probs_letting_through(*allowed)):
+        assert outcome("sec6.decoding.special-ids") == Outcome.FAIL
+
+
+def test_special_ids_fail_when_the_output_keeps_its_eos():
+    original = translate.beam_search
+
+    def with_eos(*args, **kwargs):
+        return [hyp + [EOS] for hyp in original(*args, **kwargs)]
+
+    with mock.patch.object(translate, "beam_search", with_eos):
+        assert outcome("sec6.decoding.special-ids") == Outcome.FAIL
+
+
+def test_parameters_all_used_passes_on_repro():
+    assert outcome("sec3.parameters.all-used") == Outcome.PASS
+
+
+def test_parameters_all_used_fails_when_multihead_bypasses_w_o():
+    original = MultiHeadAttention.forward
+
+    def without_w_o(self, *args, **kwargs):
+        w_o, self._modules["w_o"] = self._modules["w_o"], nn.Identity()
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            self._modules["w_o"] = w_o
+
+    with mock.patch.object(MultiHeadAttention, "forward", without_w_o):
+        assert outcome("sec3.parameters.all-used") == Outcome.FAIL
+
+
+def test_attention_drawn_passes_on_repro():
+    assert outcome("fig3-5.attention-drawn") == Outcome.PASS
+
+
+def _drawn_in_train_mode(model, ids, layer=-1):
+    attn = model.encoder_layers[layer].self_attn
+    attn.record_weights = True
+    try:
+        with torch.no_grad():
+            model.encode(torch.tensor([list(ids)], dtype=torch.long))
+        return attn.last_weights[0].double()
+    finally:
+        attn.record_weights, attn.last_weights = False, None
+
+
+_DRAWN = attention_maps.encoder_attention
+
+
+@pytest.mark.parametrize("wrong", [lambda model, ids, layer=-1: _DRAWN(model, ids, 0), _drawn_in_train_mode],
+    ids=["first-layer", "dropout-on"])
+def test_attention_drawn_fails_on_another_layer_or_with_dropout_on(wrong):
+    with mock.patch.object(attention_maps, "encoder_attention", wrong):
+        assert outcome("fig3-5.attention-drawn") == Outcome.FAIL
