@@ -164,6 +164,7 @@ PARAMS: dict[str, dict[str, Any]] = {
     "run.update_gradient": {"experiment": TEXT},
     "run.perplexity_per_wordpiece": {},
     "run.shared_vocabulary": {},
+    "run.pair_direction": {},
     "model.parameters_used": {},
     "figures.attention_drawn": {},
     "run.shifted_right": {},

@@ -150,6 +150,7 @@ INTEGER_VALUED = {
     "run.batch_order": "correlates the places of pairs among passes (positions it counts)",
     "run.batch_side_tokens": "counts tokens",
     "run.shared_vocabulary": "counts word pieces",
+    "run.pair_direction": "compares decoded sentences",
     "run.shifted_right": "compares token ids",
     "run.job_dimensions": "reads shapes of matrix products",
     "run.job_steps": "counts updates",

@@ -8,6 +8,9 @@ the class of mistake that escaped every claim before it, and passes on repro's o
 - ``fig3-5.attention-drawn``: the report's Figures 3-5 draw the last encoder layer's attention with
   dropout off (without the run's checkpoint, ``fig3-5.attention-from-run`` reads "not run", so a
   figure of another layer, or drawn in train mode, passed every claim);
+- ``sec5.bpe.shared-vocabulary``: the pairs the run trains on are encoded as the vocabulary was
+  learned (a batch encoder without the space before the first word passed);
+- ``sec5.data.direction``: the run's encoded pairs hold the source file's sentence as their source.
 """
 
 from __future__ import annotations
@@ -21,11 +24,12 @@ from torch import nn
 import repro.checks.attention_maps as attention_maps
 import repro.decode.stepper as stepper
 import repro.decode.translate as translate
+import repro.train.data as train_data
 from repro.audit.repro_adapter import ReproAdapter
 from repro.checks import CHECKERS, select_claims
 from repro.claims import Outcome
 from repro.claims.runner import run_claim
-from repro.data.vocab import BOS, EOS, PAD
+from repro.data.vocab import BOS, EOS, PAD, SharedVocab
 from repro.model.attention import MultiHeadAttention
 
 CLAIMS = {c.id: c for c in select_claims()}
@@ -109,3 +113,26 @@ _DRAWN = attention_maps.encoder_attention
 def test_attention_drawn_fails_on_another_layer_or_with_dropout_on(wrong):
     with mock.patch.object(attention_maps, "encoder_attention", wrong):
         assert outcome("fig3-5.attention-drawn") == Outcome.FAIL
+
+
+@pytest.mark.parametrize("claim_id", ["sec5.bpe.shared-vocabulary", "sec5.data.direction"])
+def test_data_path_claims_pass_on_repro(claim_id):
+    assert outcome(claim_id) == Outcome.PASS
+
+
+def test_shared_vocabulary_fails_when_the_batch_encoder_drops_the_first_word_s_space():
+    def encode_batch(self, texts):
+        return [e.ids for e in self.tokenizer.encode_batch(list(texts), add_special_tokens=False)]
+
+    with mock.patch.object(SharedVocab, "encode_batch", encode_batch):
+        assert outcome("sec5.bpe.shared-vocabulary") == Outcome.FAIL
+
+
+def test_direction_fails_when_the_pairs_are_encoded_the_other_way_round():
+    original = train_data.encode_pairs
+
+    def swapped(vocab, pairs, max_len=None):
+        return original(vocab, [(t, s) for s, t in pairs], max_len)
+
+    with mock.patch.object(train_data, "encode_pairs", swapped):
+        assert outcome("sec5.data.direction") == Outcome.FAIL
