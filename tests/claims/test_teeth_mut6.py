@@ -10,12 +10,16 @@ the class of mistake that escaped every claim before it, and passes on repro's o
   figure of another layer, or drawn in train mode, passed every claim);
 - ``sec5.bpe.shared-vocabulary``: the pairs the run trains on are encoded as the vocabulary was
   learned (a batch encoder without the space before the first word passed);
-- ``sec5.data.direction``: the run's encoded pairs hold the source file's sentence as their source.
+- ``sec5.data.direction``: the run's encoded pairs hold the source file's sentence as their source;
+- ``table2.bleu.protocol``: a corpus with no 4-gram in common scores 0, as multi-bleu.perl (no
+  smoothing) scores it (a geometric mean that leaves a zero precision out passed).
 """
 
 from __future__ import annotations
 
 from unittest import mock
+
+import math
 
 import pytest
 import torch
@@ -23,6 +27,7 @@ from torch import nn
 
 import repro.checks.attention_maps as attention_maps
 import repro.decode.stepper as stepper
+import repro.eval.bleu as bleu
 import repro.decode.translate as translate
 import repro.train.data as train_data
 from repro.audit.repro_adapter import ReproAdapter
@@ -136,3 +141,15 @@ def test_direction_fails_when_the_pairs_are_encoded_the_other_way_round():
 
     with mock.patch.object(train_data, "encode_pairs", swapped):
         assert outcome("sec5.data.direction") == Outcome.FAIL
+
+
+def test_bleu_protocol_fails_when_a_zero_precision_is_left_out_of_the_mean():
+    def multi_bleu(hyps, refs):
+        s = bleu.multi_bleu_stats(hyps, refs)
+        precisions = [c / t if t else 0.0 for c, t in zip(s.correct, s.total)]
+        bp = math.exp(1 - s.ref_len / s.hyp_len) if s.hyp_len < s.ref_len else 1.0
+        log_mean = sum(math.log(p) for p in precisions if p > 0) / len(precisions)
+        return 100 * bp * math.exp(log_mean), [100 * p for p in precisions], bp
+
+    with mock.patch.object(bleu, "multi_bleu", multi_bleu):
+        assert outcome("table2.bleu.protocol") == Outcome.FAIL
