@@ -17,7 +17,7 @@ from repro.checks import (  # noqa: F401  (importing a module registers its chec
     observed_loss, observed_model, observed_training, parser_recipe, search_scores,
     positional, rank_group, read_late, recipe_runs, relations,
     resumed_step_time, runtime_choice, scaled_jobs, section4, stacks, step_time, table1, table2, table3,
-    token_counts, training, update_arithmetic, verdict_statistics,
+    token_counts, training, training_data, update_arithmetic, verdict_statistics,
 )
 from repro.checks.registry import AUDITING, CHECKERS, EVIDENCE, audits_implementation, basis_allowed, checker
 from repro.checks.relations import relation_result

@@ -13,14 +13,16 @@ one picture h times). Without the run on this machine it reads "not run".
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
 
 from repro.checks.registry import checker
 from repro.claims.claim import Claim
-from repro.claims.compare import finite
-from repro.claims.outcome import CheckContext, Measurement, NotRun
+from repro.claims.compare import finite, max_abs_diff
+from repro.claims.outcome import CheckContext, Measurement, NotApplicable, NotRun
+from repro.claims.seeding import claim_seed, seeded
 from repro.data.vocab import SharedVocab
 from repro.decode.translate import model_of
 from repro.model import Transformer
@@ -35,17 +37,24 @@ FIGURE_SENTENCES = {
 }
 
 
-def encoder_attention(model: Transformer, ids: list[int], layer: int = -1) -> torch.Tensor:
-    """(heads, n, n) encoder self-attention weights of ``layer`` for one sentence."""
+#: The encoder layer Figures 3-5 show: the paper's layer 5 of 6, a run's last.
+FIGURE_LAYER = -1
+
+
+def encoder_attention(model: Transformer, ids: Sequence[int], layer: int = FIGURE_LAYER) -> torch.Tensor:
+    """(heads, n, n) encoder self-attention weights of ``layer`` for one sentence, with dropout off
+    (the model's mode is restored after): what the report's Figures 3-5 draw
+    (:func:`repro.report.figures.attention_figure`) and the claims measure."""
     attn = model.encoder_layers[layer].self_attn
-    attn.record_weights = True
+    was_training, attn.record_weights = model.training, True
     try:
         model.eval()
         with torch.no_grad():
-            model.encode(torch.tensor([ids], dtype=torch.long))
+            model.encode(torch.tensor([list(ids)], dtype=torch.long))
         return attn.last_weights[0].double()
     finally:
         attn.record_weights, attn.last_weights = False, None
+        model.train(was_training)
 
 
 @checker("run.attention_maps", audits=False, reads_results=True)
@@ -78,3 +87,41 @@ def attention_maps(claim: Claim, ctx: CheckContext) -> Measurement:
         lines.append(f"{figure}: {heads} heads over {weights.size(-1)} wordpieces, head distances "
                      f"{min(distances):.2f}-{max(distances):.2f}")
     return Measurement(round(closest, 3), detail=f"{checkpoint} of {run_dir}: " + "; ".join(lines))
+
+
+@checker("figures.attention_drawn", audits=False)
+def attention_drawn(claim: Claim, ctx: CheckContext) -> Measurement:
+    """What the report draws as Figures 3-5 (:func:`encoder_attention`, through which the report's
+    figure and the run's claim read the weights), measured on a model built for training (dropout
+    0.3, in train mode, three layers): it must be the last encoder layer's self-attention with dropout
+    off, the same each time it is drawn. The reference is every layer's weights, recorded while the
+    model encodes the sentence in eval mode. Measured: the largest |drawn - last layer's| over two
+    drawings (the detail names the layer the drawing matches, if any)."""
+    with seeded(claim_seed(ctx.seed, claim.id)):
+        parts = ctx.target.training_model(vocab_size=40, d_model=32, n_heads=4, d_ff=64, n_layers=3, dropout=0.3)
+    model = parts.module
+    if not isinstance(model, Transformer):
+        raise NotApplicable(f"{ctx.target.name}'s model is not one the report draws Figures 3-5 of")
+    gen = torch.Generator().manual_seed(ctx.seed)
+    ids = torch.randint(4, 40, (9,), generator=gen).tolist()
+    with seeded(claim_seed(ctx.seed, claim.id, 1)):
+        drawn = [finite(encoder_attention(model, ids), "the drawn attention") for _ in range(2)]
+    layers = [layer.self_attn for layer in model.encoder_layers]
+    model.eval()
+    try:
+        for attn in layers:
+            attn.record_weights = True
+        with torch.no_grad():
+            model.encode(torch.tensor([ids], dtype=torch.long))
+        reference = [attn.last_weights[0].double() for attn in layers]
+    finally:
+        for attn in layers:
+            attn.record_weights, attn.last_weights = False, None
+        model.train()
+    what = "the drawn attention against the recorded one"
+    matches = [i for i, ref in enumerate(reference) if max_abs_diff(drawn[0], ref, what) <= 1e-9]
+    worst = max(max_abs_diff(d, reference[-1], what) for d in drawn)
+    return Measurement(worst, detail=(
+        f"drawn twice from a model in train mode (dropout 0.3, {len(layers)} layers): "
+        + (f"the weights of layer {matches[0] + 1} with dropout off" if matches else "no layer's weights with dropout off")
+        + f"; largest difference from the last layer's {worst:.3g}"))

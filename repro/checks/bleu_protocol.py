@@ -79,22 +79,31 @@ def _bleu(hyps: list[str], refs: list[str]) -> float:
     return BLEU(tokenize="none", smooth_method="none", force=True).corpus_score(hyps, [refs]).score
 
 
+#: A corpus with no 4-gram in common (its 1- to 3-grams match): multi-bleu.perl, which does not
+#: smooth, scores it 0 (the log of a zero precision is -9999999999); already tokenized as the script would.
+NO_FOURGRAM = (["the cat sat on the mat today"], ["the cat lay on the mat now"])
+
+
 @checker("bleu.paper_protocol", audits=False)
 def paper_protocol(claim: Claim, ctx: CheckContext) -> Measurement:
     """|repro's paper-protocol BLEU - sacreBLEU on the script's own token strings|, on a corpus
-    where the compound split, escaping, clipping and the brevity penalty each matter; every
-    token string repro's protocol forms must equal the script's."""
+    where the compound split, escaping, clipping and the brevity penalty each matter, and on one
+    with no 4-gram in common (:data:`NO_FOURGRAM`: the script gives 0, a geometric mean that leaves the
+    zero precision out does not); every token string repro's protocol forms must equal the script's."""
     ours = finite(score(HYPOTHESES, REFERENCES, "paper", lang="de").score, "repro's paper-protocol BLEU")
     script = _bleu(SCRIPT_TOKENS["hypotheses"], SCRIPT_TOKENS["references"])
+    unmatched = finite(score(*NO_FOURGRAM, "paper", lang="de").score, "repro's paper-protocol BLEU without 4-grams")
+    unmatched_script = _bleu(*NO_FOURGRAM)
     formed = {"hypotheses": paper_tokens(HYPOTHESES, lang="de"), "references": paper_tokens(REFERENCES, lang="de")}
     wrong = [f"{side} {i + 1}: {got!r}" for side in formed for i, (got, want) in
              enumerate(zip(formed[side], SCRIPT_TOKENS[side])) if got != want]
     unsplit = _bleu(*(([re.sub(r" ##AT##-##AT## ", "-", line) for line in SCRIPT_TOKENS[side]])
                       for side in ("hypotheses", "references")))
-    diff = abs(ours - script)
+    diff = max(abs(ours - script), abs(unmatched - unmatched_script))
     return Measurement(round(diff, 4), False if wrong else None, (
         f"repro {ours:.2f}, the script's tokens scored by sacreBLEU {script:.2f} (without the compound split: "
-        f"{unsplit:.2f})" + (f"; token strings that differ from the script's: {'; '.join(wrong[:3])}" if wrong else "")))
+        f"{unsplit:.2f}); no 4-gram in common: repro {unmatched:.2f}, the script {unmatched_script:.2f}"
+        + (f"; token strings that differ from the script's: {'; '.join(wrong[:3])}" if wrong else "")))
 
 
 #: French text where Moses's French rules (the elided article stays with its apostrophe: ``l&apos;

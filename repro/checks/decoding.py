@@ -21,12 +21,13 @@ import torch
 
 from repro.checks.registry import checker
 from repro.checks.jobs import watches_jobs
-from repro.checks.search_probe import EOS, FILLER, checked_outputs, evaluation_searcher, searcher
+from repro.checks.search_probe import BOS, EOS, FILLER, checked_outputs, evaluation_searcher, searcher
 from repro.checks.vacuity import require_informative
 from repro.claims.claim import Claim
 from repro.claims.compare import finite
 from repro.claims.outcome import CheckContext, Inconclusive, Measurement, NotApplicable
 from repro.claims.seeding import claim_seed, seeded
+from repro.data.vocab import PAD
 
 SOURCE_LENGTH = 10
 #: The ids the adapter protocol leaves to special tokens (padding, begin, end, unknown).
@@ -265,6 +266,50 @@ def finished_stay_finished(claim: Claim, ctx: CheckContext) -> Measurement:
     extended = sum(w.past_eos for w in watches)
     return Measurement(extended, detail=f"{_where(search)}: {extended} finished prefix(es) continued "
                                         f"(beam {k}, two sentences in one batch)")
+
+
+#: Each sentence's script for :func:`special_ids`: (the special id it makes likeliest, that id's
+#: probability, the next-likeliest special's): PAD first, BOS first, and BOS and PAD in turn.
+SPECIAL_CASES = ((PAD, 0.5, BOS), (BOS, 0.5, PAD), (BOS, 0.6, PAD))
+#: Word-pieces each script's path holds before its EOS (EOS unlikely before: the path beats ending at once).
+SPECIAL_PATH = 3
+
+
+@checker("decode.special_ids")
+def special_ids(claim: Claim, ctx: CheckContext) -> Measurement:
+    """The search emits word-pieces only: never PAD or BOS (whatever probability the model gives
+    them), and EOS only as the end, which the output leaves out. Scripts that make PAD or BOS the
+    likeliest next token at every step (the third only at every second step), with a path of
+    :data:`SPECIAL_PATH` word-pieces that ends, for three sentences of several source lengths in one
+    batch, run through the evaluation's search and, for repro, its greedy search too. Measured: the
+    special ids (PAD, BOS, EOS) found in the outputs; an output set that carries nothing is
+    inconclusive, never a pass (:mod:`repro.checks.vacuity`)."""
+
+    def script(first: int, weight: float, second: int, parity: bool, words: int):
+        def rule(prefix: tuple[int, ...]) -> dict[int, float]:
+            if len(prefix) >= SPECIAL_PATH:
+                return {EOS: 1.0}
+            word = {words + len(prefix): 1 - weight - 0.1 - 1e-4, EOS: 1e-4}
+            if parity and len(prefix) % 2:
+                return {**word, second: 0.1 + weight}
+            return {**word, first: weight, second: 0.1}
+        return rule
+
+    rules = [script(*case, parity=i == 2, words=10 * (i + 1)) for i, case in enumerate(SPECIAL_CASES)]
+    sources = [SOURCE_LENGTH, 4, 17]
+    search = searcher(claim, ctx)
+    searches = [search, *([evaluation_searcher(claim.params.get("experiment", "table2-base-ende"), greedy=True)]
+                          if watches_jobs(ctx, "search") else [])]
+    found, lines, everything = 0, [], []
+    for s in searches:
+        outputs = checked_outputs(s(rules, sources)[0], len(sources))
+        everything += outputs
+        special = [sum(t in (PAD, BOS, EOS) for t in out) for out in outputs]
+        found += sum(special)
+        lines.append(f"{_where(s)}: outputs {outputs} ({sum(special)} special ids)")
+    if not found:
+        require_informative(everything, "the searches' outputs", special=SPECIAL_IDS)
+    return Measurement(found, detail="; ".join(lines))
 
 
 #: How many ranks the beam-width probe offers (it can measure widths up to this).

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import statistics
-import tempfile
 from functools import lru_cache
 from pathlib import Path
 from unittest import mock
@@ -24,6 +23,7 @@ from repro.checks.jobs import PAPER_PROFILE, SIZE, job_config, job_spec, own, sh
 from repro.checks.loop_batches import indices, loop_updates
 from repro.checks.positional import reference_encoding
 from repro.checks.sinusoids import NotSinusoidPairs, find_pairs
+from repro.checks.training_data import SOURCE_WORDS, TARGET_WORDS, disjoint_run
 from repro.cluster.profiles import load_profile
 from repro.checks.registry import checker
 from repro.claims.claim import Claim
@@ -36,10 +36,9 @@ from repro.data.corpora import get_dataset, resolve_data_dir
 from repro.data.vocab import BOS, EOS, SharedVocab
 from repro.errors import DataError
 from repro.files.reader import iter_lines
-from repro.files.writer import atomic_write_text
 from repro.eval.perplexity import perplexity
 from repro.train.config import TrainConfig
-from repro.train.data import encode_pairs, prepare_training_data
+from repro.train.data import encode_pairs
 from repro.train.loop import batcher_for, build
 from repro.train.probes import last_update
 from repro.train.update_step import accumulate
@@ -131,24 +130,21 @@ def shards_split_the_epoch(cfg: TrainConfig, examples: list, world: int, epochs:
 @checker("run.shared_vocabulary")
 def shared_vocabulary(claim: Claim, ctx: CheckContext) -> Measurement:
     """Section 5.1: "a shared source-target vocabulary": the training data path learns one BPE on
-    both sides. On a corpus whose two sides share no word, the vocabulary it builds must hold
-    merged word-pieces of each side. Measured: True when both sides' frequent words are whole."""
+    both sides, and encodes the pairs with it. On a corpus whose two sides share no word
+    (:func:`repro.checks.training_data.disjoint_run`), the vocabulary it builds must hold merged
+    word-pieces of each side, and the encoded pairs the loop trains on must be those pieces (each
+    word of each side one piece: a sentence encoded otherwise than the vocabulary was learned, as a
+    first word without the space BPE saw before it, is more). Measured: True when both hold."""
     own(ctx)
-    src_words, tgt_words = ["alpha", "bravo", "charlie"], ["xylo", "quartz", "zephyr"]
-    with tempfile.TemporaryDirectory(prefix="repro-vocab-") as tmp:
-        folder = Path(tmp) / "disjoint"
-        rows = 60
-        for split in ("train", "dev"):
-            for lang, words in (("en", src_words), ("de", tgt_words)):
-                atomic_write_text(folder / f"{split}.{lang}", "".join(" ".join(words) + "\n" for _ in range(rows)),
-                                  within=tmp)
-        cfg = TrainConfig(dataset=str(folder), vocab_size=300, out_dir=str(Path(tmp) / "run"))
-        vocab = prepare_training_data(cfg).vocab
-    whole = {w: len(vocab.tokens(w)) == 1 for w in src_words + tgt_words}
-    source_side = all(whole[w] for w in src_words)
-    target_side = all(whole[w] for w in tgt_words)
-    return Measurement(source_side and target_side, detail=(
-        f"one token each: source words {source_side}, target words {target_side} ({len(vocab)} entries)"))
+    vocab, examples = disjoint_run()
+    whole = {w: len(vocab.tokens(w)) == 1 for w in SOURCE_WORDS + TARGET_WORDS}
+    source_side = all(whole[w] for w in SOURCE_WORDS)
+    target_side = all(whole[w] for w in TARGET_WORDS)
+    pieces = sorted({(len(s), len(t)) for s, t in examples})
+    encoded = pieces == [(len(SOURCE_WORDS), len(TARGET_WORDS))]
+    return Measurement(source_side and target_side and encoded, detail=(
+        f"one token each: source words {source_side}, target words {target_side} ({len(vocab)} entries); "
+        f"the run's encoded pairs hold {pieces} pieces per side ({len(SOURCE_WORDS)} words each)"))
 
 
 @checker("run.shifted_right")

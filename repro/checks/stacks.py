@@ -18,6 +18,7 @@ from repro.checks.vacuity import require_informative
 from repro.claims.claim import Claim
 from repro.claims.compare import finite, max_abs_diff
 from repro.claims.outcome import CheckContext, Measurement, NotApplicable
+from repro.claims.seeding import claim_seed, seeded
 
 D_MODEL, HEADS, D_FF = 32, 4, 64
 
@@ -217,3 +218,28 @@ def widths(claim: Claim, ctx: CheckContext) -> Measurement:
     off = {k: v for k, v in seen.items() if v != d_model}
     return Measurement(sorted(set(seen.values())) == [d_model], detail=(
         f"all {len(seen)} outputs have width {d_model}" if not off else f"not {d_model} wide: {off}"))
+
+
+@checker("model.parameters_used", audits=False)
+def parameters_used(claim: Claim, ctx: CheckContext) -> Measurement:
+    """Every trainable parameter of the model (what Table 3's counts count) takes part in computing
+    its output: the teacher-forced loss of one batch, differentiated with respect to each parameter,
+    reaches it. A module built but bypassed (W^O left out of MultiHead, a layer skipped) still counts
+    in the parameters and in every shape, and is found here. Measured: the parameters the loss does
+    not reach (their names in the detail)."""
+    with seeded(claim_seed(ctx.seed, claim.id)):
+        parts = ctx.target.training_model(vocab_size=40, d_model=D_MODEL, n_heads=HEADS, d_ff=D_FF, n_layers=2,
+                                          dropout=0.0)
+    if parts.module is None:
+        raise NotApplicable(f"{ctx.target.name} gives no module holding its parameters (ModelParts.module)")
+    gen = torch.Generator().manual_seed(ctx.seed)
+    src, tgt = torch.randint(4, 40, (2, 7), generator=gen), torch.randint(4, 40, (2, 6), generator=gen)
+    named = [(name, p) for name, p in parts.module.named_parameters() if p.requires_grad]
+    logits = finite(parts.forward(src, tgt[:, :-1]), "the model's logits")
+    loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, logits.size(-1)), tgt[:, 1:].reshape(-1))
+    grads = torch.autograd.grad(loss, [p for _, p in named], allow_unused=True)
+    unused = [name for (name, _), grad in zip(named, grads) if grad is None]
+    return Measurement(len(unused), detail=(
+        f"the loss reaches all {len(named)} trainable parameters" if not unused else
+        f"the loss reaches {len(named) - len(unused)} of {len(named)} trainable parameters; not: "
+        + ", ".join(unused[:8]) + (" ..." if len(unused) > 8 else "")))

@@ -17,8 +17,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure as MplFigure
 from matplotlib.ticker import NullFormatter
 
-import torch
-
+from repro.checks.attention_maps import FIGURE_LAYER, encoder_attention
 from repro.data.vocab import SharedVocab
 from repro.decode.translate import model_of
 from repro.errors import ConfigError, ResultError, UsageError
@@ -203,22 +202,14 @@ def complexity_figure(results: dict[str, Result]) -> Figure | str:
     return Figure("table1-fits", "Table 1: measured growth in n, log-log, with fitted slopes", caption, _png(fig))
 
 
-def attention_figure(model: Any, src_ids: Sequence[int], tokens: Sequence[str], *, layer: int = -1,
+def attention_figure(model: Any, src_ids: Sequence[int], tokens: Sequence[str], *,
                      caption: str = "", name: str = "attention") -> Figure:
-    """Encoder self-attention of every head of one layer, in the manner of Figures 3-5.
+    """Encoder self-attention of every head of the layer Figures 3-5 show, in their manner: the
+    weights the claims measure (:func:`repro.checks.attention_maps.encoder_attention`, dropout off).
 
     ``model`` is a :class:`repro.model.Transformer`; ``src_ids`` the encoded sentence,
     ``tokens`` its wordpieces (labels of both axes)."""
-    attn = model.encoder_layers[layer].self_attn
-    was_training, attn.record_weights = model.training, True
-    try:
-        model.eval()
-        with torch.no_grad():
-            model.encode(torch.tensor([list(src_ids)], dtype=torch.long))
-        weights = attn.last_weights[0].cpu().numpy()  # (heads, n, n)
-    finally:
-        attn.record_weights, attn.last_weights = False, None
-        model.train(was_training)
+    weights = encoder_attention(model, src_ids).float().cpu().numpy()  # (heads, n, n)
     heads = weights.shape[0]
     cols = min(2, heads)  # two heads per row: labels stay legible at the page's width
     rows = math.ceil(heads / cols)
@@ -231,7 +222,7 @@ def attention_figure(model: Any, src_ids: Sequence[int], tokens: Sequence[str], 
         ax.set_xticks(range(len(tokens)), list(tokens), rotation=90, fontsize=8)
         ax.set_yticks(range(len(tokens)), list(tokens), fontsize=8)
     fig.tight_layout()
-    layer_no = layer if layer >= 0 else len(model.encoder_layers) + layer
+    layer_no = FIGURE_LAYER if FIGURE_LAYER >= 0 else len(model.encoder_layers) + FIGURE_LAYER
     title = f"Encoder self-attention, layer {layer_no + 1}, all {heads} heads (rows attend to columns; colour scaled per head)"
     return Figure(name, title, caption, _png(fig))
 

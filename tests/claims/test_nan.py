@@ -150,6 +150,7 @@ INTEGER_VALUED = {
     "run.batch_order": "correlates the places of pairs among passes (positions it counts)",
     "run.batch_side_tokens": "counts tokens",
     "run.shared_vocabulary": "counts word pieces",
+    "run.pair_direction": "compares decoded sentences",
     "run.shifted_right": "compares token ids",
     "run.job_dimensions": "reads shapes of matrix products",
     "run.job_steps": "counts updates",
@@ -158,6 +159,7 @@ INTEGER_VALUED = {
     "decode.max_length": "counts output tokens",
     "decode.early_stop": "counts decoding steps",
     "decode.finished_stay_finished": "counts prefixes continued past their EOS",
+    "decode.special_ids": "counts special ids in the outputs",
     "decode.beam_width": "counts ranks found",
     "run.encoded_tokens": "counts tokens",
     "run.encoded_cache_key": "counts reuse decisions and token ids",
@@ -212,6 +214,15 @@ def _nan_search(bad):
     import repro.decode.beam as beam
 
     return mock.patch.object(beam, "length_penalty", lambda length, alpha: bad)
+
+
+def _nan_attention(bad):
+    """Eq. 1's weights times NaN (or inf): the attention the figures draw."""
+    import repro.model.attention as attention
+
+    original = attention.scaled_dot_product_attention
+    return mock.patch.object(attention, "scaled_dot_product_attention",
+                             lambda *a, **k: tuple(x * bad for x in original(*a, **k)))
 
 
 @contextlib.contextmanager
@@ -367,6 +378,7 @@ OWN_PATHS: dict[str, Callable] = {
     "run.smoothing_spread": _nan_loss, "run.ddp_update": _nan_group, "run.gpu_optimizer": _nan_gpu_adam,
     "run.resume_exact": _nan_resumed_weights, "run.read_late": _nan_read_late,
     "run.compiled_shapes": _nan_decoder, "decode.trained_scores": _nan_decoder,
+    "model.parameters_used": _nan_logits, "figures.attention_drawn": _nan_attention,
 }
 
 
