@@ -20,7 +20,7 @@ def env_int(name: str, default: int | None = None, *, minimum: int = 0, maximum:
         return default
     value = numerals.integer(text)   # int() would take 1_0 and other scripts' digits
     if value is None:
-        raise UsageError(f"environment variable {name}: must be an integer in ASCII digits{other}, got {text[:60]!r}")
+        raise UsageError(f"environment variable {name}: must be an integer{other} in ASCII digits, got {text[:60]!r}")
     if value < minimum:
         raise UsageError(f"environment variable {name}: must be at least {minimum}, got {value}")
     if maximum is not None and value > maximum:
