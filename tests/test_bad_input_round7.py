@@ -207,3 +207,17 @@ def test_a_zero_width_space_in_a_cluster_profile_is_refused(tmp_path, capsys):
 def test_a_line_separator_in_a_job_name_is_refused(capsys):
     rc, out, err = run(capsys, "submit", "smoke", "--cluster", "local", "--dry-run", "--job-name", "x\u2028y")
     assert rc == 2 and out == "" and "argument --job-name" in refusal(err)
+
+
+# -- half a character in JSON ------------------------------------------------------------------------------------------------
+
+def test_a_lone_surrogate_escape_in_a_json_config_is_refused_naming_its_line(tmp_path, capsys):
+    config = tmp_path / "config.json"
+    config.write_text('{\n"vocab_size": 300,\n"dataset": "\\ud800"\n}\n')   # decoded, it is no text a path can hold
+    rc, out, err = run(capsys, "train", "--config", str(config), "--print-config")
+    assert rc == 2 and out == "" and f"{config}:3: \\ud800 is half of a UTF-16 surrogate pair" in refusal(err)
+
+
+def test_a_lone_surrogate_escape_in_a_set_value_is_no_traceback(tmp_path, capsys, trained):
+    rc, _, err = run(capsys, *train_argv(trained["data"], tmp_path / "run", steps=1), "--set", 'dataset="\\ud800"')
+    assert rc == 2 and "unknown dataset" in refusal(err) and not (tmp_path / "run").exists()
