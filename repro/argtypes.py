@@ -25,22 +25,18 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, one_line(f"{self.prog}: error: {message} (see '{self.prog} --help')") + "\n")
 
 
-def _int(text: str) -> int:
+def integer(text: str) -> int:
+    """An integer in ASCII digits, with an optional sign (``int()`` also takes ``1_0`` and ``١٠``:
+    :mod:`repro.numerals`); its range the command checks."""
     value = numerals.integer(text)
-    if value is None:   # int() would take 1_0 and other scripts' digits (:mod:`repro.numerals`)
+    if value is None:
         raise argparse.ArgumentTypeError(f"expected an integer in ASCII digits, got {text!r}")
     return value
 
 
-def integer(text: str) -> int:
-    """An integer in ASCII digits, with an optional sign (``int()`` also takes ``1_0`` and ``١٠``); its
-    range the command checks."""
-    return _int(text)
-
-
 def positive_int(text: str) -> int:
     """An integer > 0 (steps, beam width, token budgets, lengths)."""
-    value = _int(text)
+    value = integer(text)
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
     return value
@@ -48,7 +44,7 @@ def positive_int(text: str) -> int:
 
 def non_negative_int(text: str) -> int:
     """An integer >= 0 (seeds, thread counts where 0 means the default, error limits)."""
-    value = _int(text)
+    value = integer(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}")
     return value

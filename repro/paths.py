@@ -9,7 +9,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 
 from repro.errors import OutputError, UsageError
-from repro.files.reader import inspect
+from repro.files.reader import folder_present, inspect
 from repro.files.writer import cannot_write_in, checked_target
 from repro.run_lock import MARKERS, run_marker
 
@@ -23,14 +23,8 @@ RUN_FOLDERS = frozenset({"checkpoints", "encoded", "evaluations"})
 def existing_dir(path: str | os.PathLike[str], what: str = "directory") -> Path:
     """``path`` as a Path if it is a directory; else a :class:`UsageError` naming it and ``what``."""
     path = Path(path)
-    if not os.path.lexists(path):
+    if not folder_present(path, what):   # a loop of links is named as one, never "does not exist"
         raise UsageError(f"{path}: {what} does not exist")
-    try:
-        os.stat(path)   # a loop of links, or a name too long, is named as such, never "does not exist"
-    except OSError as err:
-        raise UsageError(f"{path}: cannot look at the {what} ({err.strerror})") from None
-    if not path.is_dir():
-        raise UsageError(f"{path}: {what} is not a directory")
     return path
 
 

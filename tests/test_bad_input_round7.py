@@ -159,7 +159,7 @@ def test_a_file_where_a_runs_folder_goes_is_refused(tmp_path, capsys, run_copy, 
     shutil.rmtree(run_copy / folder)
     (run_copy / folder).write_text("x")
     rc, out, err = run(capsys, "check", "--run", str(run_copy), "--json", str(tmp_path / "out.json"))
-    assert rc == 2 and out == "" and f"{run_copy / folder}: " in refusal(err) and "not a folder" in refusal(err)
+    assert rc == 2 and out == "" and f"{run_copy / folder}: " in refusal(err) and "is not a directory" in refusal(err)
     assert not (tmp_path / "out.json").exists()
 
 

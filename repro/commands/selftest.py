@@ -18,11 +18,15 @@ from repro.selftest import STAGE_NAMES, readable_path, render, run_selftest
 
 
 def _stages(text: str) -> list[str]:
-    names = list(name_list(text))
+    try:
+        names = list(name_list(text))
+    except argparse.ArgumentTypeError as err:
+        raise argparse.ArgumentTypeError(f"stages must be a comma-separated list of {', '.join(STAGE_NAMES)}: "
+                                         f"{err}") from None
     unknown = [s for s in names if s not in STAGE_NAMES]
     if unknown:
         raise argparse.ArgumentTypeError(f"stages must be a comma-separated list of {', '.join(STAGE_NAMES)}"
-                                         + (f"; unknown: {', '.join(unknown)}" if unknown else ""))
+                                         f"; unknown: {', '.join(unknown)}")
     return names
 
 

@@ -104,7 +104,7 @@ def folder_present(path: Pathish, what: str = "folder", *, error: type[ReproErro
     except OSError as err:
         raise _cannot(path, what, err, error) from None
     if not stat.S_ISDIR(mode):
-        raise error(f"{path}: {what} is {kind_of(mode)}, not a folder")
+        raise error(f"{path}: {what} is not a directory ({kind_of(mode)})")
     return True
 
 

@@ -330,7 +330,8 @@ def _number(path: Path, line: int, column: str, raw: str | None, optional: bool)
         raise ResultError(f"{path}:{line}: field '{column}' is empty")
     value = numerals.real(raw)   # float() would take 1_0, other scripts' digits and 1e400 (as infinity)
     if value is None:
-        raise ResultError(f"{path}:{line}: field '{column}' is not a number in ASCII digits ({raw!r})")
+        raise ResultError(f"{path}:{line}: field '{column}' is not a number ({raw!r}); a number is written in "
+                          "ASCII digits")
     return value
 
 
