@@ -221,3 +221,15 @@ def test_a_lone_surrogate_escape_in_a_json_config_is_refused_naming_its_line(tmp
 def test_a_lone_surrogate_escape_in_a_set_value_is_no_traceback(tmp_path, capsys, trained):
     rc, _, err = run(capsys, *train_argv(trained["data"], tmp_path / "run", steps=1), "--set", 'dataset="\\ud800"')
     assert rc == 2 and "unknown dataset" in refusal(err) and not (tmp_path / "run").exists()
+
+
+# -- a relative data folder, read again from another folder --------------------------------------------------------------------
+
+def test_a_relative_data_folder_is_recorded_so_another_folder_finds_it(tmp_path, capsys, monkeypatch, trained):
+    monkeypatch.chdir(trained["data"].parent)   # repro train --data-dir data: the run recorded "data"
+    argv = train_argv(Path(trained["data"].name), tmp_path / "run", steps=1)
+    assert run(capsys, *argv)[0] == 0
+    monkeypatch.chdir(tmp_path)   # evaluate (and check --run) from elsewhere looked for ./data
+    newest = list_checkpoints(tmp_path / "run")[-1]
+    rc, out, err = run(capsys, "evaluate", "--checkpoint", str(newest), "--greedy", "--no-record", "--ppl-split", "none")
+    assert rc == 0 and "error" not in err, err
