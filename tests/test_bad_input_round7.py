@@ -18,7 +18,11 @@ before the mechanism below it was fixed:
 - a loop of symbolic links given as a folder (``--claims-dir``, ``$REPRO_CLAIMS_DIR``, ``--results``):
   "does not exist";
 - a zero-width space or a line separator in a cluster profile's field or a job name (text a job script
-  carries): only ASCII control characters were refused.
+  carries): only ASCII control characters were refused;
+- a JSON escape of half a surrogate pair (``"\\ud800"``) in a config or ``--set`` value: a traceback where
+  it reached a path (:mod:`repro.files.strict_json`);
+- ``train --data-dir data`` (relative): recorded as given, so ``evaluate`` and ``check --run`` from another
+  folder looked for their own ``./data``.
 
 Every refusal: exit 2, one line naming the file, line, field, flag or variable; nothing written or changed.
 """
