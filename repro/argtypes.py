@@ -11,9 +11,9 @@ import math
 from pathlib import Path
 from typing import NoReturn
 
-from repro import limits, paths
+from repro import limits, numerals, paths
 from repro.errors import UsageError
-from repro.files.text_decoding import one_line
+from repro.files.text_decoding import one_line, unprintable
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -25,16 +25,18 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, one_line(f"{self.prog}: error: {message} (see '{self.prog} --help')") + "\n")
 
 
-def _int(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+def integer(text: str) -> int:
+    """An integer in ASCII digits, with an optional sign (``int()`` also takes ``1_0`` and ``١٠``:
+    :mod:`repro.numerals`); its range the command checks."""
+    value = numerals.integer(text)
+    if value is None:
+        raise argparse.ArgumentTypeError(f"expected an integer in ASCII digits, got {text!r}")
+    return value
 
 
 def positive_int(text: str) -> int:
     """An integer > 0 (steps, beam width, token budgets, lengths)."""
-    value = _int(text)
+    value = integer(text)
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
     return value
@@ -42,7 +44,7 @@ def positive_int(text: str) -> int:
 
 def non_negative_int(text: str) -> int:
     """An integer >= 0 (seeds, thread counts where 0 means the default, error limits)."""
-    value = _int(text)
+    value = integer(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}")
     return value
@@ -50,10 +52,9 @@ def non_negative_int(text: str) -> int:
 
 def non_negative_float(text: str) -> float:
     """A finite number >= 0 (the length penalty alpha of Section 6.1)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    value = numerals.real(text)
+    if value is None:
+        raise argparse.ArgumentTypeError(f"expected a number in ASCII digits, got {text!r}")
     if not math.isfinite(value) or value < 0:
         raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
     return value
@@ -73,10 +74,7 @@ def text_input(text: str) -> str:
 
 def existing_dir(text: str) -> str:
     """A path to a directory that exists (run directories, claims and results directories); kept as given."""
-    path = Path(text)
-    if not path.is_dir():
-        raise argparse.ArgumentTypeError(f"{text}: {'not a directory' if path.exists() else 'no such directory'}")
-    return text
+    return _checked(paths.existing_dir, text, "directory")
 
 
 def _checked(check, text: str, what: str) -> str:
@@ -144,12 +142,33 @@ def sentence(text: str) -> str:
 
 
 def script_text(text: str) -> str:
-    """Text that goes into a job script (a SLURM job name): no control characters (a newline would
-    start a line of its own in the script)."""
-    bad = next((c for c in text if ord(c) < 32 or ord(c) == 127), None)
+    """Text that goes into a job script (a SLURM job name): printable characters only (a newline would
+    start a line of its own in the script; a zero-width space makes a name SLURM does not know)."""
+    bad = unprintable(text)
     if bad is not None:
-        raise argparse.ArgumentTypeError(f"{text!r}: holds the control character {bad!r}; a job script takes "
+        raise argparse.ArgumentTypeError(f"{text!r}: holds the unprintable character {bad!r}; a job script takes "
                                          "printable text only")
     if not text.strip():
         raise argparse.ArgumentTypeError("must not be empty")
     return text
+
+
+def claim_prefix(text: str) -> str:
+    """``--only PREFIX``: the start of a claim id; an empty or blank one would select every claim (each
+    id starts with ``""``), so ``--only ""`` from an unset shell variable would run them all."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"must be the start of a claim id, got {text!r} (an empty prefix "
+                                         "selects every claim; leave the flag out for all)")
+    return text
+
+
+def name_list(text: str) -> tuple[str, ...]:
+    """``NAME,NAME``: names, each once (``--rows``, ``--stages``); an empty name (``base,,A-h1``, ``""``)
+    or a name given twice (which would run, or be dropped, without a word) is refused."""
+    names = tuple(name.strip() for name in text.split(","))
+    if not all(names):
+        raise argparse.ArgumentTypeError(f"an empty name in {text!r} (names are separated by single commas)")
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise argparse.ArgumentTypeError(f"{', '.join(repeated)} given more than once in {text!r}")
+    return names

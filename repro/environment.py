@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
+from repro import numerals
 from repro.errors import UsageError
 
 
@@ -17,10 +18,9 @@ def env_int(name: str, default: int | None = None, *, minimum: int = 0, maximum:
     text = (os.environ if environ is None else environ).get(name, "").strip()
     if not text:
         return default
-    try:
-        value = int(text, 10)
-    except ValueError:
-        raise UsageError(f"environment variable {name}: must be an integer{other}, got {text[:60]!r}") from None
+    value = numerals.integer(text)   # int() would take 1_0 and other scripts' digits
+    if value is None:
+        raise UsageError(f"environment variable {name}: must be an integer{other} in ASCII digits, got {text[:60]!r}")
     if value < minimum:
         raise UsageError(f"environment variable {name}: must be at least {minimum}, got {value}")
     if maximum is not None and value > maximum:

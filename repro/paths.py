@@ -9,7 +9,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 
 from repro.errors import OutputError, UsageError
-from repro.files.reader import inspect
+from repro.files.reader import folder_present, inspect
 from repro.files.writer import cannot_write_in, checked_target
 from repro.run_lock import MARKERS, run_marker
 
@@ -23,10 +23,8 @@ RUN_FOLDERS = frozenset({"checkpoints", "encoded", "evaluations"})
 def existing_dir(path: str | os.PathLike[str], what: str = "directory") -> Path:
     """``path`` as a Path if it is a directory; else a :class:`UsageError` naming it and ``what``."""
     path = Path(path)
-    if not path.exists():
+    if not folder_present(path, what):   # a loop of links is named as one, never "does not exist"
         raise UsageError(f"{path}: {what} does not exist")
-    if not path.is_dir():
-        raise UsageError(f"{path}: {what} is not a directory")
     return path
 
 
@@ -70,7 +68,7 @@ def output_file(path: str | os.PathLike[str], what: str = "output file") -> Path
     """``path`` as a Path if a file can be written there (not a directory; its folder exists or can
     be created, and is writable); else a :class:`UsageError` naming it. Nothing is created."""
     path = Path(path)
-    if path.is_dir():
+    if os.path.isdir(os.path.abspath(path)):   # as the one writer takes the name (``new/../dir`` is ``dir``)
         raise UsageError(f"{path}: {what} is a directory, not a file")
     if path.exists() and not os.access(path, os.W_OK):
         raise UsageError(f"{path}: {what} exists and is not writable")
@@ -86,10 +84,13 @@ def not_an_input(output: str | os.PathLike[str] | None, inputs: list[str | os.Pa
                  what: str = "output") -> None:
     """Refuse ``output`` when it is one of the command's ``inputs`` (the same file, by any name): the
     atomic write would replace what the command read, a checkpoint or a reference lost."""
-    if output is None or str(output) == "-" or not os.path.exists(output):
+    if output is None or str(output) == "-":
+        return
+    written = os.path.abspath(output)   # the name as the one writer takes it: ``new/../in.en`` is ``in.en``
+    if not os.path.exists(written):
         return
     for source in inputs:
-        if source is not None and str(source) != "-" and os.path.exists(source) and os.path.samefile(output, source):
+        if source is not None and str(source) != "-" and os.path.exists(source) and os.path.samefile(written, source):
             raise UsageError(f"{output}: the {what} is {source}, one of this command's inputs; writing it would "
                              "replace what was read: give another path")
 

@@ -25,7 +25,7 @@ from repro.model.precision import Precision, resolve_precision
 
 #: What ``--device`` takes.
 DEVICE_HELP = "auto (CUDA when present, else the CPU), cpu, cuda or cuda:N"
-_DEVICE = re.compile(r"^(auto|cpu|cuda|cuda:\d+)$")
+_DEVICE = re.compile(r"^(auto|cpu|cuda|cuda:[0-9]+)$")   # ASCII: \d takes other scripts' digits
 
 
 def check_device_name(name: str) -> str:

@@ -33,6 +33,7 @@ import torch
 from torch._inductor.graph import GraphLowering
 from torch._inductor.scheduler import ExternKernelSchedulerNode
 
+from repro.argtypes import integer
 from repro.benchmarks.machine import environment, parse_benchmark_args, publish
 from repro.benchmarks.train_speed import make_batch
 from repro.model.layers import SublayerConnection
@@ -112,10 +113,10 @@ def _metrics_logged() -> Iterator[None]:
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--layers", type=int, default=2)
-    parser.add_argument("--sentences", type=int, default=256)
-    parser.add_argument("--length", type=int, default=32)
-    parser.add_argument("--vocab", type=int, default=1000)
+    parser.add_argument("--layers", type=integer, default=2)
+    parser.add_argument("--sentences", type=integer, default=256)
+    parser.add_argument("--length", type=integer, default=32)
+    parser.add_argument("--vocab", type=integer, default=1000)
     parser.add_argument("--stream", choices=STREAMS, default="model")
     args = parse_benchmark_args(parser, argv)
     for flag in ("layers", "sentences", "length", "vocab"):

@@ -51,7 +51,7 @@ from typing import Any
 
 import torch
 
-from repro.argtypes import OneLineParser
+from repro.argtypes import OneLineParser, integer
 from repro.benchmarks.machine import (
     environment, parse_benchmark_args, peak_memory_gib, publish, ratio_spread, spread, synchronize,
 )
@@ -310,9 +310,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", type=device_name, default="auto")
     parser.add_argument("--quick", action="store_true", help="a tiny model and few updates (seconds on a CPU)")
-    parser.add_argument("--steps", type=int, default=None, help="measured rounds (default 8; quick 3)")
-    parser.add_argument("--block", type=int, default=None, help="updates of each case per round (default 5; quick 3)")
-    parser.add_argument("--warmup", type=int, default=None,
+    parser.add_argument("--steps", type=integer, default=None, help="measured rounds (default 8; quick 3)")
+    parser.add_argument("--block", type=integer, default=None, help="updates of each case per round (default 5; quick 3)")
+    parser.add_argument("--warmup", type=integer, default=None,
                         help=f"unmeasured updates of each case first (default {WARMUP}; quick 2)")
     parser.add_argument("--experiment", default="table2-base-ende")
     parser.add_argument("--profile", default="h100-x1", help="the one-device cluster profile whose job is measured")

@@ -20,7 +20,7 @@ from repro.claims.measure_names import RUN_MEASURES
 from repro.claims.outcome import CheckContext, Contradiction, Measurement, NotRun
 from repro.data.corpora import get_dataset, resolve_data_dir
 from repro.errors import DataError
-from repro.eval.bleu import read_lines, score
+from repro.eval.bleu import dataset_language, read_lines, score
 from repro.measures.run_dev import DEV_REQUEST
 from repro.observed.gate import not_counted
 from repro.observed.history import changes, parts
@@ -136,7 +136,7 @@ def _rescored(files: Any, path: Any, result: Any) -> float | None:
         dataset = get_dataset(str(files.train.get("dataset")), resolve_data_dir(files.train.get("data_dir")))
     except DataError:   # the data set is not registered or not on this machine: its language is unknown
         return None
-    return score(hypotheses, references, "paper", lang=dataset.tgt_lang, refs_tokenized=dataset.tokenized).score
+    return score(hypotheses, references, "paper", lang=dataset_language(dataset), refs_tokenized=dataset.tokenized).score
 
 
 def _named(path: Path, result: Any) -> None:

@@ -10,8 +10,9 @@ from pathlib import Path
 from repro.claims.claim import Claim
 from repro.claims.params import params_schema
 from repro.claims.schema import CLAIM_SCHEMA, FILE_SCHEMA
-from repro.errors import ClaimFileError
+from repro.errors import ClaimFileError, UsageError
 from repro.files.reader import read_toml
+from repro.paths import existing_dir
 from repro.shipped import shipped_dir
 from repro.validation import problem
 
@@ -68,9 +69,11 @@ def load_claims(directory: str | os.PathLike[str] | None = None,
     ``checkers`` (the names of the registered checkers), a claim naming an unknown one is refused."""
     directory = Path(directory) if directory else default_claims_dir()
     if not directory.is_dir():
-        how = "is not a directory" if directory.exists() else "does not exist"
         source = f" (${ENV_CLAIMS_DIR})" if os.environ.get(ENV_CLAIMS_DIR) == str(directory) else ""
-        raise ClaimFileError(f"{directory}: claims directory{source} {how}")
+        try:
+            existing_dir(directory, f"claims directory{source}")
+        except UsageError as err:
+            raise ClaimFileError(str(err)) from None
     files = sorted(directory.glob("*.toml"))
     if not files:
         raise ClaimFileError(f"{directory}: no claims files (*.toml) found")

@@ -14,6 +14,7 @@ from typing import Any
 
 from repro.errors import ConfigError
 from repro.files.reader import read_toml
+from repro.files.text_decoding import unprintable
 from repro.limits import SLURM_COUNT, TIMEOUT_MIN
 from repro.shipped import shipped_dir
 
@@ -145,9 +146,9 @@ def parse_profile(data: dict[str, Any], path: Path) -> ClusterProfile:
         values[field] = value
 
     for field in SCRIPT_FIELDS:  # these go into the sbatch script, one #SBATCH line each
-        bad = next((c for c in values[field] if ord(c) < 32 or ord(c) == 127), None)
+        bad = unprintable(values[field])
         if bad is not None:
-            raise fail(field, f"holds the control character {bad!r} (got {values[field]!r}); it would reach the "
+            raise fail(field, f"holds the unprintable character {bad!r} (got {values[field]!r}); it would reach the "
                               "job script, which takes printable text only")
     for field in ("nodes", "cpus_per_task", "mem_gb", "time_limit_min", "max_tokens_per_device"):
         if values[field] <= 0:

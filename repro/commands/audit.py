@@ -21,7 +21,7 @@ import json
 import sys
 from pathlib import Path
 
-from repro.argtypes import existing_dir, output_dir, output_file, seed
+from repro.argtypes import claim_prefix, existing_dir, output_dir, output_file, seed
 from repro.files.writer import atomic_write_text
 from repro.audit.audit import AuditRecord, auditable_claims, broken, render_audit, run_audit
 from repro.audit.load import load_adapter
@@ -61,7 +61,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--claims-dir", default=None, type=existing_dir,
                         help="directory of claims files (default: $REPRO_CLAIMS_DIR, else the checkout's claims/, "
                              "else the claims shipped in the package)")
-    parser.add_argument("--only", metavar="PREFIX", action="append", default=[], help="only claims whose id starts so")
+    parser.add_argument("--only", metavar="PREFIX", action="append", default=[], type=claim_prefix, help="only claims whose id starts so")
     parser.add_argument("--seed", type=seed, default=0, help="seed of the random inputs (0 .. 2**31 - 1)")
     add_device_argument(parser, default="cpu", what="the implementation's parts are built and run there, fed the "
                                                     "checks' seeded CPU inputs")

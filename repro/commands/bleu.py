@@ -6,9 +6,10 @@ import argparse
 import json
 
 from repro import limits
-from repro.argtypes import text_input
+from repro.argtypes import integer, text_input
 from repro.errors import DataError, UsageError
-from repro.eval.bleu import PROTOCOLS, moses_language, nltk_bleu, paper_tokens, read_lines, score_files
+from repro.eval.bleu import (PROTOCOLS, moses_language, nltk_bleu, paper_tokens, read_lines, read_references,
+                              score_files)
 from repro.eval.bootstrap import DEFAULT_RESAMPLES, Interval, paper_interval, sacrebleu_interval
 
 
@@ -34,7 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--confidence", action="store_true",
                         help="add a 95%% bootstrap interval (sacreBLEU's own: seed $SACREBLEU_SEED or 12345; "
                         "--json gains ci95, confidence_mean, resamples, seed)")
-    parser.add_argument("--confidence-n", type=int, default=DEFAULT_RESAMPLES, metavar="N",
+    parser.add_argument("--confidence-n", type=integer, default=DEFAULT_RESAMPLES, metavar="N",
                         help="bootstrap resamples for --confidence (default: %(default)s, as sacreBLEU; at most "
                              f"{limits.CONFIDENCE_N.soft}, with --force {limits.CONFIDENCE_N.hard})")
     parser.add_argument("--force", action="store_true",
@@ -61,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     out = result.to_dict()
     if args.nltk:
         hyps = paper_tokens(read_lines(args.hyp, "hypothesis file"), lang=args.lang, tokenized=args.hyp_tokenized)
-        refs = paper_tokens(read_lines(args.ref, "reference file"), lang=args.lang, tokenized=args.ref_tokenized)
+        refs = paper_tokens(read_references(args.ref), lang=args.lang, tokenized=args.ref_tokenized)
         out["nltk_score"] = nltk_bleu(hyps, refs)
     if args.confidence:
         interval = confidence(args)
@@ -82,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
 
 def confidence(args: argparse.Namespace) -> Interval:
     """sacreBLEU's bootstrap over sentences, on the text the chosen protocol scores."""
-    hyps, refs = read_lines(args.hyp, "hypothesis file"), read_lines(args.ref, "reference file")
+    hyps, refs = read_lines(args.hyp, "hypothesis file"), read_references(args.ref)
     if args.protocol == "paper":
         hyp_tok = paper_tokens(hyps, lang=args.lang, tokenized=args.hyp_tokenized)
         ref_tok = paper_tokens(refs, lang=args.lang, tokenized=args.ref_tokenized)

@@ -16,7 +16,7 @@ import sys
 from functools import partial
 from pathlib import Path
 
-from repro.argtypes import existing_dir, output_dir, output_file, positive_int, seed
+from repro.argtypes import claim_prefix, existing_dir, output_dir, output_file, positive_int, seed
 from repro.files.writer import atomic_write_text
 from repro.audit.on_device import repro_on
 from repro.checks import run_checks, select_claims
@@ -46,7 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--skip-invalid", action="store_true",
                         help="leave out invalid records of --results (listing each on stderr) instead of refusing "
                              "the store (the default: exit 2 naming the first)")
-    parser.add_argument("--only", metavar="PREFIX", action="append", default=[], help="only claims whose id starts so")
+    parser.add_argument("--only", metavar="PREFIX", action="append", default=[], type=claim_prefix, help="only claims whose id starts so")
     parser.add_argument("--run", metavar="DIR", type=existing_dir, default=None,
                         help="check the paper's statements on the records of the run in DIR (a repro train --out-dir, "
                              "a repro submit job's run, the main job's runs/local) instead of on the code")

@@ -16,6 +16,7 @@ from repro.cli_flags import add_lineage_argument, runtime_for_loaded, runtime_fr
 from repro.commands.translate import add_search_arguments, check_search_flags, search_settings
 from repro.data.corpora import get_dataset, resolve_data_dir
 from repro.decode.translate import find_vocab, load_model, vocab_path
+from repro.eval.bleu import dataset_language
 from repro.eval.translation import evaluate_bleu, evaluate_perplexity
 from repro.measures.evaluated_run import hypotheses_file, keep_evaluation, run_folder
 from repro.measures.measure_registry import Trained
@@ -51,6 +52,7 @@ def main(args: argparse.Namespace) -> int:
     name = args.dataset or train_cfg.get("dataset") or "wmt14-en-de"
     data_dir = args.data_dir or train_cfg.get("data_dir")
     dataset = get_dataset(name, resolve_data_dir(data_dir))
+    dataset_language(dataset)   # refused before the perplexity and the decode
     scored = [p for split in (args.split, args.ppl_split) if split in dataset.splits for p in dataset.splits[split]]
     paths.not_an_input(args.hypotheses, [args.checkpoint, vocab_path(args.checkpoint, args.vocab), *scored],
                        "hypotheses file (--hypotheses)")

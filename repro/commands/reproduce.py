@@ -11,7 +11,7 @@ import json
 import sys
 
 from repro import limits
-from repro.argtypes import output_dir, positive_int
+from repro.argtypes import integer, name_list, output_dir, positive_int
 from repro.cli_flags import add_device_argument, deprecated_alias
 from repro.errors import ConfigError
 from repro.model.precision import PRECISIONS
@@ -40,12 +40,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--reports", default="reports", metavar="DIR", type=output_dir,
                         help="where the report goes (report.md, .html, .json, .csv, figures/); the results it "
                              "reads and the run summary go under DIR/local (default: %(default)s)")
-    parser.add_argument("--seeds", type=int, default=None, metavar="N",
+    parser.add_argument("--seeds", type=integer, default=None, metavar="N",
                         help="local: train and evaluate N seeds (the recipe's seed, +1, ...), each in OUT_DIR/seed-S, "
                              "and store the mean with its spread over seeds (default: 1); table3-small: seeds 1..N of "
                              f"every row (default: {SUBSET_SEEDS}); at most {limits.SEEDS.soft}, with --force "
                              f"{limits.SEEDS.hard}")
-    parser.add_argument("--rows", default=None, metavar="ROW,ROW",
+    parser.add_argument("--rows", default=None, metavar="ROW,ROW", type=name_list,
                         help=f"table3-small: the rows of Table 3 to run (default: {','.join(SUBSET)})")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",
                         help="table3-small: change a recipe field of every row, after its change (VALUE as JSON), "
@@ -110,7 +110,7 @@ def _table3(args: argparse.Namespace, out_dir: str, overrides: dict) -> int:
     if seeds < 1:
         raise ConfigError(f"--seeds must be positive, got {seeds}")
     limits.SEEDS.check(seeds, force=args.force)
-    rows = tuple(r.strip() for r in args.rows.split(",") if r.strip()) if args.rows is not None else SUBSET
+    rows = args.rows if args.rows is not None else SUBSET
     precision = overrides.pop("precision", None)
     with run_dir_lock(out_dir, LOCKED):
         report = reproduce_table3(scale="small", rows=rows, seeds=seeds, out_dir=out_dir,

@@ -8,7 +8,7 @@ import datetime as _dt
 import sys
 from pathlib import Path
 
-from repro.argtypes import output_dir, output_file, positive_float
+from repro.argtypes import name_list, output_dir, output_file, positive_float
 from repro.cli_flags import add_device_argument
 from repro.data.corpora import resolve_data_dir
 from repro.errors import ConfigError, UsageError
@@ -18,11 +18,15 @@ from repro.selftest import STAGE_NAMES, readable_path, render, run_selftest
 
 
 def _stages(text: str) -> list[str]:
-    names = [s.strip() for s in text.split(",") if s.strip()]
+    try:
+        names = list(name_list(text))
+    except argparse.ArgumentTypeError as err:
+        raise argparse.ArgumentTypeError(f"stages must be a comma-separated list of {', '.join(STAGE_NAMES)}: "
+                                         f"{err}") from None
     unknown = [s for s in names if s not in STAGE_NAMES]
-    if not names or unknown:
+    if unknown:
         raise argparse.ArgumentTypeError(f"stages must be a comma-separated list of {', '.join(STAGE_NAMES)}"
-                                         + (f"; unknown: {', '.join(unknown)}" if unknown else ""))
+                                         f"; unknown: {', '.join(unknown)}")
     return names
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from repro import limits
-from repro.argtypes import output_dir, positive_int, script_text
+from repro.argtypes import name_list, output_dir, positive_int, script_text
 from repro.cluster.executor import executor_parameters, new_submission_id, resolve_executor, submit_jobs
 from repro.cluster.experiments import EXPERIMENTS, SCALED_SEEDS, Plan, finished, plan_jobs, scale_signature
 from repro.cluster.profiles import load_profile
@@ -53,7 +53,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "the scale's base row by the paper's change, recorded as 'scale: <name>: ...'")
     p.add_argument("--seeds", type=positive_int, default=None, metavar="N",
                    help=f"with --scale: seeds per row (default {SCALED_SEEDS})")
-    p.add_argument("--rows", default=None, metavar="ROW,ROW",
+    p.add_argument("--rows", default=None, metavar="ROW,ROW", type=name_list,
                    help="with --scale: only these rows of Table 3 (default all 20), e.g. base,A-h1,D-drop0.0")
     p.add_argument("--parallel", type=positive_int, default=1, metavar="N",
                    help="local executor: run N of the array's jobs at a time (default 1: one after another)")
@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     if args.scale is not None:  # the scale's folders, so that a later submission resumes its jobs
         signature = scale_signature(get_scale(args.scale), overrides)
         runs_dir = state_dir / "jobs" / f"table3-{args.scale}-{signature}"
-    rows = tuple(r.strip() for r in args.rows.split(",") if r.strip()) if args.rows is not None else None
+    rows = args.rows
     specs = plan_jobs(args.experiment, Plan(profile, runs_dir, args.data_dir, overrides, args.precision,
                                             scale=args.scale, seeds=args.seeds or SCALED_SEEDS, rows=rows))
     for warning in check_jobs(specs, profile, overrides, args.data_dir):

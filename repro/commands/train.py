@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from repro.argtypes import existing_file, non_negative_int, positive_int
@@ -14,7 +15,7 @@ from repro.pipeline.run_dir import check_writable
 from repro.run_lock import run_dir_lock
 from repro.recipes import Recipe, apply_assignments, get_recipe, parse_assignments, recipe_names
 from repro.decode.settings import DecodeSettings
-from repro.train.config import TrainConfig, read_json_config
+from repro.train.config import DATA_PATH_FIELDS, TrainConfig, read_json_config
 from repro.measures.run_dev import evaluate_newest
 from repro.train.loop import runtime_of, train
 from repro.train.stop import StopSignals
@@ -67,6 +68,9 @@ def recipe_from_args(args: argparse.Namespace) -> Recipe:
         raise ConfigError(f"--set {both[0]}: the field is also given by its own flag (--{both[0].replace('_', '-')}); "
                           "give it once")
     changes.update(assigned)
+    for name in DATA_PATH_FIELDS:   # recorded as absolute: a check or evaluate from another folder finds the data
+        if isinstance(changes.get(name), str) and changes[name]:
+            changes[name] = os.path.abspath(changes[name])
     return apply_assignments(recipe, changes) if changes else recipe
 
 

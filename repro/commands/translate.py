@@ -11,7 +11,7 @@ from repro.argtypes import existing_file, non_negative_float, non_negative_int, 
 from repro.files.writer import atomic_write_text
 from repro.cli_flags import add_device_argument, add_lineage_argument, runtime_for_loaded, runtime_from_args
 from repro.cli_flags import add_precision_argument as _add_precision_argument
-from repro.data.text_lines import read_lines
+from repro.data.text_lines import read_lines, with_words
 from repro.files.reader import read_standard_input
 from repro.files.text_decoding import split_lines
 from repro.decode.settings import TRANSLATION, DecodeSettings
@@ -83,11 +83,11 @@ def search_settings(args: argparse.Namespace, state: dict | None = None, verb: s
 def _input_lines(source: str) -> list[str]:
     """The sentences to translate, split as :mod:`repro.data.text_lines` splits them; none is refused."""
     if source != "-":
-        return read_lines(Path(source), "input to translate")
+        return with_words(read_lines(Path(source), "input to translate"), source, "input to translate")
     lines = split_lines(read_standard_input("the input to translate", error=DataError))
     if not lines:
         raise DataError("<stdin>: the input to translate is empty (no line to read)")
-    return lines
+    return with_words(lines, "<stdin>", "input to translate")
 
 
 def register(sub: argparse._SubParsersAction) -> None:

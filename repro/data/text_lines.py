@@ -25,3 +25,11 @@ def read_lines(path: str | os.PathLike[str], what: str | None = None) -> list[st
     if what is not None and not lines:
         raise DataError(f"{path}: the {what} is empty (no line to read)")
     return lines
+
+
+def with_words(lines: list[str], source: str | os.PathLike[str], what: str) -> list[str]:
+    """``lines`` when at least one holds a word; lines that are all blank are refused naming ``source``:
+    a reference of blank lines scores every hypothesis 0, an input of blank lines translates nothing."""
+    if not any(line.strip() for line in lines):
+        raise DataError(f"{source}: the {what} holds no words ({len(lines)} blank line(s))")
+    return lines

@@ -93,6 +93,19 @@ def moses_language(lang: str) -> str:
     return lang
 
 
+def dataset_language(dataset: Any) -> str:
+    """The language a data set's references are tokenized as (its target side's, named by its files:
+    ``test.de``); one Moses has no tokenization for is refused naming the data set and its file, as
+    ``--lang`` is, before any translation: it would be tokenized as English under a signature naming it."""
+    lang = dataset.tgt_lang
+    if lang not in MOSES_LANGUAGES:
+        where = next(iter(dataset.splits.values()), (None, None))[1]
+        raise DataError(f"{where or dataset.name}: dataset '{dataset.name}' has target language {lang!r}, which Moses "
+                        f"has no tokenization for (the paper protocol would tokenize it as English); name its files "
+                        f"for one of {', '.join(sorted(MOSES_LANGUAGES))} (e.g. test.de)")
+    return lang
+
+
 @lru_cache(maxsize=8)
 def _moses(lang: str) -> Any:
     return MosesTokenizer(lang=lang)
@@ -220,10 +233,16 @@ def read_lines(path: str | os.PathLike[str], what: str | None = None) -> list[st
     return text_lines.read_lines(path, what)
 
 
+def read_references(path: str | os.PathLike[str]) -> list[str]:
+    """The lines of a reference file (:func:`read_lines`); one of blank lines only is refused naming it
+    (every hypothesis would score 0 against it). A hypothesis of blank lines is a model's output, and scored."""
+    return text_lines.with_words(read_lines(path, "reference file"), path, "reference file")
+
+
 def score_files(hyp_path: str | os.PathLike[str], ref_path: str | os.PathLike[str], protocol: str,
                 **kwargs: Any) -> BleuResult:
     """Score a hypothesis file against a reference file, line by line."""
-    hyps, refs = read_lines(hyp_path, "hypothesis file"), read_lines(ref_path, "reference file")
+    hyps, refs = read_lines(hyp_path, "hypothesis file"), read_references(ref_path)
     if len(hyps) != len(refs):
         raise DataError(f"{hyp_path} has {len(hyps)} lines but {ref_path} has {len(refs)}; "
                         f"line {min(len(hyps), len(refs)) + 1} has no partner")

@@ -17,7 +17,7 @@ from repro.data.corpora import Dataset
 from repro.data.vocab import SharedVocab
 from repro.decode.settings import TRANSLATION, DecodeSettings
 from repro.decode.translate import search_of, translate
-from repro.eval.bleu import BleuResult, score
+from repro.eval.bleu import BleuResult, dataset_language, score
 from repro.eval.perplexity import Perplexity, perplexity
 from repro.eval.sharding import grouped, map_sharded, sum_over_ranks
 from repro.model import Transformer
@@ -49,6 +49,7 @@ def evaluate_bleu(model: Transformer, vocab: SharedVocab, dataset: Dataset, spli
     target side with sacreBLEU and the paper's tokenized protocol; on ``runtime`` (default: where
     the model is, in ``precision``). A runtime of several ranks splits the sentences over them
     (:mod:`repro.eval.sharding`); every rank gets the whole result."""
+    lang = dataset_language(dataset)   # before the decode: a language Moses cannot tokenize is refused
     src_path, tgt_path = dataset.split(split)
     corpus = read_parallel(src_path, tgt_path)
     start = time.monotonic()
@@ -59,7 +60,7 @@ def evaluate_bleu(model: Transformer, vocab: SharedVocab, dataset: Dataset, spli
     refs = [t for _, t in corpus.pairs]
     if output is not None:
         atomic_write_text(output, "".join(h + "\n" for h in hyps))
-    paper_kwargs = {"lang": dataset.tgt_lang}
+    paper_kwargs = {"lang": lang}
     if dataset.tokenized:
         paper_kwargs["refs_tokenized"] = True
     return BleuEvaluation(

@@ -92,6 +92,22 @@ def present(path: Pathish, what: str = "file", *, error: type[ReproError] = Usag
     return True
 
 
+def folder_present(path: Pathish, what: str = "folder", *, error: type[ReproError] = UsageError) -> bool:
+    """Whether ``path``, a folder that may be absent (a run's ``checkpoints/`` or ``evaluations/``), is
+    there to be listed: False when nothing is at that name; True when a directory is (links followed);
+    a file, a device, a dangling link or a loop of links there is refused by name, never taken for an
+    empty folder (a run whose checkpoints read as "none" would be checked, or resumed, as another run)."""
+    if not os.path.lexists(path):
+        return False
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as err:
+        raise _cannot(path, what, err, error) from None
+    if not stat.S_ISDIR(mode):
+        raise error(f"{path}: {what} is not a directory ({kind_of(mode)})")
+    return True
+
+
 def _cannot(path: Pathish, what: str, err: OSError, error: type[ReproError]) -> ReproError:
     why = {errno.ELOOP: "a loop of symbolic links", errno.ENOTDIR: "a part of the path is a file, not a folder",
            errno.ENAMETOOLONG: "the name is too long"}.get(err.errno or 0, err.strerror or type(err).__name__)

@@ -97,7 +97,30 @@ def loads(text: str, source: str, *, error: type[ReproError] = UsageError, allow
     depth = nesting_depth(value)
     if depth > NESTING.hard:
         raise error(f"{source}: nested {depth} levels deep, more than {NESTING.hard} ({NESTING.why})")
+    half = _lone_surrogate(value) if "\\u" in text else None
+    if half is not None:   # JSON's \ud800 escape decodes to half a character, which no file name or text holds
+        escape = f"\\u{ord(half):04x}"
+        line = _line_of(text.lower(), escape)
+        where = f"{source}:{line}" if line is not None and "\n" in text.strip() else source
+        raise error(f"{where}: {escape} is half of a UTF-16 surrogate pair, not a character")
     return value
+
+
+def _lone_surrogate(value: Any) -> str | None:
+    """The first lone surrogate (U+D800..U+DFFF) in a string or key of ``value``, or None."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            bad = next((c for c in item if "\ud800" <= c <= "\udfff"), None)
+            if bad is not None:
+                return bad
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return None
 
 
 def nesting_depth(value: Any) -> int:

@@ -44,6 +44,13 @@ def one_line(text: str) -> str:
     return printable(text).replace("\n", "\\n")
 
 
+def unprintable(text: str) -> str | None:
+    """The first character of ``text`` that is not printable (a control character, a line or paragraph
+    separator, a zero-width or other format character pasted from a web page), or None: what goes into a
+    job script (a SLURM job name, a partition) holds printable text only."""
+    return next((c for c in text if not c.isprintable()), None)
+
+
 def warn(message: str) -> None:
     """A warning about an input that was read anyway, on stderr (one line, naming the file)."""
     print(one_line(f"repro: WARNING: {message}"), file=sys.stderr)

@@ -46,7 +46,7 @@ Pathish = str | os.PathLike[str]
 
 #: A temporary file untouched this long belongs to a writer that is gone, whoever it was.
 STALE_AFTER_S = 3600.0
-_OWNER = re.compile(r"^(?P<host>[A-Za-z0-9_-]+)-(?P<pid>\d+)\.[^.]+$")
+_OWNER = re.compile(r"^(?P<host>[A-Za-z0-9_-]+)-(?P<pid>[0-9]+)\.[^.]+$")
 _LEGACY = re.compile(r"^[^.]+$")  # mkstemp's random part alone (writers before names said whose)
 
 

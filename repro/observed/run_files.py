@@ -28,6 +28,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from repro import numerals
 from repro.files import reader
 from repro.content_hash import file_sha256
 from repro.data.vocab import SharedVocab
@@ -248,8 +249,10 @@ class RunFiles:
         manifest = path / "encoded" / "manifest.json"
         if reader.present(manifest, "encoded corpus manifest", error=ResultError):
             files.encoded = _read_json(manifest, "encoded corpus manifest", {"type": "object"})
-        for record_path in sorted((path / EVALUATIONS).glob("*.json")):
-            files.evaluations[record_path.stem] = (record_path, read_evaluation(record_path))
+        evaluations = path / EVALUATIONS
+        if reader.folder_present(evaluations, "evaluations folder", error=ResultError):
+            for record_path in sorted(evaluations.glob("*.json")):
+                files.evaluations[record_path.stem] = (record_path, read_evaluation(record_path))
         for _, result in files.evaluations.values():
             name = result.provenance.extra.get("evaluated_checkpoint")
             if isinstance(name, str) and name not in files.averaged and name.startswith("average_") \
@@ -328,14 +331,15 @@ def _number(path: Path, line: int, column: str, raw: str | None, optional: bool)
         if optional:
             return None
         raise ResultError(f"{path}:{line}: field '{column}' is empty")
-    try:
-        return float(raw)
-    except ValueError:
-        raise ResultError(f"{path}:{line}: field '{column}' is not a number ({raw!r})") from None
+    value = numerals.real(raw)   # float() would take 1_0, other scripts' digits and 1e400 (as infinity)
+    if value is None:
+        raise ResultError(f"{path}:{line}: field '{column}' is not a number ({raw!r}); a number is written in "
+                          "ASCII digits")
+    return value
 
 
 def _integer(path: Path, line: int, column: str, value: float | None) -> int:
-    if value is None or not math.isfinite(value) or value != int(value) or value < 0:
+    if value is None or not math.isfinite(value) or value != int(value) or math.copysign(1.0, value) < 0:
         raise ResultError(f"{path}:{line}: field '{column}' must be a non-negative whole number (got {value!r})")
     return int(value)
 

@@ -58,7 +58,7 @@ SAMPLE_FOLDER = "ptb-nltk-sample/combined"
 SAMPLE_SPLIT = {"train": (1, 159), "dev": (160, 179), "test": (180, 199)}
 #: The standard WSJ sections (Table 4: results on section 23).
 WSJ_SPLIT = {"train": tuple(range(2, 22)), "dev": (22,), "test": (23,)}
-_WSJ_FILE = re.compile(r"^wsj_(\d\d)(\d\d)\.mrg$", re.IGNORECASE)
+_WSJ_FILE = re.compile(r"^wsj_([0-9]{2})([0-9]{2})\.mrg$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from repro.errors import CheckpointError
-from repro.files.reader import inspect, load_torch
+from repro.files.reader import folder_present, inspect, load_torch
 from repro.files.writer import atomic_open, remove
 from repro.files.strict_json import nesting_depth
 from repro.limits import NESTING
@@ -33,7 +33,7 @@ from repro.validation import problem
 
 FORMAT = "repro-checkpoint"
 VERSION = 1
-_STEP_FILE = re.compile(r"^step_(\d{8})\.pt$")
+_STEP_FILE = re.compile(r"^step_([0-9]{8})\.pt$")   # ASCII digits: \d takes other scripts' too
 
 
 def checkpoint_path(out_dir: str | os.PathLike[str], step: int) -> Path:
@@ -179,7 +179,7 @@ def load_checkpoint(path: str | os.PathLike[str], map_location: str | torch.devi
 def list_checkpoints(out_dir: str | os.PathLike[str]) -> list[Path]:
     """Training checkpoints under ``out_dir/checkpoints``, oldest step first."""
     folder = Path(out_dir) / "checkpoints"
-    if not folder.is_dir():
+    if not folder_present(folder, "checkpoint folder", error=CheckpointError):
         return []
     found = [(int(m.group(1)), p) for p in folder.iterdir() if (m := _STEP_FILE.match(p.name))]
     return [p for _, p in sorted(found)]

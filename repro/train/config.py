@@ -33,7 +33,9 @@ COMPILE_MODES = ("auto", "on", "off")
 #: sorts each epoch by length and cuts it (repro.data.batching); ``buckets`` fills two-sided length buckets
 #: from the endless shuffled stream, as tensor2tensor does (repro.data.buckets), ``bucket_step`` apart.
 BATCHINGS = ("sorted", "buckets")
-_OPTIONAL_TEXT_FIELDS = ("data_dir", "train_src", "train_tgt", "dev_src", "dev_tgt")
+#: The fields that name where the data is (a folder, or a split's files).
+DATA_PATH_FIELDS = ("data_dir", "train_src", "train_tgt", "dev_src", "dev_tgt")
+_OPTIONAL_TEXT_FIELDS = DATA_PATH_FIELDS
 _INT_FIELDS = ("vocab_size", "tokens_per_batch", "max_tokens_per_device", "max_steps", "warmup_steps", "max_len",
                "checkpoint_every_steps", "keep_checkpoints", "average_last", "seed", "log_every", "threads")
 _FLOAT_FIELDS = ("lr_scale", "adam_beta1", "adam_beta2", "adam_eps", "label_smoothing", "checkpoint_every_minutes",

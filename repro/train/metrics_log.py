@@ -14,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 
+from repro import numerals
 from repro.errors import WRITE_FAULTS, ResultError, cannot_write
 from repro.files.reader import read_text
 from repro.files.writer import atomic_write_text, make_dirs, open_append
@@ -82,7 +83,7 @@ class MetricsLog:
             rows = list(csv.DictReader(io.StringIO(text, newline="")))
         except csv.Error as err:
             raise ResultError(f"{self.path}: not a readable metrics log ({err})") from None
-        kept = [r for r in rows if (r.get("step") or "").isdigit() and int(r["step"]) <= step]
+        kept = [r for line, r in enumerate(rows, start=2) if self._step(r, line) <= step]
         if len(kept) == len(rows) and cut is None:
             return
         out = io.StringIO(newline="")
@@ -90,6 +91,14 @@ class MetricsLog:
         writer.writeheader()
         writer.writerows(kept)
         atomic_write_text(self.path, out.getvalue())
+
+    def _step(self, row: dict[str, str | None], line: int) -> int:
+        """The update a row logs: ASCII digits (``str.isdigit`` takes ``²``, which ``int`` refuses)."""
+        step = numerals.integer(row.get("step") or "")
+        if step is None or step < 0:
+            raise ResultError(f"{self.path}:{line}: field 'step' must be an update number in ASCII digits, "
+                              f"got {row.get('step')!r}")
+        return step
 
     def log(self, row: dict[str, Any]) -> None:
         try:
