@@ -7,11 +7,14 @@ knows the claims, when its ``claim_id`` names no claim (nor one of the measureme
 runs store without a claim, nor a cluster run's ``run.<job>`` record, nor a seed's record of Table 3 at a
 named scale, ``table3-<scale>.<ppl|bleu>.<row>``), when it lies in another
 claim's folder, or when its ``measured`` is of another kind than the claim's paper value (text
-for a number). The validator is :mod:`repro.validation`, the same one the claims go through.
+for a number). A finite number outside what its unit can be (:data:`UNIT_RANGES`: BLEU and F1 in
+[0, 100], a perplexity at least 1), or an interval of such numbers, is refused too: no search or
+scorer gives it, so the record is corrupt, and "at least 30" would certify BLEU 1.7e308. The validator is :mod:`repro.validation`, the same one the claims go through.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -58,6 +61,30 @@ SCALED_TABLE3 = re.compile(r"^table3-(?P<scale>[A-Za-z0-9_]+(?:-[A-Za-z0-9_]+)*?
                            r"\.(?P<row>[A-Za-z0-9_.\-]+)$")
 
 
+#: What a measurement in each unit can be, by the unit's first word (its qualifiers follow, as in
+#: "BLEU (tokenized, compound splitting)" or "PPL per wordpiece (dev)"): (lowest, highest).
+UNIT_RANGES: dict[str, tuple[float, float]] = {
+    "BLEU": (0.0, 100.0), "sacreBLEU": (0.0, 100.0), "F1": (0.0, 100.0), "PPL": (1.0, math.inf),
+}
+
+
+def unit_problem(data: Mapping[str, Any]) -> str | None:
+    """Whether the record's finite ``measured`` and ``ci95`` lie where its unit allows (None if so, or
+    if the unit has no range); a non-finite value is a failed measurement, judged elsewhere."""
+    unit = data.get("unit")
+    bounds = UNIT_RANGES.get(unit.split()[0]) if isinstance(unit, str) and unit.split() else None
+    if bounds is None:
+        return None
+    low, high = bounds
+    values = [("measured", data.get("measured"))] + [("ci95", v) for v in data.get("ci95") or ()]
+    for field, value in values:
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) \
+                and not low <= value <= high:
+            return (f"field '{field}': {value!r} is no {unit.split()[0]} (a measurement in '{unit}' lies in "
+                    f"[{low:g}, {high:g}])")
+    return None
+
+
 def kind_of(value: Any) -> str:
     """The JSON kind of ``value``: number, string, boolean, array, object or null."""
     if isinstance(value, bool):
@@ -72,6 +99,8 @@ def record_problem(data: Any, folder: str | None = None, expected: Mapping[str, 
     (the claim folder it lies in), where it lies, and with ``expected`` (claim id -> the paper's
     value), its claim and the kind of its ``measured``."""
     error = problem(data, RESULT_SCHEMA, nan_allowed_in=("measured", "extra", "provenance"))
+    if error is None:
+        error = unit_problem(data)
     if error is not None:
         return error
     claim_id = data["claim_id"]

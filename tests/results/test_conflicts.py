@@ -92,3 +92,4 @@ def test_report_refuses_records_that_disagree_across_two_results_folders(tmp_pat
                      str(claims_dir), "--out", str(tmp_path / "out"), "--no-attention")
     line = [x for x in err.splitlines() if "error:" in x]
     assert rc == 2 and len(line) == 1 and str(one.root) in line[0] and str(two.root) in line[0], err
+
