@@ -23,7 +23,7 @@ from repro.files import reader
 from repro.files.writer import atomic_write_text
 from repro.errors import ResultError
 from repro.results.provenance import Provenance
-from repro.results.record_schema import record_problem
+from repro.results.record_schema import record_problem, unit_problem
 
 #: Where results go and are read from by default (``repro check``, ``report``, ``submit``, ``reproduce``).
 DEFAULT_RESULTS = Path("reports/local/results")
@@ -127,6 +127,9 @@ class ResultStore:
             name = f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:12]}"
         elif not name or "/" in name or name.startswith("."):
             raise ResultError(f"result record name {name!r} must be a plain file name")
+        why = unit_problem(result.to_dict())
+        if why is not None:
+            raise ResultError(f"result for {result.claim_id}: {why}; refusing to store it")
         path = self.root / result.claim_id / f"{name}.json"
         atomic_write_text(path, json.dumps(result.to_dict(), indent=2, sort_keys=True, default=str) + "\n",
                           within=self.root)

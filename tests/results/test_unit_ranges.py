@@ -4,6 +4,8 @@ bound ("at least 30" and BLEU 1.7e308)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from repro.errors import ResultError
@@ -19,7 +21,13 @@ DATE = "2026-01-01T00:00:00+00:00"
 def test_a_record_outside_what_its_unit_can_be_is_refused_naming_the_field(tmp_path, unit, measured, ci95):
     store = ResultStore(tmp_path / "results")
     prov = Provenance(commit="c0ffee", config_hash="h", hardware="cpu", dataset="d", date=DATE, scale="local: test")
-    path = store.write(Result("x.bleu", measured, prov, unit=unit, ci95=tuple(ci95) if ci95 else None), "r")
+    result = Result("x.bleu", measured, prov, unit=unit, ci95=tuple(ci95) if ci95 else None)
+    with pytest.raises(ResultError, match=r"x.bleu: field '(measured|ci95)': .* lies in \["):
+        store.write(result, "r")
+    assert not (tmp_path / "results").exists() or not any((tmp_path / "results").rglob("*.json"))
+    path = tmp_path / "results" / "x.bleu" / "r.json"   # written by another tool: refused where it is read
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(result.to_dict()))
     with pytest.raises(ResultError, match=rf"{path.name}: field '(measured|ci95)': .* lies in \["):
         ResultStore(tmp_path / "results").read_all()
 
