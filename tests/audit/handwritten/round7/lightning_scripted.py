@@ -156,10 +156,11 @@ class LightningScriptedAdapter(Adapter):
         return F.scaled_dot_product_attention(query, key, value, attn_mask=mask)
 
     def multi_head_attention(self, d_model, n_heads):
-        mha = torch.jit.script(nn.MultiheadAttention(d_model, n_heads, batch_first=True).eval())
-        return lambda q, k, v: mha(q, k, v, need_weights=False)[0]
-
-    multi_head_cross_attention = multi_head_attention
+        # a bare scripted nn.MultiheadAttention breaks in torch's fused kernel under no_grad ("strides()
+        # called on an undefined Tensor"); the project scripts whole layers, so its layer's ``sa`` is given.
+        # Its cross-attention takes one memory for keys and values: no multi_head_cross_attention.
+        layer = torch.jit.script(EncoderLayer(d_model, n_heads, 1, 0.0).eval())
+        return lambda q, k, v: layer.sa(q, None)
 
     def feed_forward(self, d_model, d_ff):
         layer = torch.jit.script(EncoderLayer(d_model, 1, d_ff, 0.0).eval())

@@ -144,10 +144,15 @@ class LinearAttentionAdapter(PaperRecipe, Adapter):
     name = "linear attention, elu(x) + 1 feature map (fast-transformers style, hand-written)"
 
     def attention(self, query, key, value, mask):
+        # fast-transformers takes a LengthMask (key padding) or a causal ("triangular") mask, nothing else
         if mask is None:
             return linear_attention(query, key, value)
+        n_q, n_k = query.size(-2), key.size(-2)
+        if mask.size(-2) == n_q == n_k > 1 and torch.equal(mask.expand(-1, -1, n_q, n_k)[0, 0],
+                                                           torch.ones(n_q, n_k, dtype=torch.bool).tril()):
+            return causal_linear_attention(query, key, value)
         if mask.size(-2) != 1 or mask.size(1) != 1:
-            raise ValueError("linear attention takes key masks (batch, 1, 1, n_k) only (a LengthMask)")
+            raise ValueError("linear attention takes a key mask (batch, 1, 1, n_k) or the causal mask only")
         return linear_attention(query, key, value, mask[:, 0, 0, :].expand(query.size(0), -1))
 
     def multi_head_attention(self, d_model, n_heads):

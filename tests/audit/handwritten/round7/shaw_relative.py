@@ -36,13 +36,14 @@ def attention_bias(keep: Tensor) -> Tensor:
     return (~keep).to(torch.float32) * -1e9
 
 
-def relative_positions(n: int, device: torch.device) -> Tensor:
-    r = torch.arange(n, device=device)
-    return (r[None, :] - r[:, None]).clamp(-MAX_RELATIVE_POSITION, MAX_RELATIVE_POSITION) + MAX_RELATIVE_POSITION
+def relative_positions(length_q: int, length_k: int, device: torch.device) -> Tensor:
+    """t2t's ``_generate_relative_positions_matrix(length_q, length_k, ...)``: j - i, clipped, shifted to >= 0."""
+    q, k = torch.arange(length_q, device=device), torch.arange(length_k, device=device)
+    return (k[None, :] - q[:, None]).clamp(-MAX_RELATIVE_POSITION, MAX_RELATIVE_POSITION) + MAX_RELATIVE_POSITION
 
 
 def relative_attention_inner(x: Tensor, y: Tensor, z: Tensor, transpose: bool) -> Tensor:
-    """x (b, h, n, m), y (b, h, n, d) or (n, n, d) relations z: x y^T + x z^T (or x y + x z)."""
+    """x (b, h, n, m), y (b, h, n_k, d) or (b, h, n_k, m), relations z (n, n_k, d): x y^T + x z^T (or x y + x z)."""
     b, h, n = x.shape[:3]
     xy = x @ (y.transpose(-2, -1) if transpose else y)
     x_t = x.permute(2, 0, 1, 3).reshape(n, b * h, -1)
@@ -51,8 +52,7 @@ def relative_attention_inner(x: Tensor, y: Tensor, z: Tensor, transpose: bool) -
 
 
 def dot_product_attention_relative(q, k, v, bias, keys_table, values_table) -> Tensor:
-    n = q.size(2)
-    index = relative_positions(n, q.device)
+    index = relative_positions(q.size(2), k.size(2), q.device)
     logits = relative_attention_inner(q / math.sqrt(q.size(-1)), k, keys_table(index), transpose=True)
     weights = torch.softmax(logits + bias if bias is not None else logits, dim=-1)
     return relative_attention_inner(weights, v, values_table(index), transpose=False)
