@@ -68,13 +68,16 @@ def test_footnote4_reads_the_queries_and_keys_of_the_fused_mha_kernel() -> None:
 
 
 def test_the_fused_kernels_queries_and_keys_are_its_projections() -> None:
-    mha = nn.MultiheadAttention(8, 2, batch_first=True)
-    x, y = torch.randn(3, 4, 8), torch.randn(3, 4, 8)
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        mha = nn.MultiheadAttention(8, 2, batch_first=True)
+        nn.init.normal_(mha.in_proj_bias)
+        x, y = torch.randn(3, 4, 8), torch.randn(3, 4, 8)
     q, k = _native_queries_keys(x, y, y, 8, 2, mha.in_proj_weight, mha.in_proj_bias)
-    w_q, w_k, _ = mha.in_proj_weight.chunk(3)
-    b_q, b_k, _ = mha.in_proj_bias.chunk(3)
-    heads = lambda t: t.view(3, 4, 2, 4).transpose(1, 2).reshape(6, 4, 4).double()
-    assert torch.allclose(q, heads(F.linear(x, w_q, b_q))) and torch.allclose(k, heads(F.linear(y, w_k, b_k)))
+    w_q, w_k, _ = mha.in_proj_weight.double().chunk(3)
+    b_q, b_k, _ = mha.in_proj_bias.double().chunk(3)
+    heads = lambda t: t.view(3, 4, 2, 4).transpose(1, 2).reshape(6, 4, 4)
+    assert torch.allclose(q, heads(F.linear(x.double(), w_q, b_q))) and torch.allclose(k, heads(F.linear(y.double(), w_k, b_k)))
 
 
 # -- the census: a factorised output projection, convolutions, kernelised attention ----------------
