@@ -8,14 +8,14 @@ import torch
 
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from repro.claims.outcome import CheckContext, Inconclusive, Measurement, NotApplicable
+from repro.claims.outcome import Absent, CheckContext, Inconclusive, Measurement, NotApplicable
 from repro.checks.noise import SYSTEMATIC, NoiseFloor, batch_mate_changed, noise_text
 from repro.checks.registry import checker
 from repro.checks.vacuity import require_informative
 from repro.claims.claim import Claim
 from repro.claims.compare import Worst, finite, max_abs_diff
 from repro.complexity.flops import flop_counter
-from repro.complexity.products import BATCHED, FUSED_ATTENTION
+from repro.complexity.products import BATCHED, FUSED_ATTENTION, contracts_positions, record_products
 
 
 def reference_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
@@ -62,11 +62,13 @@ class _ScoreOperands(TorchDispatchMode):
     Megatron-LM scales its scores: alpha = 1 / sqrt(d) on the product), whatever d (the heads' width is
     measured, not assumed: Keras' ``key_dim`` may be d_model itself), or the query and key of a
     fused attention kernel, its fewer key heads (grouped-query attention, ``enable_gqa``) repeated
-    to the query heads they serve."""
+    to the query heads they serve; in ``nn.MultiheadAttention``'s fused inference kernel (which
+    TorchScript runs whatever ``torch.backends.mha`` says) the projections W^Q and W^K are inside,
+    and the queries and keys are formed from its packed weights as the kernel forms them."""
 
     def __init__(self, length: int) -> None:
         super().__init__()
-        self.length, self.pairs = length, []
+        self.length, self.pairs, self.sums_over_positions = length, [], 0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
@@ -75,12 +77,30 @@ class _ScoreOperands(TorchDispatchMode):
             a, b = (args[1], args[2]) if packet is torch.ops.aten.baddbmm else (args[0], args[1])
             if a.shape[-2] == b.shape[-1] == self.length and a.shape[-1] == b.shape[-2]:
                 self.pairs.append((a.detach().double(), b.detach().double().transpose(-1, -2)))
+            elif a.shape[-1] == b.shape[-2] == self.length:
+                self.sums_over_positions += 1
         elif packet in FUSED_ATTENTION:
             q, k = args[0], args[1]
             if k.shape[1] != q.shape[1]:
                 k = k.repeat_interleave(q.shape[1] // k.shape[1], dim=1)
             self.pairs.append((q.detach().double().flatten(0, 1), k.detach().double().flatten(0, 1)))
+        elif packet is torch.ops.aten._native_multi_head_attention and args[0].shape[1] == self.length:
+            self.pairs.append(_native_queries_keys(*args[:7]))
         return out
+
+
+def _native_queries_keys(query, key, value, embed_dim, heads, qkv_weight, qkv_bias) -> tuple[torch.Tensor, torch.Tensor]:  # noqa: ANN001
+    """The per-head queries and keys (batch x heads, n, d) that ``_native_multi_head_attention``
+    forms from its packed (3 x embed_dim, d_model) projection."""
+    w_q, w_k = qkv_weight.detach().double()[:embed_dim], qkv_weight.detach().double()[embed_dim:2 * embed_dim]
+    b_q, b_k = ((0.0, 0.0) if qkv_bias is None
+                else (qkv_bias.detach().double()[:embed_dim], qkv_bias.detach().double()[embed_dim:2 * embed_dim]))
+
+    def heads_of(x: torch.Tensor, w: torch.Tensor, b) -> torch.Tensor:  # noqa: ANN001
+        y = x.detach().double() @ w.T + b
+        return y.view(y.size(0), y.size(1), heads, embed_dim // heads).transpose(1, 2).flatten(0, 1)
+
+    return heads_of(query, w_q, b_q), heads_of(key, w_k, b_k)
 
 
 def dot_products(ctx: CheckContext, d_model: int, heads: int, gen: torch.Generator,
@@ -100,6 +120,10 @@ def dot_products(ctx: CheckContext, d_model: int, heads: int, gen: torch.Generat
             finite(attend(x), "the self-attention's output")
     finally:
         torch.backends.mha.set_fastpath_enabled(fast_path)
+    if not seen.pairs and seen.sums_over_positions:
+        raise Absent(f"{ctx.target.name}'s self-attention forms no q.k scores over the {length} positions: its "
+                     f"{seen.sums_over_positions} product(s) over the positions sum them without an n x n score "
+                     "matrix (a kernelised attention, phi(K)^T V), so there are no dot products whose variance to measure")
     if not seen.pairs:
         raise NotApplicable(f"{ctx.target.name}: no attention score product over the {length} positions was seen "
                             "in the self-attention's forward pass")
@@ -168,22 +192,27 @@ def multihead_cost(claim: Claim, ctx: CheckContext) -> Measurement:
     heads = claim.params.get("heads", 8)
     gen = torch.Generator().manual_seed(ctx.seed)
     x, x2 = torch.randn(2, n, d_model, generator=gen), torch.randn(2, 2 * n, d_model, generator=gen)
-    counts, outputs = {}, []
+    counts, outputs, modules = {}, [], {}
     for h in (heads, 1):
         module = ctx.target.multi_head_attention(d_model, h)
         counts[h] = (_flops(module, x, outputs), _flops(module, x2, outputs))
+        modules[h] = module
     multi, single = counts[heads][0], counts[1][0]
     if single == 0:
         return Measurement(float("nan"), False, "the FLOP counter saw no matrix products")
     finite(outputs, "the multi-head attention's output")  # a count of a module that returns NaN means nothing
     quadratic = {h: (f2 - 2 * f) // 2 for h, (f, f2) in counts.items()}  # = the attention products at n
+    linear_in_n = ""
     if min(quadratic.values()) <= 0:
-        raise InvisibleAttention(
-            f"the FLOP counter saw no term quadratic in n (h={heads}: {quadratic[heads]:,}, h=1: {quadratic[1]:,}): "
-            "the attention products ran in a kernel it cannot count, so the cost cannot be compared"
-        )
+        if not all(contracts_positions(record_products(lambda m=m: m(x2, x2, x2)), 2 * n) for m in modules.values()):
+            raise InvisibleAttention(
+                f"the FLOP counter saw no term quadratic in n (h={heads}: {quadratic[heads]:,}, h=1: {quadratic[1]:,}): "
+                "the attention products ran in a kernel it cannot count, so the cost cannot be compared"
+            )
+        linear_in_n = ("; no term quadratic in n: the products that mix positions sum over them without an n x n "
+                       "score matrix (an attention linear in n, not Eq. 1's), counted as they run")
     detail = (f"{multi:,} vs {single:,} FLOPs at n={n}, d_model={d_model}; of which attention products "
-              f"{quadratic[heads]:,} vs {quadratic[1]:,}")
+              f"{quadratic[heads]:,} vs {quadratic[1]:,}{linear_in_n}")
     return Measurement(multi / single, detail=detail)
 
 

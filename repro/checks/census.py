@@ -99,10 +99,16 @@ def _attention(products: list[Product], n_q: int | None, n_k: int, width: int) -
     several streams runs) over n_k keys. Heads computed one after another (one small projection per
     head, the paper's W_i^Q, W_i^K, W_i^V, each head's scores and values a product of its own) are
     one attention: consecutive heads of the same d_k and d_v with nothing between them but
-    products d_model -> fewer features (the next head's projections) add up their h."""
+    products d_model -> fewer features (the next head's projections) add up their h. An attention
+    without scores that sums its keys' features times its values over the n_k positions (a
+    kernelised attention, linear in n) is read off that product (h, the features, d_v), where no
+    product of the pass forms scores (the relation terms of a relative attention sum over the
+    positions too)."""
     found: list[list[int]] = []
     queries = lambda n: n_q is None or n == n_q
     score, joined = None, False  # the open head's scores; whether the next head joins the last attention
+    scored = any(p.kind == "attention" or (p.kind == "batched" and queries(p.shape[1]) and p.shape[3] == n_k)
+                 for p in products)   # an attention with scores runs here: no product is read as a kernelised one
     for p in products:
         if p.kind == "batched" and queries(p.shape[1]) and p.shape[3] == n_k and p.shape[2] != n_k:
             score = p.shape
@@ -113,6 +119,10 @@ def _attention(products: list[Product], n_q: int | None, n_k: int, width: int) -
             else:
                 found.append(head)
             score, joined = None, True
+        elif p.kind == "batched" and p.shape[2] == n_k and not queries(p.shape[1]) and not scored:
+            # a kernelised attention (linear in n): phi(K)^T V, (B h, d_k, n_k) @ (B h, n_k, d_v), no scores
+            found.append([p.shape[0] // BATCH, p.shape[1], p.shape[3]])
+            joined = False
         elif p.kind == "attention" and queries(p.shape[2]) and p.shape[3] == n_k:
             batch, heads, _, _, d_k, d_v = p.shape
             found.append([heads * batch // BATCH, d_k, d_v])
@@ -241,6 +251,24 @@ def _feed_forward_layers(products: list[Product], follows: list[str], width: int
                         "source" if "source" in f else "neither") for parts, f in zip(layers, reached)]
 
 
+def _stream_width(products: list[Product], follows: list[str], d_model: Any, width: int,
+                  notes: list[str]) -> tuple[Any, int, list[FeedForward]]:
+    """Where no feed-forward layer runs at the width the logits are projected from, that width is
+    not the residual stream's: the output projection is factorised (ALBERT's tied vocab x E
+    embedding after a d_model -> E product). d_model is then the width the most products read, if
+    feed-forward layers run at it (said so in ``notes``); else the first reading stands."""
+    widths = Counter(p.shape[1] for p in products if p.kind == "linear" and p.shape[2] != TRACE_VOCAB)
+    if not widths:
+        return d_model, width, []
+    stream = widths.most_common(1)[0][0]
+    layers = _feed_forward_layers(products, follows, stream, TRACE_VOCAB) if stream != width else []
+    if not layers:
+        return d_model, width, []
+    notes.append(f"d_model read as {stream}, the width most products read: the logits are projected from "
+                 f"{d_model} features, a factorised output projection")
+    return stream, stream, layers
+
+
 def traced_dimensions(forward: Any, width: int, device: str = "cpu") -> tuple[dict[str, Any], str]:
     """The dimensions of the model whose teacher-forced call is ``forward(src, tgt_in)``, read
     off the matrix products of its forward pass; ``width`` is only a fallback for d_model.
@@ -258,9 +286,11 @@ def traced_dimensions(forward: Any, width: int, device: str = "cpu") -> tuple[di
     d_model = _one(to_vocab) or width
     width = d_model if isinstance(d_model, int) else width
     layers = _feed_forward_layers(products, follows, width, TRACE_VOCAB)
+    unread, notes = {}, []
+    if not layers:
+        d_model, width, layers = _stream_width(products, follows, d_model, width, notes)
     gated = sum(1 for layer in layers if any(inputs > 1 for *_, inputs in layer.parts))
     grouped = sum(1 for layer in layers if len(layer.parts) > 1)
-    unread, notes = {}, []
     counts = {}
     for key, stack, length in (("N_encoder", "encoder", SOURCE_LENGTH), ("N_decoder", "decoder", TARGET_LENGTH)):
         mine = [layer for layer in layers if layer.follows in stacks[stack]]

@@ -73,7 +73,10 @@ def incremental(claim: Claim, ctx: CheckContext) -> Measurement:
                 err = worst.add(max_abs_diff(parts.incremental(src, tgt, chunks), full, f"the logits of path {path}"))
                 details.append(f"{path} {chunks}: {err:.1e}")
     differ, beam = beam_over_cache(claim, ctx, gen)
-    return Measurement(worst.value, False if differ else None,
+    if differ is None and claim.within(worst.value):
+        raise Inconclusive("the logits through the cache match a full recomputation (max "
+                           f"{worst.value:.1e}: {'; '.join(details)}), but {beam}: the beam half cannot show a difference")
+    return Measurement(worst.value, None if not differ else False,
                        "max |incremental - recomputed| logits; " + "; ".join(details) + f"; {beam}")
 
 
@@ -88,7 +91,7 @@ BEAM = dict(beam_size=4, alpha=0.6, max_len_offset=6)
 BEAM_MODELS, BEAM_ATTEMPTS = 3, 6
 
 
-def beam_over_cache(claim: Claim, ctx: CheckContext, gen: torch.Generator) -> tuple[int, str]:
+def beam_over_cache(claim: Claim, ctx: CheckContext, gen: torch.Generator) -> tuple[int | None, str]:
     """(sentences decoded differently, a line saying what was seen): the implementation's beam
     search over models of its own, through its key/value cache and recomputing every prefix
     (``use_cache=False``), on a padded batch of sentences of several lengths.
@@ -97,7 +100,9 @@ def beam_over_cache(claim: Claim, ctx: CheckContext, gen: torch.Generator) -> tu
     verdict does not depend on what ran before; :data:`BEAM_MODELS` models whose outputs are not
     all empty are compared (up to :data:`BEAM_ATTEMPTS` built). Two outputs that differ only by a
     tie (the same GNMT score, recomputed by a full forward pass, to 1e-4) are not counted. A search
-    that outputs nothing on every model proves nothing and fails. Not measured (said so) when the
+    that outputs nothing on every model proves nothing: ``None`` sentences compared (inconclusive,
+    never a pass: a random model that starts from its end id, as fairseq's, with tied embeddings
+    ends every sentence at once). Not measured (said so) when the
     implementation has no beam search or cannot run it without its cache."""
     params = {**BEAM, **claim.params.get("beam", {})}
     lengths = [3, 8, 5, 7, 4, 6]
@@ -135,7 +140,7 @@ def beam_over_cache(claim: Claim, ctx: CheckContext, gen: torch.Generator) -> tu
             else:
                 differ += 1
     if not compared:
-        return 1, f"beam search over the cache: every output is empty on {BEAM_ATTEMPTS} models, so nothing was compared"
+        return None, f"beam search over the cache: every output is empty on {BEAM_ATTEMPTS} models, so nothing was compared"
     tied = (f" ({ties} differ by a tie of equal scores, scored from start id {parts.special_ids()[0]} to end id "
             f"{parts.special_ids()[1]}: {parts.special_ids()[2]})" if ties else "")
     return differ, (f"beam search (width {params['beam_size']}) over the cache vs recomputing every prefix: "

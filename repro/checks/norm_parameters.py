@@ -8,6 +8,8 @@ weight in one flat dict, the model functions of (params, x)) gives its norms as 
 ``functools.partial(norm, params, "encoder/layer_0/mlp_norm")``: the parameters are then found
 among the tensors the function can reach (a partial's arguments, a closure's cells, a bound
 method's object, the modules and dicts among them) and kept where one call of the norm reads them.
+What a call reads is recorded below autograd, at the dispatcher, so that ops TorchScript runs
+(a ``torch.jit.script``'ed layer, invisible to Python-level ``__torch_function__`` modes) are seen too.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from collections.abc import Callable
 
 import torch
 from torch import Tensor, nn
-from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 DEPTH = 4
@@ -59,16 +61,17 @@ def _filled(cell) -> bool:
     return True
 
 
-class ReadTensors(TorchFunctionMode):
-    """Records the ids of the tensors each torch function call reads, and what it returns (a copy
-    of each result ``width`` features wide, where ``width`` is given)."""
+class ReadTensors(TorchDispatchMode):
+    """Records the ids of the tensors each operator call reads, and what it returns (a copy of each
+    result ``width`` features wide, where ``width`` is given). At the dispatcher, a parameter is
+    still the tensor object the module holds, in Python code and inside TorchScript alike."""
 
     def __init__(self, width: int | None = None) -> None:
         super().__init__()
         self.width = width
         self.calls: list[tuple[set[int], list[Tensor]]] = []
 
-    def __torch_function__(self, func, types, args=(), kwargs=None):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         result = func(*args, **(kwargs or {}))
         read = {id(t) for t in tree_flatten((args, kwargs or {}))[0] if isinstance(t, Tensor)}
         self.calls.append((read, [self._kept(t) for t in tree_flatten(result)[0] if isinstance(t, Tensor)]))

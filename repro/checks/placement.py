@@ -50,8 +50,9 @@ class LayerTrace:
 
 def trace_layer(call: Callable[[], Tensor], x: Tensor, norms: Sequence[Callable[[Tensor], Tensor]]) -> LayerTrace:
     """Run ``call()`` (the layer applied to ``x``) once, recording the first input of each norm:
-    through forward hooks where the norms are torch modules, else by :func:`_trace_functions`."""
-    if not all(isinstance(n, nn.Module) for n in norms):
+    through forward hooks where the norms are torch modules that take hooks, else (functions,
+    ``torch.jit.script``'ed modules, which refuse hooks) by :func:`_trace_functions`."""
+    if not all(isinstance(n, nn.Module) and not isinstance(n, torch.jit.ScriptModule) for n in norms):
         return _trace_functions(call, x, norms)
     seen: dict[int, Tensor] = {}
 
@@ -75,7 +76,8 @@ def trace_layer(call: Callable[[], Tensor], x: Tensor, norms: Sequence[Callable[
 
 def _trace_functions(call: Callable[[], Tensor], x: Tensor, norms: Sequence[Callable[[Tensor], Tensor]]) -> LayerTrace:
     """The first input of each norm given as a function (a functional model's
-    ``partial(norm, params, name)``), which no hook can see: the layer's call is recorded op by op,
+    ``partial(norm, params, name)``) or as a scripted module, which no hook can see: the layer's
+    call is recorded op by op (at the dispatcher, inside TorchScript too),
     and norm k's input is the earliest tensor of the call (or ``x``) that the norm maps to the
     result of an op reading the norm's own parameters
     (:func:`~repro.checks.norm_parameters.norm_parameters`). The earliest: the norm's own

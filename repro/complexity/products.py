@@ -1,7 +1,8 @@
 """The matrix products of one forward pass, recorded with their shapes.
 
-Whatever a model's classes and names, its linear maps run as ``mm``/``addmm``, its attention as
-``bmm`` (or a fused scaled-dot-product kernel whose inputs are (batch, heads, n, d_k)). Recording
+Whatever a model's classes and names, its linear maps run as ``mm``/``addmm`` (or as a
+convolution over the positions, read by its channels: C_in -> C_out at each position), its
+attention as ``bmm`` (or a fused scaled-dot-product kernel whose inputs are (batch, heads, n, d_k)). Recording
 those calls below autograd (a ``TorchDispatchMode``) reads the architecture off what runs:
 the widths of the feed-forward layers, how many run on the source and on the target tokens,
 the number of heads and d_k, d_v of each attention (:mod:`repro.checks.census` does).
@@ -9,6 +10,7 @@ the number of heads and d_k, d_v of each attention (:mod:`repro.checks.census` d
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -69,12 +71,25 @@ class ProductRecorder(TorchDispatchMode):
             q, k, v = args[:3]
             self.products.append(Product("attention", (q.shape[0], q.shape[1], q.shape[2], k.shape[2], q.shape[3], v.shape[3]),
                                          self._checksum(q)))
+        elif packet is aten.convolution:
+            # a convolution over positions reads C_in channels and gives C_out at each position: its
+            # widths, as a product's (rows = batch x output positions); the kernel's width is not a width
+            x, w = args[0], args[1]   # w: (C_out, C_in / groups, *kernel)
+            rows = out.shape[0] * math.prod(out.shape[2:])
+            self.products.append(Product("linear", (rows, w.shape[1], w.shape[0]), self._checksum(x)))
         elif packet is aten._native_multi_head_attention:
             q, k, _, embed_dim, heads = args[:5]
             head = embed_dim // heads
             self.products.append(Product("attention", (q.shape[0], heads, q.shape[1], k.shape[1], head, head),
                                          self._checksum(q)))
         return out
+
+
+def contracts_positions(products: list[Product], length: int) -> bool:
+    """Whether a batched product among ``products`` sums over ``length`` positions, (B, d, n) @ (B, n, d'):
+    an attention that mixes positions without an n x n score matrix (a kernelised attention's
+    phi(K)^T V, linear in n) runs one; projections and the position-wise layers do not."""
+    return any(p.kind == "batched" and p.shape[2] == length for p in products)
 
 
 def record_products(run: Callable[[], Any], values: bool = False) -> list[Product]:
