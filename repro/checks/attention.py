@@ -162,7 +162,7 @@ def footnote4(claim: Claim, ctx: CheckContext) -> Measurement:
     assert worst is not None
     bound = float(claim.params.get("mean_bound", 0.05))
     return Measurement(round(worst, 4), None if worst_mean <= bound else False,
-                       "; ".join(lines) + f"; the model's projections at initialisation, unit-variance inputs")
+                       "; ".join(lines) + "; the model's projections at initialisation, unit-variance inputs")
 
 
 class InvisibleAttention(RuntimeError):

@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 import statistics
 from functools import lru_cache
-from pathlib import Path
 from unittest import mock
 
 import torch

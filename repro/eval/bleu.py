@@ -31,7 +31,6 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from importlib import metadata
-from pathlib import Path
 from typing import Any
 
 from nltk.translate.bleu_score import corpus_bleu
