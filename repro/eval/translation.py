@@ -49,7 +49,7 @@ def evaluate_bleu(model: Transformer, vocab: SharedVocab, dataset: Dataset, spli
     target side with sacreBLEU and the paper's tokenized protocol; on ``runtime`` (default: where
     the model is, in ``precision``). A runtime of several ranks splits the sentences over them
     (:mod:`repro.eval.sharding`); every rank gets the whole result."""
-    lang = dataset_language(dataset)   # before the decode: a language Moses cannot tokenize is refused
+    dataset_language(dataset)   # before the decode: a target language Moses cannot tokenize is refused
     src_path, tgt_path = dataset.split(split)
     corpus = read_parallel(src_path, tgt_path)
     start = time.monotonic()
@@ -60,7 +60,7 @@ def evaluate_bleu(model: Transformer, vocab: SharedVocab, dataset: Dataset, spli
     refs = [t for _, t in corpus.pairs]
     if output is not None:
         atomic_write_text(output, "".join(h + "\n" for h in hyps))
-    paper_kwargs = {"lang": lang}
+    paper_kwargs = {"lang": dataset.tgt_lang}
     if dataset.tokenized:
         paper_kwargs["refs_tokenized"] = True
     return BleuEvaluation(
