@@ -99,9 +99,10 @@ def attention_drawn(claim: Claim, ctx: CheckContext) -> Measurement:
     drawings (the detail names the layer the drawing matches, if any)."""
     with seeded(claim_seed(ctx.seed, claim.id)):
         parts = ctx.target.training_model(vocab_size=40, d_model=32, n_heads=4, d_ff=64, n_layers=3, dropout=0.3)
-    model = parts.module
+    model = getattr(parts.module, "inner", parts.module)   # built on a device: the module itself
     if not isinstance(model, Transformer):
         raise NotApplicable(f"{ctx.target.name}'s model is not one the report draws Figures 3-5 of")
+    model = model.cpu()   # the report draws on the host, from the checkpoint loaded there
     gen = torch.Generator().manual_seed(ctx.seed)
     ids = torch.randint(4, 40, (9,), generator=gen).tolist()
     with seeded(claim_seed(ctx.seed, claim.id, 1)):
