@@ -20,3 +20,16 @@ def refusal(err: str) -> str:
     lines = [line for line in err.splitlines() if "error:" in line]
     assert len(lines) == 1 and "Traceback" not in err, err
     return lines[0]
+
+
+class _Uncaptured:
+    """A stand-in for pytest's capsys where none is at hand (a module-scoped fixture): nothing captured."""
+
+    def readouterr(self) -> tuple[str, str]:
+        return "", ""
+
+
+def succeed(*argv: str) -> None:
+    """``repro ARGV`` in-process, which must exit 0 (for the fixtures that build runs through the CLI)."""
+    rc, _, err = run(_Uncaptured(), *argv)
+    assert rc == 0, err

@@ -17,7 +17,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-import torch
 
 from repro.checks.run_check import check_run
 from repro.claims.loader import load_claims
@@ -26,7 +25,7 @@ from repro.errors import ResultError
 from repro.observed.gate import not_counted
 from repro.results.store import Result
 from repro.train.checkpoint import load_checkpoint, save_checkpoint
-from tests.cli_run import run
+from tests.cli_run import run, succeed as repro
 
 pytestmark = pytest.mark.xdist_group("observed-evaluation-records")
 
@@ -38,16 +37,6 @@ CLAIMS = ("observed.average.base", "observed.average-spacing", "observed.beam-si
           "observed.max-output-length", "observed.early-termination", "observed.bleu-protocol")
 PAPER = "evaluate.test.bleu.tokenized-compound-split.json"
 SACRE = "evaluate.test.bleu.sacrebleu.json"
-
-
-class _Quiet:
-    def readouterr(self):
-        return "", ""
-
-
-def repro(*argv: str) -> None:
-    rc, _, err = run(_Quiet(), *argv)
-    assert rc == 0, err
 
 
 @pytest.fixture(scope="module")

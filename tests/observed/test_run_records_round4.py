@@ -26,7 +26,7 @@ import torch
 from repro.checks import select_claims
 from repro.checks.run_check import check_run
 from repro.content_hash import file_sha256
-from tests.cli_run import run
+from tests.cli_run import succeed as repro
 
 pytestmark = pytest.mark.xdist_group("observed-run-round4")
 
@@ -35,16 +35,6 @@ SETS = dict(vocab_size=300, tokens_per_batch=400, max_tokens_per_device=400, che
             keep_checkpoints=20, log_every=1, device="cpu", threads=1)
 PAPER = "evaluations/evaluate.test.bleu.tokenized-compound-split.json"
 SACRE = "evaluations/evaluate.test.bleu.sacrebleu.json"
-
-
-class _Quiet:
-    def readouterr(self):
-        return "", ""
-
-
-def repro(*argv: str) -> None:
-    rc, _, err = run(_Quiet(), *argv)
-    assert rc == 0, err
 
 
 @pytest.fixture(scope="module")
