@@ -7,9 +7,11 @@ knows the claims, when its ``claim_id`` names no claim (nor one of the measureme
 runs store without a claim, nor a cluster run's ``run.<job>`` record, nor a seed's record of Table 3 at a
 named scale, ``table3-<scale>.<ppl|bleu>.<row>``), when it lies in another
 claim's folder, or when its ``measured`` is of another kind than the claim's paper value (text
-for a number). A finite number outside what its unit can be (:data:`UNIT_RANGES`: BLEU and F1 in
-[0, 100], a perplexity at least 1), or an interval of such numbers, is refused too: no search or
-scorer gives it, so the record is corrupt, and "at least 30" would certify BLEU 1.7e308. The validator is :mod:`repro.validation`, the same one the claims go through.
+for a number). A finite number outside what its unit can be (:data:`UNIT_RANGES`: a BLEU or F1
+score in [0, 100], a perplexity at least 1; a difference of scores has no range), in ``measured`` or
+in ``ci95``, is refused too: no search or scorer gives it, so the record is corrupt, and "at least
+30" would certify BLEU 1.7e308. The validator is :mod:`repro.validation`, the same one the claims
+go through.
 """
 
 from __future__ import annotations
@@ -61,26 +63,29 @@ SCALED_TABLE3 = re.compile(r"^table3-(?P<scale>[A-Za-z0-9_]+(?:-[A-Za-z0-9_]+)*?
                            r"\.(?P<row>[A-Za-z0-9_.\-]+)$")
 
 
-#: What a measurement in each unit can be, by the unit's first word (its qualifiers follow, as in
-#: "BLEU (tokenized, compound splitting)" or "PPL per wordpiece (dev)"): (lowest, highest).
+#: What a score in each unit can be: (lowest, highest), by the score's name.
 UNIT_RANGES: dict[str, tuple[float, float]] = {
     "BLEU": (0.0, 100.0), "sacreBLEU": (0.0, 100.0), "F1": (0.0, 100.0), "PPL": (1.0, math.inf),
 }
+#: A unit that is a score itself, qualified at most by "per wordpiece" and one parenthesis ("BLEU
+#: (tokenized, compound splitting)", "PPL per wordpiece (dev)", "F1 (EVALB, COLLINS.prm)"); a unit such
+#: as "BLEU difference from ..." or "BLEU above the best earlier model" is a difference, of either sign.
+_SCORE_UNIT = re.compile(r"^(?P<score>BLEU|sacreBLEU|F1|PPL)(?: per wordpiece)?(?: \([^()]*\))?$")
 
 
 def unit_problem(data: Mapping[str, Any]) -> str | None:
     """Whether the record's finite ``measured`` and ``ci95`` lie where its unit allows (None if so, or
     if the unit has no range); a non-finite value is a failed measurement, judged elsewhere."""
     unit = data.get("unit")
-    bounds = UNIT_RANGES.get(unit.split()[0]) if isinstance(unit, str) and unit.split() else None
-    if bounds is None:
+    score = _SCORE_UNIT.match(unit.strip()) if isinstance(unit, str) else None
+    if score is None:
         return None
-    low, high = bounds
+    low, high = UNIT_RANGES[score["score"]]
     values = [("measured", data.get("measured"))] + [("ci95", v) for v in data.get("ci95") or ()]
     for field, value in values:
         if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) \
                 and not low <= value <= high:
-            return (f"field '{field}': {value!r} is no {unit.split()[0]} (a measurement in '{unit}' lies in "
+            return (f"field '{field}': {value!r} is no {score['score']} (a measurement in '{unit}' lies in "
                     f"[{low:g}, {high:g}])")
     return None
 

@@ -39,3 +39,12 @@ def test_a_record_inside_its_unit_or_without_a_range_is_read(tmp_path, unit, mea
     prov = Provenance(commit="c0ffee", config_hash="h", hardware="cpu", dataset="d", date=DATE, scale="local: test")
     store.write(Result("x.bleu", measured, prov, unit=unit), "r")
     assert len(ResultStore(tmp_path / "results").read_all()) == 1
+
+
+@pytest.mark.parametrize("unit", ["BLEU difference from case-sensitive sacreBLEU", "BLEU above the best earlier model",
+                                  "F1 difference", "PPL ratio"])
+def test_a_difference_of_scores_may_have_either_sign(tmp_path, unit):
+    store = ResultStore(tmp_path / "results")
+    prov = Provenance(commit="c0ffee", config_hash="h", hardware="cpu", dataset="d", date=DATE, scale="local: test")
+    store.write(Result("x.bleu", -0.7, prov, unit=unit), "r")
+    assert ResultStore(tmp_path / "results").read_all()[0].measured == -0.7
