@@ -26,6 +26,7 @@ import torch
 from repro.checks import select_claims
 from repro.checks.run_check import check_run
 from repro.content_hash import file_sha256
+from repro.files.reader import load_torch
 from tests.cli_run import succeed as repro
 
 pytestmark = pytest.mark.xdist_group("observed-run-round4")
@@ -84,7 +85,7 @@ def checkpoint(path: Path, step: int) -> Path:
 
 
 def edit_checkpoint(path: Path, change) -> None:
-    state = torch.load(path, weights_only=False)   # a checkpoint this test wrote: its RNG state is pickled
+    state = load_torch(path)   # as the project reads a checkpoint: no pickle runs
     change(state)
     torch.save(state, path)
 
