@@ -18,6 +18,22 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 pytest_plugins = ["pytester"]
 
 
+def _threads_per_worker() -> int | None:
+    """Under pytest-xdist each worker gets its share of the cores: ``-n auto`` on 2 cores is two
+    workers, and torch's default of one thread per core in each would run four threads on two cores,
+    spinning against each other. None outside xdist or where the threads are set already."""
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if not workers or not workers.isdigit() or "OMP_NUM_THREADS" in os.environ:
+        return None
+    return max(1, (os.cpu_count() or 1) // int(workers))
+
+
+_THREADS = _threads_per_worker()
+if _THREADS is not None:
+    os.environ["OMP_NUM_THREADS"] = str(_THREADS)   # the subprocesses a test starts (the CLI, SLURM jobs)
+    torch.set_num_threads(_THREADS)
+
+
 def shared_data_dir() -> Path:
     env = os.environ.get("REPRO_DATA_DIR")
     return Path(env) if env else REPO_ROOT.parent / "shared" / "data"

@@ -275,3 +275,32 @@ def test_function_level_import_finder_sees_nested_imports_and_skips_type_checkin
                      "class C:\n    def m(self):\n        from . import v\n"
                      "if TYPE_CHECKING:\n    def h():\n        import repro.w\n")
     assert sorted(m for _, m in function_level_imports(tree)) == [".", "repro.x", "repro.y"]
+
+
+def _plain_flags(tree: ast.Module) -> Iterator[tuple[int, str]]:
+    """(line, what) of each flag parsed by a bare builtin (``type=int``/``float``: ``int()`` takes ``1_0``
+    and ``١٠``, and any sign) and each parser that is not :class:`repro.argtypes.OneLineParser`."""
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        name = ast.unparse(node.func)
+        if name in ("argparse.ArgumentParser", "ArgumentParser"):
+            yield node.lineno, "a plain argparse.ArgumentParser"
+        if name.endswith(("add_argument", "addoption")):
+            for kw in node.keywords:
+                if kw.arg == "type" and isinstance(kw.value, ast.Name) and kw.value.id in ("int", "float"):
+                    yield node.lineno, f"type={kw.value.id}"
+
+
+def test_every_flag_is_parsed_by_the_strict_types_and_refused_in_one_line():
+    """Every parser of repro's (the module entry points and the pytest plugin's options included)
+    refuses a bad value by name in one line: :mod:`repro.argtypes`."""
+    found = [f"{path.relative_to(PACKAGE.parent)}:{line}: {what}" for path, tree in modules()
+             if path.name != "argtypes.py" for line, what in _plain_flags(tree)]
+    assert not found, "\n".join(found)
+
+
+def test_plain_flag_finder_sees_both_kinds():
+    tree = ast.parse("import argparse\np = argparse.ArgumentParser()\np.add_argument('--n', type=int)\n"
+                     "group.addoption('--s', type=float)\np.add_argument('--ok', type=positive_int)\n")
+    assert [what for _, what in _plain_flags(tree)] == ["a plain argparse.ArgumentParser", "type=int", "type=float"]

@@ -22,6 +22,8 @@ from typing import Any
 
 import pytest
 
+from repro.argtypes import non_negative_int
+
 ADAPTER_KEY = pytest.StashKey[Any]()
 
 
@@ -38,7 +40,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--repro-claims-dir", action="store", default=None, metavar="DIR",
         help="directory of claims files for --repro-target (default: repro's claims/)",
     )
-    group.addoption("--repro-seed", action="store", type=int, default=0, help="seed of the claims' random inputs")
+    group.addoption("--repro-seed", action="store", type=non_negative_int, default=0, help="seed of the claims' random inputs")
     group.addoption("--repro-device", action="store", default="cpu", metavar="DEVICE",
                     help="where the implementation's parts are built and run: cpu (default), auto, cuda or cuda:N "
                          "(repro audit --device)")

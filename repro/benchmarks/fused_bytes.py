@@ -33,7 +33,7 @@ import torch
 from torch._inductor.graph import GraphLowering
 from torch._inductor.scheduler import ExternKernelSchedulerNode
 
-from repro.argtypes import integer
+from repro.argtypes import OneLineParser, integer
 from repro.benchmarks.machine import environment, parse_benchmark_args, publish
 from repro.benchmarks.train_speed import make_batch
 from repro.model.layers import SublayerConnection
@@ -112,7 +112,7 @@ def _metrics_logged() -> Iterator[None]:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--layers", type=integer, default=2)
     parser.add_argument("--sentences", type=integer, default=256)
     parser.add_argument("--length", type=integer, default=32)

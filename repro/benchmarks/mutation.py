@@ -40,7 +40,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from repro.argtypes import OneLineParser
+from repro.argtypes import OneLineParser, non_negative_int
 from repro.benchmarks.mutation_summary import classify, write_summary
 from repro.files.reader import read_bytes, read_text
 from repro.files.writer import atomic_write_text, make_dirs, remove
@@ -327,8 +327,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="verb", required=True)
     run = sub.add_parser("run", help="run the mutants of one or more groups of reports/mutation/plan.toml")
     run.add_argument("--group", action="append", required=True)
-    run.add_argument("--sample", type=int, default=None, help="mutants drawn per group (0: all; default: the plan's)")
-    run.add_argument("--seed", type=int, default=None)
+    run.add_argument("--sample", type=non_negative_int, default=None, help="mutants drawn per group (0: all; default: the plan's)")
+    run.add_argument("--seed", type=non_negative_int, default=None)
     run.add_argument("--with-tests", action="store_true",
                      help="a survivor of the claims also runs its module's tests (slow: minutes each)")
     run.add_argument("--reuse-map", action="store_true",

@@ -20,7 +20,6 @@ exits 1 when the file differs from what the rows give (tests/claims/test_table3_
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import sys
@@ -29,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from repro.argtypes import OneLineParser
 from repro.files.reader import read_text
 from repro.files.writer import atomic_write_text
 from repro.model.table3 import BASE_CELLS, ROW, ROWS, Row, changes
@@ -305,8 +305,8 @@ def default_path() -> Path:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m repro.claims.table3_claims",
-                                     description="write claims/table3.toml from Table 3's rows (repro/model/table3.py)")
+    parser = OneLineParser(prog="python -m repro.claims.table3_claims",
+                           description="write claims/table3.toml from Table 3's rows (repro/model/table3.py)")
     parser.add_argument("--out", type=Path, default=None, help="the file to write (default: the shipped claims/table3.toml)")
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 when the file differs from the rows")
     args = parser.parse_args(argv)

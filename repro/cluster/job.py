@@ -18,7 +18,6 @@ decoding is split over the ranks; rank 0 scores and writes).
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import os
@@ -30,6 +29,7 @@ from typing import Any
 import submitit
 import torch
 
+from repro.argtypes import OneLineParser, non_negative_int
 from repro.files import reader
 from repro.cluster import rendezvous
 from repro.cluster.job_evaluation import evaluate_claims
@@ -253,11 +253,11 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m repro.cluster.job SPEC.json [--results DIR]``: run one job spec (as ``repro submit
     --dry-run --json`` plans it) in this process, e.g. under ``torchrun --nproc_per_node N`` or an
     ``srun`` of the user's own; every process trains, rank 0 evaluates and stores the results."""
-    parser = argparse.ArgumentParser(prog="python -m repro.cluster.job", description=main.__doc__.split("\n")[0])
+    parser = OneLineParser(prog="python -m repro.cluster.job", description=main.__doc__.split("\n")[0])
     parser.add_argument("spec", help="a job spec JSON file: one job of `repro submit ... --dry-run --json`, or "
                                      "JobSpec.to_dict()")
     parser.add_argument("--results", help="results store the job writes its records to (rank 0)")
-    parser.add_argument("--requeues", type=int, default=0, help="requeues allowed (bookkeeping only here)")
+    parser.add_argument("--requeues", type=non_negative_int, default=0, help="requeues allowed (bookkeeping only here)")
     args = parser.parse_args(argv)
     try:
         spec = reader.read_json(args.spec, "job spec", error=ConfigError)  # strict: a key twice, NaN refused
