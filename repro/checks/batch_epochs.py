@@ -22,7 +22,7 @@ from itertools import islice
 import numpy as np
 
 from repro.checks.jobs import own
-from repro.checks.recipe_runs import SAMPLE, _sample_examples
+from repro.checks.recipe_runs import SAMPLE, sample_examples
 from repro.checks.registry import checker
 from repro.claims.claim import Claim
 from repro.claims.outcome import CheckContext, Measurement
@@ -116,7 +116,7 @@ def batch_order(claim: Claim, ctx: CheckContext) -> Measurement:
     pair's place in one epoch with its place in the next; a batcher whose epochs do not hold the
     pairs it promises (:func:`epoch_problem`) fails the claim."""
     own(ctx)
-    examples = _sample_examples(claim.params.get("vocab_size", 8000))
+    examples = sample_examples(claim.params.get("vocab_size", 8000))
     worst, problems, parts = -1.0, [], []
     for names, cfg in watched_settings(ORDER_BUDGET).values():
         corr, problem, passes = order_correlation(batcher_for(cfg, examples, 1, 0), len(examples))
@@ -139,7 +139,7 @@ def batch_side_tokens(claim: Claim, ctx: CheckContext) -> Measurement:
     departure, over the settings and the two sides, of the median pass from the plan's budget, as a
     share of it."""
     own(ctx)
-    examples = _sample_examples(claim.params.get("vocab_size", 8000))
+    examples = sample_examples(claim.params.get("vocab_size", 8000))
     worst, parts = 0.0, []
     for names, cfg in watched_settings().values():
         budget = plan_update(cfg.tokens_per_batch, 1, cfg.max_tokens_per_device).tokens_per_micro_batch
@@ -161,7 +161,7 @@ def batch_by_length(claim: Claim, ctx: CheckContext) -> Measurement:
     recipe's seed); a pass of several pairs whose padded source or target (EOS counted) exceeds the
     recipe's tokens per device fails the claim."""
     own(ctx)
-    examples = _sample_examples(claim.params.get("vocab_size", 8000))
+    examples = sample_examples(claim.params.get("vocab_size", 8000))
     worst, parts = 0.0, []
     for names, cfg in watched_settings().values():
         for pairs, way in ((examples, "EN-DE"), ([(t, s) for s, t in examples], "DE-EN")):

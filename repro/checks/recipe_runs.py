@@ -48,7 +48,7 @@ SAMPLE = "opennmt-wmt-ende-sample"
 
 
 @lru_cache(maxsize=2)
-def _sample_examples(vocab_size: int) -> list[tuple[list[int], list[int]]]:
+def sample_examples(vocab_size: int) -> list[tuple[list[int], list[int]]]:
     """The WMT sample encoded with a joint BPE learned on it (cached: several claims use it)."""
     try:
         src, tgt = get_dataset(SAMPLE, resolve_data_dir()).split("train")
@@ -77,7 +77,7 @@ def tokens_per_update(claim: Claim, ctx: CheckContext) -> Measurement:
         cfg = cfg.replace(max_tokens_per_device=min(cfg.max_tokens_per_device, bound))
     world = profile.world_size
     plan = plan_update(cfg.tokens_per_batch, world, cfg.max_tokens_per_device)
-    examples = _sample_examples(claim.params.get("vocab_size", 8000))
+    examples = sample_examples(claim.params.get("vocab_size", 8000))
     updates = min(len(examples) // 64, claim.params.get("updates", 20))
     # every rank's updates as the loop's own batch source gives them (the CPU's: a process's own batches)
     ranks = [loop_updates(batcher_for(cfg, examples, world, rank), plan.accumulation, updates, on_gpu=False)
@@ -303,7 +303,7 @@ def lengths_below_width(claim: Claim, ctx: CheckContext) -> Measurement:
     whose longer side has n < d. Measured: that fraction."""
     own(ctx)
     d = job_config(claim.params.get("experiment", "table2-base-ende")).model_config().d_model
-    examples = _sample_examples(claim.params.get("vocab_size", 8000))
+    examples = sample_examples(claim.params.get("vocab_size", 8000))
     lengths = [max(len(s), len(t)) for s, t in examples]
     below = sum(n < d for n in lengths) / len(lengths)
     return Measurement(round(below, 4), detail=(

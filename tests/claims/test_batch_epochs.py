@@ -31,7 +31,7 @@ def _corpus(_vocab_size: int = 0) -> list[tuple[list[int], list[int]]]:
 
 @pytest.fixture(autouse=True)
 def small_corpus(monkeypatch):
-    monkeypatch.setattr(batch_epochs, "_sample_examples", _corpus)
+    monkeypatch.setattr(batch_epochs, "sample_examples", _corpus)
 
 
 def _status(claim) -> str:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from repro.checks.recipe_runs import _sample_examples
+from repro.checks.recipe_runs import sample_examples
 from repro.cluster.experiments import Plan, plan_jobs
 from repro.cluster.paper_jobs import job_config
 from repro.cluster.profiles import load_profile
@@ -33,7 +33,7 @@ def per_update(profile_name: str, tmp_path: Path, updates: int = 12) -> tuple[li
     [job] = plan_jobs("table2-base-ende", Plan(profile, tmp_path))
     cfg = TrainConfig.from_dict(job.train)
     plan = plan_update(cfg.tokens_per_batch, profile.world_size, cfg.max_tokens_per_device)
-    examples = _sample_examples(8000)
+    examples = sample_examples(8000)
     shards = [iter(batcher_for(cfg, examples, profile.world_size, rank)) for rank in range(profile.world_size)]
     real, padded = [], []
     for _ in range(updates):
