@@ -192,6 +192,8 @@ def test_an_attention_sentence_longer_than_the_model_is_a_bad_flag(tmp_path, cap
 @pytest.mark.parametrize("rows, named", [
     ("2,abc,1,1e-4,1,1,1,1,0,,0,\n", ":2: field 'loss' is not a number"),
     ("1,2,3,4,5,6,7,8,9,10,11,12,13,14\n", ":2: 14 fields, but the header names 12"),
+    ("2,inf,1,1e-4,1,1,1,1,0,,0,\n", ":2: field 'loss' is infinite"),
+    ("-inf,2.5,1,1e-4,1,1,1,1,0,,0,\n", ":2: field 'step' is infinite"),
 ])
 def test_a_metrics_log_that_is_not_numbers_is_refused_naming_its_line(tmp_path, capsys, claims_dir, run_copy,
                                                                       rows, named):
