@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from repro.train.metrics_log import read_log
+from repro.train.metrics_log import read_numbers
 
 
 @dataclass(frozen=True)
@@ -63,8 +63,5 @@ def spread_of_log(path: Path) -> StepTimeSpread | None:
     """:func:`spread` of a ``metrics.csv``; None when the file is absent or holds fewer than two rows."""
     if not path.is_file():
         return None
-    metrics = read_log(path)
-    for column in ("step", "elapsed_s"):
-        if column in metrics.columns:
-            metrics[column] = pd.to_numeric(metrics[column], errors="coerce")
+    metrics = read_numbers(path)
     return spread(metrics.dropna(subset=[c for c in ("step",) if c in metrics.columns]))

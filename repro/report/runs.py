@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from repro.files import reader
@@ -22,7 +21,7 @@ from repro.results.provenance import Provenance
 from repro.results.store import Result
 from repro.train.checkpoint import load_checkpoint
 from repro.train.config import TrainConfig
-from repro.train.metrics_log import read_log
+from repro.train.metrics_log import read_numbers
 
 
 @dataclass
@@ -49,19 +48,9 @@ class Run:
 def read_metrics(path: Path) -> pd.DataFrame:
     """``metrics.csv`` as a DataFrame sorted by step; a file without ``step``, or a value that is not a
     finite number, raises ResultError naming it (and the line and column)."""
-    df = read_log(path)
+    df = read_numbers(path)
     if "step" not in df.columns:
         raise ResultError(f"{path}: metrics log has no 'step' column (columns: {', '.join(map(str, df.columns))})")
-    for column in df.columns:
-        numbers = pd.to_numeric(df[column], errors="coerce")
-        # a value that is there but is no number ("nan" is one), or is infinite: the loop stops a run whose
-        # loss is not finite (TrainingDiverged) before it logs it, so an "inf" was never logged by repro
-        for wrong, what in ((numbers.isna() & df[column].notna(), "is not a number"),
-                            (numbers.isin([np.inf, -np.inf]), "is infinite")):
-            if wrong.any():
-                row = int(wrong.to_numpy().argmax())
-                raise ResultError(f"{path}:{row + 2}: field '{column}' {what} ({df[column].iloc[row]!r})")
-        df[column] = numbers
     return df.dropna(subset=["step"]).sort_values("step").reset_index(drop=True)
 
 

@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from repro import numerals
@@ -134,3 +135,19 @@ def read_log(path: str | os.PathLike[str]) -> pd.DataFrame:
         raise ResultError(f"{path}: not a readable metrics log ({err})") from None
     except (ValueError, pd.errors.ParserError) as err:
         raise ResultError(f"{path}: not a readable metrics log ({str(err).splitlines()[0][:200]})") from None
+
+
+def read_numbers(path: str | os.PathLike[str]) -> pd.DataFrame:
+    """:func:`read_log` with every column a number: a value that is there but is no number (``nan``
+    is one), or is infinite, is a ResultError naming the file, line and column. The loop stops a run
+    whose loss is not finite (``TrainingDiverged``) before it logs it, so repro never logs ``inf``."""
+    df = read_log(path)
+    for column in df.columns:
+        numbers = pd.to_numeric(df[column], errors="coerce")
+        for wrong, what in ((numbers.isna() & df[column].notna(), "is not a number"),
+                            (numbers.isin([np.inf, -np.inf]), "is infinite")):
+            if wrong.any():
+                row = int(wrong.to_numpy().argmax())
+                raise ResultError(f"{path}:{row + 2}: field '{column}' {what} ({df[column].iloc[row]!r})")
+        df[column] = numbers
+    return df

@@ -29,3 +29,16 @@ def test_step_time_spread_from_metrics():
     assert s.intervals == 4 and s.median == pytest.approx(0.55) and s.low == 0.5 and s.high == 2.4
     assert s.q1 <= s.median <= s.q3 and s.ci95[0] < s.median < s.ci95[1]
     assert spread(metrics.iloc[:1]) is None
+
+
+@pytest.mark.parametrize("elapsed, named", [("inf", "field 'elapsed_s' is infinite"),
+                                            ("soon", "field 'elapsed_s' is not a number")])
+def test_a_step_time_from_a_log_that_holds_no_number_is_refused_naming_the_line(tmp_path, elapsed, named):
+    """The stored step time's spread (Section 5.2) is never drawn from an ``inf`` or a word: before, the
+    word was dropped silently and ``inf`` made the interval."""
+    from repro.errors import ResultError
+    from repro.eval.step_time_spread import spread_of_log
+    log = tmp_path / "metrics.csv"
+    log.write_text("step,elapsed_s\n1,0.5\n2,1.0\n3," + elapsed + "\n4,2.0\n")
+    with pytest.raises(ResultError, match=rf"metrics.csv:4: {named}"):
+        spread_of_log(log)
