@@ -88,11 +88,21 @@ def load_claims(directory: str | os.PathLike[str] | None = None,
     return claims
 
 
-def known_values(claims_dir: str | os.PathLike[str] | None = None) -> dict[str, object]:
-    """Claim id -> the paper's value, for every claim a result record may name: those under
-    ``claims_dir`` and the project's own (:func:`default_claims_dir`), so that a store holding
-    records of the shipped claims is not refused when another claims folder is checked."""
-    values = {c.id: c.expected for c in load_claims(None)}
+class PaperValues(dict):
+    """Claim id -> the paper's value (a plain dict), and ``units``: claim id -> the claim's unit, which a
+    record of the claim must not contradict (:func:`repro.results.record_schema.claim_unit_problem`)."""
+
+    def __init__(self, claims: list[Claim]) -> None:
+        super().__init__((c.id, c.expected) for c in claims)
+        self.units: dict[str, str] = {c.id: c.unit for c in claims if c.unit}
+
+
+def known_values(claims_dir: str | os.PathLike[str] | None = None) -> PaperValues:
+    """Claim id -> the paper's value (and each claim's unit), for every claim a result record may name:
+    those under ``claims_dir`` and the project's own (:func:`default_claims_dir`), so that a store
+    holding records of the shipped claims is not refused when another claims folder is checked."""
+    shipped = load_claims(None)
+    by_id = {c.id: c for c in shipped}
     if claims_dir is not None:
-        values.update({c.id: c.expected for c in load_claims(claims_dir)})
-    return values
+        by_id.update({c.id: c for c in load_claims(claims_dir)})
+    return PaperValues(list(by_id.values()))

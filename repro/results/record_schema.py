@@ -10,7 +10,9 @@ claim's folder, or when its ``measured`` is of another kind than the claim's pap
 for a number). A finite number outside what its unit can be (:data:`UNIT_RANGES`: a BLEU or F1
 score in [0, 100], a perplexity at least 1; a difference of scores has no range), in ``measured`` or
 in ``ci95``, is refused too: no search or scorer gives it, so the record is corrupt, and "at least
-30" would certify BLEU 1.7e308. The validator is :mod:`repro.validation`, the same one the claims
+30" would certify BLEU 1.7e308. With the claims' units (:func:`repro.claims.loader.known_values`), a
+record whose unit contradicts its claim's (sacreBLEU stored for the paper's tokenized BLEU, a test-set
+perplexity for a dev one: :func:`claim_unit_problem`) is refused as well. The validator is :mod:`repro.validation`, the same one the claims
 go through.
 """
 
@@ -123,4 +125,41 @@ def record_problem(data: Any, folder: str | None = None, expected: Mapping[str, 
     if paper is not None and measured_outcome and kind_of(measured) != kind_of(paper):
         return (f"field 'measured' must be a {kind_of(paper)}, as the paper's value of '{claim_id}' is "
                 f"(got {measured!r})")
-    return None
+    claim_unit = (getattr(expected, "units", None) or {}).get(claim_id)
+    return claim_unit_problem(data.get("unit"), claim_unit, claim_id) if claim_unit else None
+
+
+#: the splits a unit's parenthesis may name ("PPL per wordpiece (dev)")
+_SPLITS = ("train", "dev", "test")
+
+
+def claim_unit_problem(unit: Any, claim_unit: str, claim_id: str) -> str | None:
+    """Whether a record's ``unit`` contradicts its claim's: both scores, but other scores (sacreBLEU
+    stored for the paper's tokenized BLEU, a perplexity for a BLEU); one detokenized, the other
+    tokenized (the 0.7-1.5 BLEU the protocols differ by); or both naming a split, but another one (a
+    test-set perplexity for Table 3's dev PPL). Units that are not scores, or qualify them otherwise
+    ("BLEU (dev)" against "BLEU (tokenized, compound splitting)"), are not compared."""
+    record = _SCORE_UNIT.match(unit.strip()) if isinstance(unit, str) else None
+    claim = _SCORE_UNIT.match(claim_unit.strip())
+    if record is None or claim is None:
+        return None
+    why = None
+    if record["score"] != claim["score"]:
+        why = "another score"
+    elif _protocol(unit) and _protocol(claim_unit) and _protocol(unit) != _protocol(claim_unit):
+        why = "another BLEU protocol"
+    elif _split(unit) and _split(claim_unit) and _split(unit) != _split(claim_unit):
+        why = "another split"
+    if why is None:
+        return None
+    return f"field 'unit': {unit!r} is not what the claim '{claim_id}' measures ({claim_unit!r}): {why}"
+
+
+def _protocol(unit: str) -> str | None:
+    words = set(re.findall(r"[a-z]+", unit.lower()))
+    return "detokenized" if "detokenized" in words else "tokenized" if "tokenized" in words else None
+
+
+def _split(unit: str) -> str | None:
+    inside = re.search(r"\(([^()]*)\)", unit)
+    return inside[1].strip() if inside and inside[1].strip() in _SPLITS else None
