@@ -206,7 +206,8 @@ def hardware(claim: Claim, ctx: CheckContext) -> Measurement:
         if where not in seen:
             seen.append(where)
     value = "; ".join(seen)
-    paper = all(s.get("devices") == 8 and "P100" in str(s.get("hardware", "")) and not trained_on_cpu(s) for s in found)
+    paper = all(s.get("devices") == 8 == _machine_gpus(s) and "P100" in str(s.get("hardware", "")) and not trained_on_cpu(s)
+                for s in found)
     detail = f"{len(found)} session(s) on {value}"
     if paper:
         return Measurement(claim.expected, passed=True, detail=detail)
@@ -216,6 +217,12 @@ def hardware(claim: Claim, ctx: CheckContext) -> Measurement:
 def trained_on_cpu(session: dict[str, Any]) -> bool:
     """Whether a session trained on the CPU (its ``device``), whatever accelerators its machine had."""
     return str(session.get("device") or "").startswith("cpu")
+
+
+def _machine_gpus(session: dict[str, Any]) -> int | None:
+    """The GPUs of the machine a session's hardware line describes ("8x Tesla P100 ..."; None: no GPU named)."""
+    count = str(session.get("hardware") or "").split("x ", 1)[0]
+    return int(count) if count.isascii() and count.isdigit() else None
 
 
 def _device_name(session: dict[str, Any]) -> str:
@@ -228,5 +235,8 @@ def _device_name(session: dict[str, Any]) -> str:
     if trained_on_cpu(session) and not text.startswith("CPU"):
         return f"CPU (device 'cpu' on a machine of {text.split(' (')[0]}, unused)"
     if "x " in text.split(" (")[0]:
-        return text.split("x ", 1)[1].split(" (")[0]
+        name, gpus = text.split("x ", 1)[1].split(" (")[0], _machine_gpus(session)
+        devices = session.get("devices", 1)
+        # one machine holds the devices the line counts: more devices than that were several machines
+        return name if gpus is None or devices <= gpus else f"{name} (on machines of {gpus}: not one machine)"
     return text.split(" (")[0]

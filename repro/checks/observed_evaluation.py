@@ -90,6 +90,19 @@ def _searched(path: Path, result: Any, name: str) -> Any:
     return value
 
 
+def _one_search(path: Path, decode: dict[str, Any]) -> None:
+    """A decode's record names one search (:func:`repro.decode.translate.search_of`): a greedy search keeps one
+    hypothesis and applies no length penalty; a beam search applies one."""
+    kind = decode.get("search")
+    if kind == "greedy" and (decode.get("beam_size") != 1 or decode.get("alpha") is not None):
+        raise Contradiction(f"{path}: field 'provenance.extra.decode.search' is 'greedy', but the record says beam_size "
+                            f"{decode.get('beam_size')!r} and alpha {decode.get('alpha')!r} (a greedy search: 1 and none)",
+                            decode.get("beam_size"))
+    if kind == "beam" and "alpha" in decode and decode["alpha"] is None:
+        raise Contradiction(f"{path}: field 'provenance.extra.decode.search' is 'beam', but field "
+                            "'provenance.extra.decode.alpha' is null (a beam search applies a length penalty)", None)
+
+
 @checker("observed.search", audits=False, evidence="run")
 def search(claim: Claim, ctx: CheckContext) -> Measurement:
     """A setting of the search (``setting``: beam_size, alpha, max_len_offset or stop) the decode of every
@@ -104,6 +117,7 @@ def search(claim: Claim, ctx: CheckContext) -> Measurement:
     asked = (files.recipe.get("decode") or {}).get(name)
     values: dict[Any, Path] = {}
     for path, result in records:
+        _one_search(path, result.provenance.extra.get("decode") or {})
         value = _searched(path, result, name)
         if asked is not None and value != asked:
             said = f"{value!r}" + (f" (a greedy search, which applies no {name})" if value is None else "")
@@ -187,6 +201,7 @@ def protocol(claim: Claim, ctx: CheckContext) -> Measurement:
     records = own_evaluations(files, lambda r: str(r.provenance.extra.get("measure", "")).startswith("bleu."))
     if not records:
         raise written_at_end(files, f"{files.path / 'evaluations'} holds no BLEU evaluation")
+    rescored = []
     for path, result in records:
         finite(result.measured, f"{path}: field 'measured'")
         _named(path, result)
@@ -194,12 +209,17 @@ def protocol(claim: Claim, ctx: CheckContext) -> Measurement:
         if again is not None and abs(round(again, 2) - float(result.measured)) > 0.011:
             raise Contradiction(f"{path}: field 'measured' is {result.measured!r}, but its translations scored against "
                                 f"its reference give {again:.2f}", result.measured)
+        rescored += [path.name] if again is not None else []
     _one_decode_scored_twice(records)
+    if not rescored:   # the labels agree, but no number was recomputed: the protocol is only what they say
+        raise NotRun(f"needs another run: no BLEU of the run could be recomputed on this machine (the translations and "
+                     f"reference {', '.join(p.name for p, _ in records)} scored are not here, or their data set is not "
+                     "registered): its protocol would rest on its records' labels alone")
     measures = sorted({str(r.provenance.extra.get("measure")) for _, r in records})
     value = claim.expected if claim.expected in measures else measures[0]
     scores = ", ".join(f"{r.claim_id} = {r.measured} ({r.provenance.extra.get('measure')})" for _, r in records)
-    return judge(claim, value, f"the run's BLEU: {scores}, each recomputed from its translations where they are on "
-                 "this machine", [f"its job reports {value}"])
+    return judge(claim, value, f"the run's BLEU: {scores}; recomputed from their translations: {', '.join(rescored)}",
+                 [f"its job reports {value}"])
 
 
 def _record_for(files: Any, claim_id: str, measure: str | None, split: str | None) -> tuple[Any, Any] | None:
