@@ -16,7 +16,9 @@ from repro.checks.registry import checker
 from repro.checks.observed_records import not_found, own_evaluations, sessions, written_at_end
 from repro.claims.claim import Claim
 from repro.claims.outcome import CheckContext, Contradiction, Measurement, NotRun
+from repro.data.corpora import get_dataset, resolve_data_dir
 from repro.data.test_sets import identity, paper_test_set
+from repro.errors import DataError
 from repro.observed.judge import judge, paper_job
 from repro.observed.run_files import missing
 
@@ -158,6 +160,26 @@ def check_scored(path: Path, result: Any) -> dict[str, Any]:
     return scored
 
 
+def _of_its_split(files: Any, path: Path, result: Any, scored: dict[str, Any]) -> None:
+    """The files an evaluation scored must not be those of another split of the run's data set than the one
+    it names (a dev set scored and filed as the test set: newstest2013 reported as 2014); compared by
+    content where the data set is on this machine, its training split left out."""
+    split = result.provenance.extra.get("split")
+    try:
+        dataset = get_dataset(str(files.train.get("dataset")), resolve_data_dir(files.train.get("data_dir")))
+    except DataError:   # not registered, or not on this machine: nothing to compare with
+        return
+    wanted = (scored["source"].get("content_sha256"), scored["reference"].get("content_sha256"))
+    for name, (src, tgt) in dataset.splits.items():
+        if name in (split, "train") or not (src.is_file() and tgt.is_file()):
+            continue
+        if (identity(src)["content_sha256"], identity(tgt)["content_sha256"]) == wanted:
+            raise Contradiction(f"{path}: field 'provenance.extra.split' is {split!r}, but the files it scored ("
+                                f"{scored['source'].get('file')}, {scored['reference'].get('file')}) hold the "
+                                f"sentences of split {name!r} of its data set {dataset.name} ({src.name}, {tgt.name})",
+                                split)
+
+
 @checker("observed.test_set", audits=False, evidence="run")
 def test_set(claim: Claim, ctx: CheckContext) -> Measurement:
     """The identity of the files the run's evaluations of ``split`` scored, against the paper's test set."""
@@ -171,6 +193,7 @@ def test_set(claim: Claim, ctx: CheckContext) -> Measurement:
     found: list[str] = []
     for path, result in records:
         scored = check_scored(path, result)
+        _of_its_split(files, path, result, scored)
         differences = paper.differences(scored) if paper is not None else ["no identity of the paper's set is known"]
         if differences:
             ref = scored["reference"]
