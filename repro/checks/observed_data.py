@@ -229,12 +229,17 @@ def hardware(claim: Claim, ctx: CheckContext) -> Measurement:
         if where not in seen:
             seen.append(where)
     value = "; ".join(seen)
-    paper = all(s.get("devices") == 8 == _machine_gpus(s) and "P100" in str(s.get("hardware", "")) and not trained_on_cpu(s)
-                for s in found)
+    paper = all(on_paper_machine(s) for s in found)
     detail = f"{len(found)} session(s) on {value}"
     if paper:
         return Measurement(claim.expected, passed=True, detail=detail)
     return Measurement(value, passed=False, departs=True, detail=f"{detail}; the paper: {claim.expected}")
+
+
+def on_paper_machine(session: dict[str, Any]) -> bool:
+    """Whether a session trained on the paper's machine (Section 5.2): its 8 devices, the 8 P100 GPUs of one machine."""
+    return session.get("devices") == 8 == _machine_gpus(session) and "P100" in str(session.get("hardware", "")) \
+        and not trained_on_cpu(session)
 
 
 def trained_on_cpu(session: dict[str, Any]) -> bool:

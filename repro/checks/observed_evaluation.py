@@ -9,7 +9,7 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
-from repro.checks.observed_data import check_scored, trained_on_cpu, translations_file
+from repro.checks.observed_data import check_scored, on_paper_machine, translations_file
 from repro.checks.observed_records import kept_steps, own_evaluations, written_at_end
 from repro.checks.observed_records import sessions as all_sessions
 from repro.checks.registry import checker
@@ -259,8 +259,7 @@ def _own_step_time(claim: Claim, files: Any) -> Measurement:
     finite(seconds, f"{files.record_path}: field 'sessions[].step_time.steady_s_per_update'")
     text = (f"{seconds} s per steady update (median of {longest['step_time']['steady_updates']}) on "
             f"{longest.get('devices', 1)} device(s), {longest.get('hardware')}")
-    on_paper = longest.get("devices") == 8 and "P100" in str(longest.get("hardware")) and not trained_on_cpu(longest)
-    if on_paper and files.paper is not None and files.recipe_hash == files.paper.recipe_hash:
+    if on_paper_machine(longest) and files.paper is not None and files.recipe_hash == files.paper.recipe_hash:
         return judge(claim, seconds, text)
     return Measurement(seconds, passed=False, departs=True,
                        detail=f"{text}; not comparable with the paper's 8 P100: the run is not its job's recipe on "

@@ -54,7 +54,7 @@ _OBJECT_OR_NULL = {"type": ["object", "null"]}
 _SECONDS = {"type": ["number", "null"], "exclusiveMinimum": 0}
 #: A session's step time (:mod:`repro.train.step_clock`): what the step-time claims read of it.
 _STEP_TIME = {"type": ["object", "null"], "properties": {
-    "updates": _COUNT, "steady_updates": _COUNT, "steady_s_per_update": _SECONDS,
+    "updates": _COUNT, "steady_updates": _COUNT, "steady_s_per_update": _SECONDS, "total_s": _SECONDS,
     "ci95_s": {"type": "array", "items": _SECONDS}, "quartiles_s": {"type": "array", "items": _SECONDS}}}
 RUN_SCHEMA: dict = {
     "type": "object",

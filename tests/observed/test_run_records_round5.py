@@ -129,3 +129,19 @@ def test_the_dev_set_filed_as_the_test_set_fails(copy: Path) -> None:
     assert status(record) == "fail", record.detail   # was: departs, as a test set that is not newstest2014
     assert "field 'provenance.extra.split' is 'test', but the files it scored (dev.en, dev.de) hold the sentences " \
            "of split 'dev'" in record.detail
+
+
+def test_the_training_time_is_the_sum_of_the_sessions_and_departs_off_the_papers_job(evaluated: Path) -> None:
+    """Section 5.2's 12 hours had no judge on a run's records: a toy run on the CPU is no time of the paper's job."""
+    sessions = json.loads((evaluated / "run.json").read_text())["sessions"]
+    hours = sum(s["step_time"]["total_s"] for s in sessions) / 3600
+    record = verdicts(evaluated, "observed.train-time.base")["observed.train-time.base"]
+    assert status(record) == "departs" and record.measured == round(hours, 4), record.detail
+    assert "2 session(s) made 10 updates" in record.detail and "trained elsewhere than on one machine of 8 P100s" \
+        in record.detail and "its recipe is not the paper's table2-base-ende" in record.detail
+
+
+def test_a_session_without_its_wall_time_needs_another_run(copy: Path) -> None:
+    edit_json(copy / "run.json", lambda d: d["sessions"][1]["step_time"].pop("total_s"))
+    record = verdicts(copy, "observed.train-time.base")["observed.train-time.base"]
+    assert status(record) == "not run" and "field 'sessions[1].step_time.total_s'" in record.detail
