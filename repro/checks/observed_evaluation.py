@@ -19,6 +19,7 @@ from repro.claims.compare import finite
 from repro.claims.measure_names import RUN_MEASURES
 from repro.claims.outcome import CheckContext, Contradiction, Measurement, NotRun
 from repro.data.corpora import get_dataset, resolve_data_dir
+from repro.data.vocab import SharedVocab
 from repro.errors import DataError
 from repro.eval.bleu import dataset_language, read_lines, score
 from repro.measures.run_dev import DEV_REQUEST
@@ -128,10 +129,37 @@ def search(claim: Claim, ctx: CheckContext) -> Measurement:
         raise Contradiction(f"{files.path / 'evaluations'}: the run's evaluations searched with {name} "
                             f"{', '.join(f'{v!r} ({p.name})' for v, p in values.items())}: more than one", list(values))
     [value] = values
+    if name == "max_len_offset" and isinstance(value, int):
+        for path, result in records:   # translations as decoded (a parser's trees are repaired after: not these)
+            if str(result.provenance.extra.get("measure", "")).startswith("bleu."):
+                _within_output_limit(files, path, result, value)
     where = ", ".join(p.name for p, _ in records)
     if value is None:
         return Measurement(None, passed=False, detail=f"{where}: a greedy search, which applies no {name}")
     return judge(claim, value, f"{name} {value} in {where}", [f"{name} {asked}"] if asked is not None else [])
+
+
+def _within_output_limit(files: Any, path: Path, result: Any, offset: int) -> None:
+    """The translations an evaluation wrote must fit the output limit it records (Section 6.1: input length +
+    ``offset`` ids): a line of n ids decodes to at most n x (the vocabulary's longest piece + a space) characters,
+    n at most the source's ids + ``offset`` (checked where the translations, source and vocabulary are here)."""
+    scored = result.provenance.extra.get("test_set") or {}
+    if not isinstance(scored.get("hypotheses"), dict) or not isinstance(scored.get("source"), dict):
+        return
+    hyps, src, vocab = (translations_file(path, scored["hypotheses"]), Path(str(scored["source"].get("path") or "")),
+                        files.path / "vocab.json")
+    if not (hyps.is_file() and src.is_file() and vocab.is_file()):
+        return
+    pieces = SharedVocab.load(vocab)
+    widest = max(len(piece) for piece in pieces.tokenizer.get_vocab()) + 1
+    sources, outputs = read_lines(src), read_lines(hyps)
+    for line, (source, output) in enumerate(zip(sources, outputs), start=1):
+        limit = (len(pieces.encode(source)) + offset) * widest
+        if len(output) > limit:
+            raise Contradiction(f"{hyps}:{line}: a translation of {len(output)} characters, more than the {limit} that "
+                                f"input length + {offset} ids decode to at most ({path}: field "
+                                "'provenance.extra.decode.max_len_offset'): not searched with that output limit",
+                                len(output))
 
 
 def _rescored(files: Any, path: Any, result: Any) -> float | None:

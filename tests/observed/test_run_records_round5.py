@@ -145,3 +145,14 @@ def test_a_session_without_its_wall_time_needs_another_run(copy: Path) -> None:
     edit_json(copy / "run.json", lambda d: d["sessions"][1]["step_time"].pop("total_s"))
     record = verdicts(copy, "observed.train-time.base")["observed.train-time.base"]
     assert status(record) == "not run" and "field 'sessions[1].step_time.total_s'" in record.detail
+
+
+def test_a_translation_longer_than_the_output_limit_allows_fails(copy: Path) -> None:
+    translations = copy / "hypotheses.evaluate.test.de"
+    lines = translations.read_text().splitlines()
+    lines[0] = " ".join(["Hund"] * 400)   # 400 words for a source of some 30 ids: input + 50 ids cannot hold them
+    translations.write_text("\n".join(lines) + "\n")
+    both(copy, lambda d: d["provenance"]["extra"]["test_set"]["hypotheses"].update(path=str(translations)))
+    record = verdicts(copy, "observed.max-output-length")["observed.max-output-length"]
+    assert status(record) == "fail", record.detail   # was: pass, on the recorded max_len_offset alone
+    assert "hypotheses.evaluate.test.de:1: a translation of 1999 characters" in record.detail
