@@ -141,7 +141,8 @@ def averaged_steps(claim: Claim, files: Any) -> tuple[Path, list[str], list[int]
         newest = max(_steps(names, f"{path}: field '{FIELD}'"))
         if isinstance(extra.get("steps"), int) and extra["steps"] < newest:   # (past it: not the last, below)
             raise Contradiction(f"{path}: field 'provenance.extra.steps' is {extra['steps']}, but the newest checkpoint "
-                                f"it averaged holds update {newest}: the model it scored is not the one it names", extra["steps"])
+                                f"it averaged holds update {newest}: the model it scored is not the one it names",
+                                extra["steps"])
     made = run_steps(files) or 0
     stale = [(p, r.provenance.extra["steps"]) for p, r in records
              if isinstance(r.provenance.extra.get("steps"), int) and r.provenance.extra["steps"] < made]

@@ -30,8 +30,8 @@ def train_time(claim: Claim, ctx: CheckContext) -> Measurement:
     found = sessions(files)
     untimed = next((i for i, s in enumerate(found) if (s.get("step_time") or {}).get("total_s") is None), None)
     if not found or untimed is not None:
-        raise NotRun(f"needs another run: {files.record_path} records no wall time for "
-                     + (f"its session {untimed} (field 'sessions[{untimed}].step_time.total_s')" if found else "any session"))
+        which = f"its session {untimed} (field 'sessions[{untimed}].step_time.total_s')" if found else "any session"
+        raise NotRun(f"needs another run: {files.record_path} records no wall time for {which}")
     seconds = 0.0
     for i, session in enumerate(found):
         seconds += finite(session["step_time"]["total_s"], f"{files.record_path}: field 'sessions[{i}].step_time.total_s'")
