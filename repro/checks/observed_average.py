@@ -16,12 +16,13 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
-from repro.checks.observed_records import kept_steps, own_evaluations, written_at_end
+from repro.checks.observed_records import kept_steps, own_evaluations, run_steps, written_at_end
 from repro.checks.registry import checker
 from repro.claims.claim import Claim
 from repro.claims.outcome import CheckContext, Contradiction, Measurement
 from repro.content_hash import file_sha256
 from repro.errors import CheckpointError
+from repro.instants import FUTURE_SKEW_S, instant
 from repro.measures.run_dev import DEV_REQUEST
 from repro.observed.judge import judge, paper_job
 from repro.recipes import PAPER_STEP_SECONDS
@@ -65,6 +66,26 @@ def _same_checkpoints(files: Any, path: Path, field: str, averaged: Any, names: 
             raise Contradiction(f"{path}: field '{where}.step' is {identity['step']!r}, but the checkpoint "
                                 f"{identity['name']} holds update {step}", identity["step"])
         _same_file(path, f"{where}.sha256", identity.get("sha256"), files.path / "checkpoints" / identity["name"])
+    _written_in_order(path, field, averaged)
+
+
+def _written_in_order(path: Path, field: str, averaged: Any) -> None:
+    """One run writes its checkpoints in the order of their updates: a later update written before an earlier
+    one (beyond another host's clock, :data:`repro.instants.FUTURE_SKEW_S`) is no checkpoint of the same run."""
+    dated = []
+    for i, identity in enumerate(averaged):
+        if identity.get("written") is None:
+            continue
+        try:
+            dated.append((identity["step"], instant(identity["written"]), i))
+        except ValueError as err:
+            raise Contradiction(f"{path}: field '{field}[{i}].written' {err}", identity["written"]) from None
+    dated.sort(key=lambda d: d[0])
+    for (_, early, i), (step, late, j) in zip(dated, dated[1:]):
+        if (early - late).total_seconds() > FUTURE_SKEW_S:
+            raise Contradiction(f"{path}: field '{field}[{j}].written' is {averaged[j]['written']}, before "
+                                f"'{field}[{i}].written' {averaged[i]['written']}, though it holds the later update {step}: "
+                                "not the checkpoints of one run as it wrote them", averaged[j]["written"])
 
 
 def _identities(files: Any, path: Path, extra: dict[str, Any], names: list[str]) -> None:
@@ -117,6 +138,17 @@ def averaged_steps(claim: Claim, files: Any) -> tuple[Path, list[str], list[int]
             raise Contradiction(f"{path}: field '{FIELD}' lists {names}, but the model it scored, {averaged.path}, was "
                                 f"averaged from {averaged.averaged_from}", names)
         _identities(files, path, extra, names)
+        newest = max(_steps(names, f"{path}: field '{FIELD}'"))
+        if isinstance(extra.get("steps"), int) and extra["steps"] < newest:   # (past it: not the last, below)
+            raise Contradiction(f"{path}: field 'provenance.extra.steps' is {extra['steps']}, but the newest checkpoint "
+                                f"it averaged holds update {newest}: the model it scored is not the one it names",
+                                extra["steps"])
+    made = run_steps(files) or 0
+    stale = [(p, r.provenance.extra["steps"]) for p, r in records
+             if isinstance(r.provenance.extra.get("steps"), int) and r.provenance.extra["steps"] < made]
+    if stale:   # evaluated before a resume went on training: none of the run's last checkpoints
+        raise written_at_end(files, f"{stale[0][0]} evaluated the model of update {stale[0][1]}, but the run went on "
+                             f"to update {made}: no evaluation of its last checkpoints")
     steps = _steps(names, f"{first_path}: field '{FIELD}'")
     kept = kept_steps(files)
     final = kept[-1]

@@ -16,7 +16,9 @@ from repro.checks.registry import checker
 from repro.checks.observed_records import not_found, own_evaluations, sessions, written_at_end
 from repro.claims.claim import Claim
 from repro.claims.outcome import CheckContext, Contradiction, Measurement, NotRun
+from repro.data.corpora import get_dataset, resolve_data_dir
 from repro.data.test_sets import identity, paper_test_set
+from repro.errors import DataError
 from repro.observed.judge import judge, paper_job
 from repro.observed.run_files import missing
 
@@ -158,6 +160,26 @@ def check_scored(path: Path, result: Any) -> dict[str, Any]:
     return scored
 
 
+def _of_its_split(files: Any, path: Path, result: Any, scored: dict[str, Any]) -> None:
+    """The files an evaluation scored must not be those of another split of the run's data set than the one
+    it names (a dev set scored and filed as the test set: newstest2013 reported as 2014); compared by
+    content where the data set is on this machine, its training split left out."""
+    split = result.provenance.extra.get("split")
+    try:
+        dataset = get_dataset(str(files.train.get("dataset")), resolve_data_dir(files.train.get("data_dir")))
+    except DataError:   # not registered, or not on this machine: nothing to compare with
+        return
+    wanted = (scored["source"].get("content_sha256"), scored["reference"].get("content_sha256"))
+    for name, (src, tgt) in dataset.splits.items():
+        if name in (split, "train") or not (src.is_file() and tgt.is_file()):
+            continue
+        if (identity(src)["content_sha256"], identity(tgt)["content_sha256"]) == wanted:
+            raise Contradiction(f"{path}: field 'provenance.extra.split' is {split!r}, but the files it scored ("
+                                f"{scored['source'].get('file')}, {scored['reference'].get('file')}) hold the "
+                                f"sentences of split {name!r} of its data set {dataset.name} ({src.name}, {tgt.name})",
+                                split)
+
+
 @checker("observed.test_set", audits=False, evidence="run")
 def test_set(claim: Claim, ctx: CheckContext) -> Measurement:
     """The identity of the files the run's evaluations of ``split`` scored, against the paper's test set."""
@@ -171,6 +193,7 @@ def test_set(claim: Claim, ctx: CheckContext) -> Measurement:
     found: list[str] = []
     for path, result in records:
         scored = check_scored(path, result)
+        _of_its_split(files, path, result, scored)
         differences = paper.differences(scored) if paper is not None else ["no identity of the paper's set is known"]
         if differences:
             ref = scored["reference"]
@@ -206,16 +229,28 @@ def hardware(claim: Claim, ctx: CheckContext) -> Measurement:
         if where not in seen:
             seen.append(where)
     value = "; ".join(seen)
-    paper = all(s.get("devices") == 8 and "P100" in str(s.get("hardware", "")) and not trained_on_cpu(s) for s in found)
+    paper = all(on_paper_machine(s) for s in found)
     detail = f"{len(found)} session(s) on {value}"
     if paper:
         return Measurement(claim.expected, passed=True, detail=detail)
     return Measurement(value, passed=False, departs=True, detail=f"{detail}; the paper: {claim.expected}")
 
 
+def on_paper_machine(session: dict[str, Any]) -> bool:
+    """Whether a session trained on the paper's machine (Section 5.2): its 8 devices, the 8 P100 GPUs of one machine."""
+    return session.get("devices") == 8 == _machine_gpus(session) and "P100" in str(session.get("hardware", "")) \
+        and not trained_on_cpu(session)
+
+
 def trained_on_cpu(session: dict[str, Any]) -> bool:
     """Whether a session trained on the CPU (its ``device``), whatever accelerators its machine had."""
     return str(session.get("device") or "").startswith("cpu")
+
+
+def _machine_gpus(session: dict[str, Any]) -> int | None:
+    """The GPUs of the machine a session's hardware line describes ("8x Tesla P100 ..."; None: no GPU named)."""
+    count = str(session.get("hardware") or "").split("x ", 1)[0]
+    return int(count) if count.isascii() and count.isdigit() else None
 
 
 def _device_name(session: dict[str, Any]) -> str:
@@ -228,5 +263,8 @@ def _device_name(session: dict[str, Any]) -> str:
     if trained_on_cpu(session) and not text.startswith("CPU"):
         return f"CPU (device 'cpu' on a machine of {text.split(' (')[0]}, unused)"
     if "x " in text.split(" (")[0]:
-        return text.split("x ", 1)[1].split(" (")[0]
+        name, gpus = text.split("x ", 1)[1].split(" (")[0], _machine_gpus(session)
+        devices = session.get("devices", 1)
+        # one machine holds the devices the line counts: more devices than that were several machines
+        return name if gpus is None or devices <= gpus else f"{name} (on machines of {gpus}: not one machine)"
     return text.split(" (")[0]

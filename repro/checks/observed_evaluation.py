@@ -9,7 +9,7 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
-from repro.checks.observed_data import check_scored, trained_on_cpu, translations_file
+from repro.checks.observed_data import check_scored, on_paper_machine, translations_file
 from repro.checks.observed_records import kept_steps, own_evaluations, written_at_end
 from repro.checks.observed_records import sessions as all_sessions
 from repro.checks.registry import checker
@@ -19,6 +19,7 @@ from repro.claims.compare import finite
 from repro.claims.measure_names import RUN_MEASURES
 from repro.claims.outcome import CheckContext, Contradiction, Measurement, NotRun
 from repro.data.corpora import get_dataset, resolve_data_dir
+from repro.data.vocab import SharedVocab
 from repro.errors import DataError
 from repro.eval.bleu import dataset_language, read_lines, score
 from repro.measures.run_dev import DEV_REQUEST
@@ -90,6 +91,19 @@ def _searched(path: Path, result: Any, name: str) -> Any:
     return value
 
 
+def _one_search(path: Path, decode: dict[str, Any]) -> None:
+    """A decode's record names one search (:func:`repro.decode.translate.search_of`): a greedy search keeps one
+    hypothesis and applies no length penalty; a beam search applies one."""
+    kind = decode.get("search")
+    if kind == "greedy" and (decode.get("beam_size") != 1 or decode.get("alpha") is not None):
+        raise Contradiction(f"{path}: field 'provenance.extra.decode.search' is 'greedy', but the record says beam_size "
+                            f"{decode.get('beam_size')!r} and alpha {decode.get('alpha')!r} (a greedy search: 1 and none)",
+                            decode.get("beam_size"))
+    if kind == "beam" and "alpha" in decode and decode["alpha"] is None:
+        raise Contradiction(f"{path}: field 'provenance.extra.decode.search' is 'beam', but field "
+                            "'provenance.extra.decode.alpha' is null (a beam search applies a length penalty)", None)
+
+
 @checker("observed.search", audits=False, evidence="run")
 def search(claim: Claim, ctx: CheckContext) -> Measurement:
     """A setting of the search (``setting``: beam_size, alpha, max_len_offset or stop) the decode of every
@@ -104,6 +118,7 @@ def search(claim: Claim, ctx: CheckContext) -> Measurement:
     asked = (files.recipe.get("decode") or {}).get(name)
     values: dict[Any, Path] = {}
     for path, result in records:
+        _one_search(path, result.provenance.extra.get("decode") or {})
         value = _searched(path, result, name)
         if asked is not None and value != asked:
             said = f"{value!r}" + (f" (a greedy search, which applies no {name})" if value is None else "")
@@ -114,10 +129,37 @@ def search(claim: Claim, ctx: CheckContext) -> Measurement:
         raise Contradiction(f"{files.path / 'evaluations'}: the run's evaluations searched with {name} "
                             f"{', '.join(f'{v!r} ({p.name})' for v, p in values.items())}: more than one", list(values))
     [value] = values
+    if name == "max_len_offset" and isinstance(value, int):
+        for path, result in records:   # translations as decoded (a parser's trees are repaired after: not these)
+            if str(result.provenance.extra.get("measure", "")).startswith("bleu."):
+                _within_output_limit(files, path, result, value)
     where = ", ".join(p.name for p, _ in records)
     if value is None:
         return Measurement(None, passed=False, detail=f"{where}: a greedy search, which applies no {name}")
     return judge(claim, value, f"{name} {value} in {where}", [f"{name} {asked}"] if asked is not None else [])
+
+
+def _within_output_limit(files: Any, path: Path, result: Any, offset: int) -> None:
+    """The translations an evaluation wrote must fit the output limit it records (Section 6.1: input length +
+    ``offset`` ids): a line of n ids decodes to at most n x (the vocabulary's longest piece + a space) characters,
+    n at most the source's ids + ``offset`` (checked where the translations, source and vocabulary are here)."""
+    scored = result.provenance.extra.get("test_set") or {}
+    if not isinstance(scored.get("hypotheses"), dict) or not isinstance(scored.get("source"), dict):
+        return
+    hyps, src, vocab = (translations_file(path, scored["hypotheses"]), Path(str(scored["source"].get("path") or "")),
+                        files.path / "vocab.json")
+    if not (hyps.is_file() and src.is_file() and vocab.is_file()):
+        return
+    pieces = SharedVocab.load(vocab)
+    widest = max(len(piece) for piece in pieces.tokenizer.get_vocab()) + 1
+    sources, outputs = read_lines(src), read_lines(hyps)
+    for line, (source, output) in enumerate(zip(sources, outputs), start=1):
+        limit = (len(pieces.encode(source)) + offset) * widest
+        if len(output) > limit:
+            raise Contradiction(f"{hyps}:{line}: a translation of {len(output)} characters, more than the {limit} that "
+                                f"input length + {offset} ids decode to at most ({path}: field "
+                                "'provenance.extra.decode.max_len_offset'): not searched with that output limit",
+                                len(output))
 
 
 def _rescored(files: Any, path: Any, result: Any) -> float | None:
@@ -187,6 +229,7 @@ def protocol(claim: Claim, ctx: CheckContext) -> Measurement:
     records = own_evaluations(files, lambda r: str(r.provenance.extra.get("measure", "")).startswith("bleu."))
     if not records:
         raise written_at_end(files, f"{files.path / 'evaluations'} holds no BLEU evaluation")
+    rescored = []
     for path, result in records:
         finite(result.measured, f"{path}: field 'measured'")
         _named(path, result)
@@ -194,12 +237,17 @@ def protocol(claim: Claim, ctx: CheckContext) -> Measurement:
         if again is not None and abs(round(again, 2) - float(result.measured)) > 0.011:
             raise Contradiction(f"{path}: field 'measured' is {result.measured!r}, but its translations scored against "
                                 f"its reference give {again:.2f}", result.measured)
+        rescored += [path.name] if again is not None else []
     _one_decode_scored_twice(records)
+    if not rescored:   # the labels agree, but no number was recomputed: the protocol is only what they say
+        raise NotRun(f"needs another run: no BLEU of the run could be recomputed on this machine (the translations and "
+                     f"reference {', '.join(p.name for p, _ in records)} scored are not here, or their data set is not "
+                     "registered): its protocol would rest on its records' labels alone")
     measures = sorted({str(r.provenance.extra.get("measure")) for _, r in records})
     value = claim.expected if claim.expected in measures else measures[0]
     scores = ", ".join(f"{r.claim_id} = {r.measured} ({r.provenance.extra.get('measure')})" for _, r in records)
-    return judge(claim, value, f"the run's BLEU: {scores}, each recomputed from its translations where they are on "
-                 "this machine", [f"its job reports {value}"])
+    return judge(claim, value, f"the run's BLEU: {scores}; recomputed from their translations: {', '.join(rescored)}",
+                 [f"its job reports {value}"])
 
 
 def _record_for(files: Any, claim_id: str, measure: str | None, split: str | None) -> tuple[Any, Any] | None:
@@ -239,8 +287,7 @@ def _own_step_time(claim: Claim, files: Any) -> Measurement:
     finite(seconds, f"{files.record_path}: field 'sessions[].step_time.steady_s_per_update'")
     text = (f"{seconds} s per steady update (median of {longest['step_time']['steady_updates']}) on "
             f"{longest.get('devices', 1)} device(s), {longest.get('hardware')}")
-    on_paper = longest.get("devices") == 8 and "P100" in str(longest.get("hardware")) and not trained_on_cpu(longest)
-    if on_paper and files.paper is not None and files.recipe_hash == files.paper.recipe_hash:
+    if on_paper_machine(longest) and files.paper is not None and files.recipe_hash == files.paper.recipe_hash:
         return judge(claim, seconds, text)
     return Measurement(seconds, passed=False, departs=True,
                        detail=f"{text}; not comparable with the paper's 8 P100: the run is not its job's recipe on "

@@ -24,15 +24,17 @@ both values: the claims that read the record fail, never pass on it.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from repro.claims.compare import finite
 from repro.claims.outcome import Contradiction, NotRun
+from repro.instants import FUTURE_SKEW_S, instant
 from repro.observed.run_files import LoggedRow, missing
 from repro.results.provenance import config_hash
-from repro.train.config import TrainConfig
+from repro.train.config import TrainConfig, recipe_identity
 
 #: The model settings the paper states, which a checkpoint's model config must hold as its recipe builds them.
 STATED_MODEL = ("n_layers", "d_model", "d_ff", "n_heads", "d_k", "d_v", "dropout")
@@ -64,12 +66,31 @@ def sessions(files: Any) -> list[dict[str, Any]]:
             raise Contradiction(f"{files.record_path}: field 'sessions[{i}].resumed_from' is {session['resumed_from']}, "
                                 f"but the session before it ended at update {found[i - 1]['ended_at']}",
                                 session["resumed_from"])
+    _dated_in_order(files, found)
     steps = (files.record or {}).get("steps")
     if found and found[-1]["ended_at"] != steps:
         raise Contradiction(f"{files.record_path}: field 'sessions[{len(found) - 1}].ended_at' is "
                             f"{found[-1]['ended_at']}, but field 'steps' is {steps!r}: a session is missing",
                             found[-1]["ended_at"])
     return found
+
+
+def _dated_in_order(files: Any, found: list[dict[str, Any]]) -> None:
+    """Each session is dated when it ended (:func:`repro.train.run_record.write_run_record`): a session resumed
+    from the one before it ended after it, give or take another host's clock (:data:`repro.instants.FUTURE_SKEW_S`)."""
+    before: tuple[int, Any] | None = None
+    for i, session in enumerate(found):
+        if session.get("date") is None:
+            continue
+        try:
+            when = instant(session["date"])
+        except ValueError as err:
+            raise Contradiction(f"{files.record_path}: field 'sessions[{i}].date' {err}", session["date"]) from None
+        if before is not None and (before[1] - when).total_seconds() > FUTURE_SKEW_S:
+            raise Contradiction(f"{files.record_path}: field 'sessions[{i}].date' is {session['date']}, before "
+                                f"'sessions[{before[0]}].date' {found[before[0]]['date']}, the session it resumed after: "
+                                "the records' clock runs backwards", session["date"])
+        before = (i, when)
 
 
 def _last_session_start(files: Any) -> int | None:
@@ -182,10 +203,23 @@ def recorded_recipe(files: Any, path: Path, result: Any) -> None:
         raise Contradiction(f"{path}: field 'provenance.config_hash' is {result.provenance.config_hash!r}, but the "
                             f"recipe it keeps (provenance.extra.recipe_identity) hashes to {config_hash(identity)!r}",
                             result.provenance.config_hash)
-    if result.provenance.config_hash != files.recipe_hash:
+    if result.provenance.config_hash != files.recipe_hash and not _earlier_session(files, identity, result):
         raise Contradiction(f"{path}: field 'provenance.config_hash' is {result.provenance.config_hash!r}, but the run's "
                             f"recipe (its checkpoint's) hashes to {files.recipe_hash!r}: an evaluation of another run",
                             result.provenance.config_hash)
+
+
+def _earlier_session(files: Any, identity: dict[str, Any], result: Any) -> bool:
+    """Whether an evaluation is of this run before a resume asked it for more updates: its recipe is the run's
+    but for max_steps, and it evaluated an update the run made (``repro train`` resumes with a larger
+    max_steps; :data:`repro.observed.history._NOT_RECIPE`)."""
+    ours = recipe_identity(files.train, dict(files.recipe.get("decode") or {}))
+    theirs = json.loads(json.dumps(identity))
+    for recipe in (ours, theirs):
+        recipe.get("train", {}).pop("max_steps", None)
+    evaluated = result.provenance.extra.get("steps")
+    return json.loads(json.dumps(ours, default=str)) == theirs and isinstance(evaluated, int) \
+        and evaluated < (run_steps(files) or 0)
 
 
 def own_evaluations(files: Any, wanted: Callable[[Any], bool]) -> list[tuple[Path, Any]]:

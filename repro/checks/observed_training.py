@@ -158,9 +158,16 @@ PLAIN_ADAM = {"weight_decay": 0, "amsgrad": False, "maximize": False, "decoupled
 
 def _paper_adam(ckpt: Any, asked: list[float], changed: list[str]) -> None:
     """A checkpoint's Adam must hold the betas and epsilon its recipe asked (a resume restores Adam's state,
-    its betas included, whatever the recipe says now) and be plain Adam (:data:`PLAIN_ADAM`)."""
+    its betas included, whatever the recipe says now) and be plain Adam (:data:`PLAIN_ADAM`) that made the
+    checkpoint's updates: its state counts as many as the checkpoint holds (a loop that meets a non-finite
+    loss stops without a step, so a faithful run's Adam skips none)."""
     if not ckpt.optimizer or "betas" not in ckpt.optimizer[0]:
         return
+    if ckpt.adam_steps and ckpt.adam_steps != (float(ckpt.step),):   # NaN differs too
+        raise Contradiction(f"{ckpt.path}: field 'optimizer.state' counts {', '.join(f'{s:g}' for s in ckpt.adam_steps)} "
+                            f"Adam update(s), but the checkpoint is of update {ckpt.step}: Adam's moments and bias "
+                            "correction are not the run's (an optimizer rebuilt at a resume, or another run's)",
+                            list(ckpt.adam_steps))
     for i, group in enumerate(ckpt.optimizer):
         value = [float(group["betas"][0]), float(group["betas"][1]), float(group["eps"])]
         if value != asked:

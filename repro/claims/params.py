@@ -120,6 +120,7 @@ PARAMS: dict[str, dict[str, Any]] = {
     "observed.setting": {**_ABOUT, "key": {"enum": ["dropout", "label_smoothing"]}},
     "observed.test_set": {**_ABOUT, "dataset": TEXT, "split": {"enum": list(SPLITS)}},
     "observed.tokens": _ABOUT,
+    "observed.train_time": {**_ABOUT, "per_s": COUNT},
     "observed.updates": _ABOUT,
     "observed.vocabulary": {**_ABOUT, "kind": {"enum": ["byte-pair encoding", "word-piece", "word-level"]}},
     "observed.warmup": _ABOUT,

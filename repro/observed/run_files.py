@@ -54,7 +54,7 @@ _OBJECT_OR_NULL = {"type": ["object", "null"]}
 _SECONDS = {"type": ["number", "null"], "exclusiveMinimum": 0}
 #: A session's step time (:mod:`repro.train.step_clock`): what the step-time claims read of it.
 _STEP_TIME = {"type": ["object", "null"], "properties": {
-    "updates": _COUNT, "steady_updates": _COUNT, "steady_s_per_update": _SECONDS,
+    "updates": _COUNT, "steady_updates": _COUNT, "steady_s_per_update": _SECONDS, "total_s": _SECONDS,
     "ci95_s": {"type": "array", "items": _SECONDS}, "quartiles_s": {"type": "array", "items": _SECONDS}}}
 RUN_SCHEMA: dict = {
     "type": "object",
@@ -143,6 +143,8 @@ class Checkpoint:
     averaged_checkpoints: tuple[dict[str, Any], ...] = ()
     #: the weights stored as one tensor under several names (tied weights: Section 3.4), each group sorted
     tied: tuple[tuple[str, ...], ...] = ()
+    #: the updates Adam's state counts (its per-parameter ``step``), each count once, sorted
+    adam_steps: tuple[float, ...] = ()
 
 
 @dataclass
@@ -367,7 +369,15 @@ def read_checkpoint(path: Path) -> Checkpoint:
                       dict(state.get("recipe") or {}),
                       {k: tuple(v.shape) for k, v in state["model"].items() if hasattr(v, "shape")},
                       [{k: v for k, v in g.items() if k != "params"} for g in groups or [] if isinstance(g, dict)],
-                      dict(state.get("lineage") or {}), averaged, tuple(identities), _tied(state["model"]))
+                      dict(state.get("lineage") or {}), averaged, tuple(identities), _tied(state["model"]),
+                      _adam_steps(state.get("optimizer")))
+
+
+def _adam_steps(optimizer: Any) -> tuple[float, ...]:
+    """The distinct update counts of an optimizer state's parameters (Adam's ``step``, a tensor or a number)."""
+    state = optimizer.get("state") if isinstance(optimizer, dict) else None
+    found = {float(v["step"]) for v in (state or {}).values() if isinstance(v, dict) and "step" in v}
+    return tuple(sorted(found))
 
 
 def _tied(weights: dict[str, Any]) -> tuple[tuple[str, ...], ...]:

@@ -582,6 +582,7 @@ def _paper_run(tmp_path, bad) -> tuple[object, dict[str, Callable]]:
         "observed.vocabulary": lambda: files.record["vocabulary"].update(size=bad),
         "observed.corpus": lambda: files.record["corpus"].update(pairs=bad),
         "observed.hardware": lambda: files.record["sessions"][0].update(devices=bad),
+        "observed.train_time": lambda: files.record["sessions"][0].update(step_time={"total_s": bad}),
         "observed.checkpoints": lambda: recipe["train"].update(checkpoint_every_steps=0, checkpoint_every_minutes=bad),
         "observed.average": lambda: evaluated(checkpoints_averaged=bad),
         "observed.average_spacing": lambda: evaluated(checkpoints_averaged=bad),
