@@ -140,7 +140,8 @@ class FeedForwardParts:
 @dataclass
 class EncoderLayerParts:
     """One encoder layer and its pieces: the whole layer, its two sub-layer functions (without
-    residual or norm), and its two layer normalisations, in the order they are applied."""
+    residual or norm), and its two layer normalisations, in the order they are applied (``()``
+    for a layer that has none, as ReZero's: the norm claims then fail as absent)."""
 
     layer: Callable[[Tensor], Tensor]
     self_attention: Callable[[Tensor], Tensor]
@@ -154,7 +155,8 @@ class DecoderLayerParts:
     self-attention over ``x``, attention over the encoder output ``memory``), its three sub-layer
     functions without residual or norm: ``self_attention(x)`` (masked so that position i sees
     positions <= i), ``cross_attention(x, memory)`` (queries from ``x``, keys and values from
-    ``memory``), ``feed_forward(x)``; and its three layer normalisations, in the order applied."""
+    ``memory``), ``feed_forward(x)``; and its three layer normalisations, in the order applied
+    (``()`` for a layer that has none)."""
 
     layer: Callable[[Tensor, Tensor], Tensor]
     self_attention: Callable[[Tensor], Tensor]

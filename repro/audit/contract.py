@@ -144,17 +144,16 @@ class CheckedAdapter(AdapterWrapper):
 
     def encoder_layer(self, d_model: int, n_heads: int, d_ff: int) -> EncoderLayerParts:
         parts = _instance("encoder_layer", self._target.encoder_layer(d_model, n_heads, d_ff), EncoderLayerParts)
-        if len(parts.norms) != 2:
-            raise AdapterContractError(f"encoder_layer returned {len(parts.norms)} norms, expected 2")
+        if len(parts.norms) not in (0, 2):
+            raise AdapterContractError(f"encoder_layer returned {len(parts.norms)} norms, expected 2 (or none: a "
+                                       "layer without normalisation)")
         _batch_first("EncoderLayerParts.layer", parts.layer, d_model)
         return EncoderLayerParts(
             layer=_same_shape("EncoderLayerParts.layer", parts.layer),
             self_attention=_same_shape("EncoderLayerParts.self_attention", parts.self_attention),
             feed_forward=_same_shape("EncoderLayerParts.feed_forward", parts.feed_forward),
-            norms=(
-                _same_shape_keeping_module("EncoderLayerParts.norms[0]", parts.norms[0]),
-                _same_shape_keeping_module("EncoderLayerParts.norms[1]", parts.norms[1]),
-            ),
+            norms=tuple(_same_shape_keeping_module(f"EncoderLayerParts.norms[{i}]", norm)
+                        for i, norm in enumerate(parts.norms)),
         )
 
     def model(self, vocab_size: int, d_model: int, n_heads: int, d_ff: int, n_layers: int) -> ModelParts:

@@ -14,7 +14,7 @@ from repro.checks.stack_embedding import received_factor
 from repro.checks.vacuity import require_informative
 from repro.claims.claim import Claim
 from repro.claims.compare import finite, max_abs_diff
-from repro.claims.outcome import CheckContext, Measurement, NotApplicable
+from repro.claims.outcome import Absent, CheckContext, Measurement, NotApplicable
 
 
 @checker("layers.feed_forward")
@@ -56,6 +56,15 @@ def feed_forward(claim: Claim, ctx: CheckContext) -> Measurement:
     return Measurement(err, detail=f"max abs error {err:.2e}{perturbed}")
 
 
+def layer_norms(norms: tuple, what: str) -> tuple:
+    """A layer's norms as its parts give them; none (``norms=()``, as ReZero's layers have) is a
+    layer without normalisation, a departure from Section 3.1 (absent), not a broken adapter."""
+    if not norms:
+        raise Absent(f"{what} has no layer normalisation (its parts give norms=()): Section 3.1 normalises the "
+                     "output of each sub-layer, LayerNorm(x + Sublayer(x))")
+    return tuple(norms)
+
+
 def perturb_norms(norms: tuple, d_model: int, gen: torch.Generator) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """Give each norm's parameters (a LayerNorm's gain and bias, a module's or those a norm function
     applies: :func:`~repro.checks.norm_parameters.norm_parameters`) random values of their own, in
@@ -88,7 +97,7 @@ def post_norm(claim: Claim, ctx: CheckContext) -> Measurement:
     parts = ctx.target.encoder_layer(d_model, claim.params.get("heads", 4), 128)
     gen = torch.Generator().manual_seed(ctx.seed)
     x = torch.randn(2, 9, d_model, generator=gen) * 2 + 0.5
-    norm_1, norm_2 = parts.norms
+    norm_1, norm_2 = layer_norms(parts.norms, "the encoder layer")
     saved = perturb_norms((norm_1, norm_2), d_model, gen)
     try:
         with torch.no_grad():
@@ -296,7 +305,7 @@ def layer_norm(claim: Claim, ctx: CheckContext) -> Measurement:
     d_model = claim.params.get("d_model", 64)
     enc = ctx.target.encoder_layer(d_model, claim.params.get("heads", 4), 128)
     dec = ctx.target.decoder_layer(d_model, claim.params.get("heads", 4), 128)
-    norms = [*enc.norms, *dec.norms]
+    norms = [*layer_norms(enc.norms, "the encoder layer"), *layer_norms(dec.norms, "the decoder layer")]
     params = [norm_parameters(n, d_model) for n in norms]
     if not all(isinstance(n, torch.nn.Module) or p for n, p in zip(norms, params)):
         raise NotApplicable(f"{ctx.target.name}: the layer norms are neither torch modules nor functions over "

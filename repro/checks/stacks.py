@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from repro.checks.layers import perturb_norms
+from repro.checks.layers import layer_norms, perturb_norms
 from repro.checks.noise import NoiseFloor, noise_text
 from repro.checks.registry import checker
 from repro.checks.vacuity import require_informative
@@ -36,7 +36,7 @@ def post_norm_decoder(claim: Claim, ctx: CheckContext) -> Measurement:
     parts = ctx.target.decoder_layer(D_MODEL, HEADS, D_FF)
     gen = torch.Generator().manual_seed(ctx.seed)
     x, z = _x(gen, 9), _x(gen, 6)
-    n1, n2, n3 = parts.norms
+    n1, n2, n3 = layer_norms(parts.norms, "the decoder layer")
     saved = perturb_norms(parts.norms, D_MODEL, torch.Generator().manual_seed(1234))
     try:
         with torch.no_grad():
