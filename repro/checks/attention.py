@@ -12,6 +12,7 @@ from repro.claims.outcome import Absent, CheckContext, Inconclusive, Measurement
 from repro.checks.noise import SYSTEMATIC, NoiseFloor, batch_mate_changed, noise_text
 from repro.checks.registry import checker
 from repro.checks.vacuity import require_informative
+from repro.checks.zero_parameters import opened
 from repro.claims.claim import Claim
 from repro.claims.compare import Worst, finite, max_abs_diff
 from repro.complexity.flops import flop_counter
@@ -217,6 +218,7 @@ def multihead_cost(claim: Claim, ctx: CheckContext) -> Measurement:
 
 
 @checker("attention.causal_mask")
+@opened
 def causal_mask(claim: Claim, ctx: CheckContext) -> Measurement:
     """Sections 3.1 and 3.2.3, both halves, on every attention path the model runs: the decoder's
     output at i depends only on target positions j <= i ("no leftward information flow"), and

@@ -19,6 +19,7 @@ import torch
 from repro.checks.noise import NoiseFloor, batch_mate_changed, noise_text
 from repro.checks.registry import checker
 from repro.checks.vacuity import require_informative
+from repro.checks.zero_parameters import opened
 from repro.claims.claim import Claim
 from repro.claims.compare import Worst, finite, max_abs_diff
 from repro.claims.outcome import CheckContext, Inconclusive, Measurement, NotApplicable
@@ -32,6 +33,7 @@ def _tokens(gen: torch.Generator, rows: int, length: int) -> torch.Tensor:
 
 
 @checker("model.padding_invariance")
+@opened
 def padding_invariance(claim: Claim, ctx: CheckContext) -> Measurement:
     """The logits of a sentence alone vs in a batch with a longer one (so that it is padded on
     the source and the target side): max |difference| over its real target positions."""
@@ -214,6 +216,7 @@ def _layer_blind(layer, gen: torch.Generator, what: str) -> tuple[int, NoiseFloo
 
 
 @checker("model.encoder_all_positions")
+@opened
 def encoder_all_positions(claim: Claim, ctx: CheckContext) -> Measurement:
     """Perturbation test on the encoder: changing the input at position j must move the output at
     every position i, above the model's own noise floor (:mod:`repro.checks.noise`). Measured on

@@ -15,6 +15,7 @@ from repro.checks.layers import layer_norms, perturb_norms
 from repro.checks.noise import NoiseFloor, noise_text
 from repro.checks.registry import checker
 from repro.checks.vacuity import require_informative
+from repro.checks.zero_parameters import opened
 from repro.claims.claim import Claim
 from repro.claims.compare import finite, max_abs_diff
 from repro.claims.outcome import CheckContext, Measurement, NotApplicable
@@ -54,6 +55,7 @@ def post_norm_decoder(claim: Claim, ctx: CheckContext) -> Measurement:
 
 
 @checker("layers.encoder_decoder_attention")
+@opened
 def encoder_decoder_attention(claim: Claim, ctx: CheckContext) -> Measurement:
     """Section 3.2.3: in the encoder-decoder attention "the queries come from the previous decoder
     layer, and the memory keys and values come from the output of the encoder".
@@ -169,6 +171,7 @@ def _projection_error(logits: torch.Tensor, projected: torch.Tensor) -> tuple[fl
 
 
 @checker("layers.distinct_parameters")
+@opened
 def distinct_parameters(claim: Claim, ctx: CheckContext) -> Measurement:
     """Section 3.3: "they use different parameters from layer to layer". Pairs of layers of one
     stack that compute the same function on the same input (as shared parameters would)."""
