@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import torch
 
+from repro.checks.invariants import LAYER_LENGTHS
 from repro.checks.registry import checker
 from repro.checks.vacuity import require_informative
 from repro.claims.claim import Claim
@@ -43,11 +44,13 @@ def multihead_positions(claim: Claim, ctx: CheckContext) -> Measurement:
     same positions. On the implementation's multi-head module (``multi_head_attention``, called as
     self-attention, and ``multi_head_cross_attention`` where offered), for each number of heads in
     params.heads: the worst |f(P x) - P f(x)| over a random permutation P of the query positions,
-    and for cross-attention also |f(q, R k, R v) - f(q, k, v)|. Outputs that do not vary are
+    and for cross-attention also |f(q, R k, R v) - f(q, k, v)|; self-attention also on one sequence
+    of :data:`~repro.checks.invariants.LAYER_LENGTHS`' longest length (a sliding-window attention keeps
+    positions on a sentence inside its window, not beyond). Outputs that do not vary are
     inconclusive. Measured: the worst departure."""
     d_model = int(claim.params.get("d_model", 64))
-    gen = torch.Generator().manual_seed(ctx.seed)
-    worst, seen, skipped = Worst(), [], []
+    gen, long_gen = torch.Generator().manual_seed(ctx.seed), torch.Generator().manual_seed(ctx.seed + 1)
+    worst, seen, skipped, n_long = Worst(), [], [], LAYER_LENGTHS[-1]
     for heads in claim.params.get("heads", [1, 8]):
         calls = {"multi_head_attention": (ctx.target.multi_head_attention, False),
                  "multi_head_cross_attention": (ctx.target.multi_head_cross_attention, True)}
@@ -62,6 +65,11 @@ def multihead_positions(claim: Claim, ctx: CheckContext) -> Measurement:
             for how, err in _moved(call, q, kv, gen, f"the outputs of {name} (h={heads})").items():
                 worst.add(err, f"{name}, h={heads}, {how}")
                 seen.append(f"{name} h={heads} {how}: {err:.1e}")
+            if not cross:
+                x = torch.randn(1, n_long, d_model, generator=long_gen) * 2
+                for how, err in _moved(call, x, None, long_gen, f"the outputs of {name} (h={heads}, n={n_long})").items():
+                    worst.add(err, f"{name}, h={heads}, n={n_long}, {how}")
+                    seen.append(f"{name} h={heads} n={n_long} {how}: {err:.1e}")
     if not seen:
         raise NotApplicable(f"{ctx.target.name} exposes no multi-head attention module: {'; '.join(skipped)}")
     return Measurement(worst.value, detail=f"worst {worst.value:.1e} ({worst.where}); " + ", ".join(seen))
