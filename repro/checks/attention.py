@@ -210,8 +210,8 @@ def multihead_cost(claim: Claim, ctx: CheckContext) -> Measurement:
                 f"the FLOP counter saw no term quadratic in n (h={heads}: {quadratic[heads]:,}, h=1: {quadratic[1]:,}): "
                 "the attention products ran in a kernel it cannot count, so the cost cannot be compared"
             )
-        linear_in_n = ("; no term quadratic in n: the products that mix positions sum over them without an n x n "
-                       "score matrix (an attention linear in n, not Eq. 1's), counted as they run")
+        linear_in_n = ("; no term quadratic in n: the products that mix positions run without an n x n score matrix "
+                       "(a kernelised or windowed attention, linear in n, not Eq. 1's), counted as they run")
     detail = (f"{multi:,} vs {single:,} FLOPs at n={n}, d_model={d_model}; of which attention products "
               f"{quadratic[heads]:,} vs {quadratic[1]:,}{linear_in_n}")
     return Measurement(multi / single, detail=detail)

@@ -86,10 +86,12 @@ class ProductRecorder(TorchDispatchMode):
 
 
 def contracts_positions(products: list[Product], length: int) -> bool:
-    """Whether a batched product among ``products`` sums over ``length`` positions, (B, d, n) @ (B, n, d'):
-    an attention that mixes positions without an n x n score matrix (a kernelised attention's
-    phi(K)^T V, linear in n) runs one; projections and the position-wise layers do not."""
-    return any(p.kind == "batched" and p.shape[2] == length for p in products)
+    """Whether a batched product among ``products`` mixes ``length`` positions without an n x n score
+    matrix: (B, d, n) @ (B, n, d'), summing over them (a kernelised attention's phi(K)^T V), or one
+    product per position, B a multiple of ``length``, over that position's own window of keys (a
+    sliding-window attention's q . K_window and weights . V_window); projections and the
+    position-wise layers run neither."""
+    return any(p.kind == "batched" and (p.shape[2] == length or p.shape[0] % length == 0) for p in products)
 
 
 def record_products(run: Callable[[], Any], values: bool = False) -> list[Product]:
