@@ -94,6 +94,13 @@ def _one(values: list[int]) -> int | list[int] | None:
     return None if not distinct else distinct[0] if len(distinct) == 1 else distinct
 
 
+def _narrowing(p: Product, width: int) -> bool:
+    """A product d_model -> fewer features over every row: a linear layer, or a batched product of
+    batch 1 (``einsum("bnd,dk->bnk", x, W_i)`` runs as one)."""
+    shape = p.shape if p.kind == "linear" else p.shape[1:] if p.kind == "batched" and p.shape[0] == 1 else None
+    return shape is not None and shape[1] == width and shape[2] < width
+
+
 def _attention(products: list[Product], n_q: int | None, n_k: int, width: int) -> list[tuple[int, int, int]]:
     """(h, d_k, d_v) of each attention with n_q queries (``None``: any number, as a decoder with
     several streams runs) over n_k keys. Heads computed one after another (one small projection per
@@ -103,10 +110,12 @@ def _attention(products: list[Product], n_q: int | None, n_k: int, width: int) -
     without scores that sums its keys' features times its values over the n_k positions (a
     kernelised attention, linear in n) is read off that product (h, the features, d_v), where no
     product of the pass forms scores (the relation terms of a relative attention sum over the
-    positions too)."""
+    positions too). A sliding-window attention, one product per query over its own window of keys
+    (batch: BATCH x h x n_q), is read off its two products."""
     found: list[list[int]] = []
     queries = lambda n: n_q is None or n == n_q
-    score, joined = None, False  # the open head's scores; whether the next head joins the last attention
+    # the open head's scores (a windowed attention's: window); whether the next head joins the last attention
+    score, window, joined = None, None, False
     scored = any(p.kind == "attention" or (p.kind == "batched" and queries(p.shape[1]) and p.shape[3] == n_k)
                  for p in products)   # an attention with scores runs here: no product is read as a kernelised one
     for p in products:
@@ -123,11 +132,16 @@ def _attention(products: list[Product], n_q: int | None, n_k: int, width: int) -
             # a kernelised attention (linear in n): phi(K)^T V, (B h, d_k, n_k) @ (B h, n_k, d_v), no scores
             found.append([p.shape[0] // BATCH, p.shape[1], p.shape[3]])
             joined = False
+        elif window is not None and p.kind == "batched" and p.shape[:3] == (window[0], 1, window[3]):
+            found.append([window[0] // (BATCH * n_q), window[2], p.shape[3]])
+            window, joined = None, False
+        elif p.kind == "batched" and p.shape[1] == 1 and n_q is not None and p.shape[0] % (BATCH * n_q) == 0:
+            window = p.shape   # one query per product: its scores over its own window of keys
         elif p.kind == "attention" and queries(p.shape[2]) and p.shape[3] == n_k:
             batch, heads, _, _, d_k, d_v = p.shape
             found.append([heads * batch // BATCH, d_k, d_v])
             joined = False
-        elif not (p.kind == "linear" and p.shape[1] == width and p.shape[2] < width):
+        elif not _narrowing(p, width):
             joined = False
     return [tuple(a) for a in found]
 
