@@ -56,6 +56,7 @@ PARAMS: dict[str, dict[str, Any]] = {
     "attention.footnote4": {"samples": {"type": "integer", "minimum": 2}, "d_k": COUNTS, "d_model": COUNT,
                             "mean_bound": POSITIVE},
     "attention.saturation": {"d_k": COUNTS, "stable": POSITIVE},
+    "attention.scores_in_model": {"d_model": COUNT, "heads": COUNTS},
     "attention.multihead_cost": {"d_model": COUNT, "heads": COUNT, "length": COUNT},
     "attention.multihead_positions": {"d_model": COUNT, "heads": COUNTS},
     "attention.weighted_sum": {"d_model": COUNT, "heads": COUNT},

@@ -1,0 +1,69 @@
+"""Teeth of the claims the seventh round of fresh mistakes (mut7) added: each fails on the class of
+mistake that escaped every claim before it, and passes on repro's own code.
+
+- ``sec3.eq1.in-model``: the scores the model's attention normalises are its own projections'
+  Q K^T / sqrt(d_k) (a query scaled by d_k^-0.5 in its projection, and the scores divided by sqrt(d_k)
+  again, passed every claim: the attention function was right, the module fed it pre-scaled queries);
+"""
+
+from __future__ import annotations
+
+from unittest import mock
+
+import pytest
+
+import repro.model.attention as attention
+from repro.audit.repro_adapter import ReproAdapter
+from repro.checks import CHECKERS, select_claims
+from repro.claims import Outcome
+from repro.claims.runner import run_claim
+from repro.model.attention import MultiHeadAttention
+
+CLAIMS = {c.id: c for c in select_claims()}
+
+
+def outcome(claim_id: str) -> Outcome:
+    claim = CLAIMS[claim_id]
+    return run_claim(claim, CHECKERS[claim.checker], ReproAdapter(), {}).status
+
+
+def _query_scaled(forward):
+    """MultiHeadAttention.forward with W^Q's output multiplied by d_k^-0.5 (fairseq's q *= scaling)."""
+    def scaled_forward(self, query, *args, **kwargs):
+        project = self.w_q.forward
+        self.w_q.forward = lambda x: project(x) * self.d_k ** -0.5
+        try:
+            return forward(self, query, *args, **kwargs)
+        finally:
+            del self.w_q.forward
+    return scaled_forward
+
+
+def _unscaled_eq1(query, key, value, mask=None):
+    scores = query @ key.transpose(-2, -1)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    return scores.softmax(-1) @ value, None
+
+
+def test_scores_in_model_pass_on_repro():
+    assert outcome("sec3.eq1.in-model") == Outcome.PASS
+
+
+def test_scores_in_model_fail_when_the_query_is_scaled_twice():
+    with mock.patch.object(MultiHeadAttention, "forward", _query_scaled(MultiHeadAttention.forward)):
+        assert outcome("sec3.eq1.in-model") == Outcome.FAIL
+
+
+def test_scores_in_model_pass_when_the_scale_is_folded_into_the_query_once():
+    with mock.patch.object(MultiHeadAttention, "forward", _query_scaled(MultiHeadAttention.forward)), \
+            mock.patch.object(attention, "scaled_dot_product_attention", _unscaled_eq1):
+        assert outcome("sec3.eq1.in-model") == Outcome.PASS
+
+
+@pytest.mark.parametrize("divisor", [lambda d: 1.0, lambda d: float(d)], ids=["unscaled", "over-d_k"])
+def test_scores_in_model_fail_on_another_scale_of_the_scores(divisor):
+    def eq1(query, key, value, mask=None):
+        return _unscaled_eq1(query / divisor(query.size(-1)), key, value, mask)
+    with mock.patch.object(attention, "scaled_dot_product_attention", eq1):
+        assert outcome("sec3.eq1.in-model") == Outcome.FAIL
