@@ -314,13 +314,14 @@ def _nan_decoder(bad):
 
 @contextlib.contextmanager
 def _nan_group(bad):
-    """The two ranks' gradients come back NaN (the group is observed again, not taken from the cache)."""
+    """The two ranks' gradients and rates come back NaN (the group is observed again, not taken from the cache)."""
     original = rank_group.observe_group
 
     def broken(*args, **kwargs):
         seen = original(*args, **kwargs)
         for rank in seen:
             rank["grads"] = {n: torch.full_like(g, bad) for n, g in rank["grads"].items()}
+            rank["rates"] = [bad for _ in rank["rates"]]
         return seen
 
     rank_group._observed.cache_clear()
@@ -375,7 +376,8 @@ OWN_PATHS: dict[str, Callable] = {
     "run.parser_unchanged": lambda bad: mock.patch.object(parser_recipe, "objective_epsilon", lambda cfg: [bad]),
     "run.update_gradient": _nan_gradient, "model.base_dimensions": None,
     "run.update_arithmetic": _nan_logits, "run.dropout_places": _nan_logits,
-    "run.smoothing_spread": _nan_loss, "run.ddp_update": _nan_group, "run.gpu_optimizer": _nan_gpu_adam,
+    "run.smoothing_spread": _nan_loss, "run.ddp_update": _nan_group,
+    "run.ddp_rate": _nan_group, "decode.cached_every_architecture": _nan_decoder, "run.gpu_optimizer": _nan_gpu_adam,
     "run.resume_exact": _nan_resumed_weights, "run.read_late": _nan_read_late,
     "run.compiled_shapes": _nan_decoder, "decode.trained_scores": _nan_decoder,
     "model.parameters_used": _nan_logits, "figures.attention_drawn": _nan_attention,

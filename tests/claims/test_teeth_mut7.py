@@ -4,6 +4,11 @@ mistake that escaped every claim before it, and passes on repro's own code.
 - ``sec3.eq1.in-model``: the scores the model's attention normalises are its own projections'
   Q K^T / sqrt(d_k) (a query scaled by d_k^-0.5 in its projection, and the scores divided by sqrt(d_k)
   again, passed every claim: the attention function was right, the module fed it pre-scaled queries);
+- ``sec5.eq3.ranks``: each data-parallel rank's Adam steps at the rate one process steps at (Eq. 3
+  multiplied by the number of ranks is the same on one process; the DDP claim compared gradients only);
+- ``impl.incremental-decoding.every-architecture``: the evaluation's decoding step through the cache
+  equals recomputing the prefix on every architecture the jobs build (row (E)'s learned positions read
+  without the cache's offset passed: the audit's models all use sinusoids).
 """
 
 from __future__ import annotations
@@ -12,12 +17,15 @@ from unittest import mock
 
 import pytest
 
+import repro.checks.rank_group as rank_group
 import repro.model.attention as attention
+import repro.train.loop as loop
 from repro.audit.repro_adapter import ReproAdapter
 from repro.checks import CHECKERS, select_claims
 from repro.claims import Outcome
 from repro.claims.runner import run_claim
 from repro.model.attention import MultiHeadAttention
+from repro.model.positional import LearnedPositionalEmbedding
 
 CLAIMS = {c.id: c for c in select_claims()}
 
@@ -67,3 +75,29 @@ def test_scores_in_model_fail_on_another_scale_of_the_scores(divisor):
         return _unscaled_eq1(query / divisor(query.size(-1)), key, value, mask)
     with mock.patch.object(attention, "scaled_dot_product_attention", eq1):
         assert outcome("sec3.eq1.in-model") == Outcome.FAIL
+
+
+def test_rate_over_ranks_fails_when_eq3_is_scaled_by_the_number_of_ranks():
+    """The linear scaling rule (Eq. 3 times the world size): the same on one process, so only the
+    two-rank group shows it."""
+    launch = loop.launch_update
+
+    def scaled(*args, **kwargs):
+        return launch(*args, **{**kwargs, "lr_scale": kwargs.get("lr_scale", 1.0) * kwargs.get("world_size", 1)})
+
+    rank_group._observed.cache_clear()
+    try:
+        with mock.patch.object(loop, "launch_update", scaled):
+            assert outcome("sec5.eq3.ranks") == Outcome.FAIL
+    finally:
+        rank_group._observed.cache_clear()
+
+
+def test_cached_every_architecture_passes_on_repro():
+    assert outcome("impl.incremental-decoding.every-architecture") == Outcome.PASS
+
+
+def test_cached_every_architecture_fails_when_learned_positions_ignore_the_cache_offset():
+    """Row (E)'s learned table read from position 0 at every cached step: no audit model has learned positions."""
+    with mock.patch.object(LearnedPositionalEmbedding, "forward", lambda self, length, offset=0: self.table.weight[:length]):
+        assert outcome("impl.incremental-decoding.every-architecture") == Outcome.FAIL
