@@ -186,6 +186,7 @@ PARAMS: dict[str, dict[str, Any]] = {
     "table2.cost_from_run": {"step_time_claim": TEXT, "steps": COUNT},
     "table3.implied_vocabulary": {"grid": {"type": "array", "minItems": 3, "maxItems": 3, "items": POSITIVE},
                                   "paper_counts": NUMBERS},
+    "table3.params_trained": {"vocab_size": COUNT, "rows": {"type": "array", "items": TEXT}},
     "table3.params": {"row": TEXT, "vocab_size": COUNT},
     "table3.params_difference": {"row": TEXT, "minus": TEXT, "vocab_size": COUNT},
     "training.adam": {"experiment": TEXT},

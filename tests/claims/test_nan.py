@@ -139,6 +139,7 @@ class Poisoned(Adapter):
 INTEGER_VALUED = {
     "embedding.shared": "compares which tensors are one (data pointers), no number",
     "table3.params": "counts parameters of shapes",
+    "table3.params_trained": "counts parameters of shapes and the scalars Adam steps",
     "table3.params_difference": "counts parameters of shapes",
     "table3.implied_vocabulary": "fits the paper's counts to parameter counts of shapes",
     "model.base_dimensions": "reads shapes of matrix products",

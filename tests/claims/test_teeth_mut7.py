@@ -8,7 +8,9 @@ mistake that escaped every claim before it, and passes on repro's own code.
   multiplied by the number of ranks is the same on one process; the DDP claim compared gradients only);
 - ``impl.incremental-decoding.every-architecture``: the evaluation's decoding step through the cache
   equals recomputing the prefix on every architecture the jobs build (row (E)'s learned positions read
-  without the cache's offset passed: the audit's models all use sinusoids).
+  without the cache's offset passed: the audit's models all use sinusoids);
+- ``table3.params.what-trains``: Table 3's counts equal the scalars the loop's Adam steps (a count of
+  the weight matrices alone is 0.1-0.2M short, inside the paper's rounding, and passed).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from unittest import mock
 import pytest
 
 import repro.checks.rank_group as rank_group
+import repro.checks.table3 as table3
 import repro.model.attention as attention
 import repro.train.loop as loop
 from repro.audit.repro_adapter import ReproAdapter
@@ -101,3 +104,23 @@ def test_cached_every_architecture_fails_when_learned_positions_ignore_the_cache
     """Row (E)'s learned table read from position 0 at every cached step: no audit model has learned positions."""
     with mock.patch.object(LearnedPositionalEmbedding, "forward", lambda self, length, offset=0: self.table.weight[:length]):
         assert outcome("impl.incremental-decoding.every-architecture") == Outcome.FAIL
+
+
+def test_params_what_trains_passes_on_repro():
+    assert outcome("table3.params.what-trains") == Outcome.PASS
+
+
+@pytest.mark.parametrize("count", [
+    lambda model: sum(p.numel() for p in model.parameters() if p.dim() > 1),             # matrices only
+    lambda model: sum(p.numel() for _, p in model.named_parameters(remove_duplicate=False)),  # tied counted twice
+], ids=["without-biases-and-gains", "shared-counted-twice"])
+def test_params_what_trains_fails_on_a_count_that_is_not_what_adam_steps(count):
+    with mock.patch.object(table3, "count_parameters", count):
+        assert outcome("table3.params.what-trains") == Outcome.FAIL
+
+
+def test_a_count_without_biases_is_inside_the_paper_rounding():
+    """Why the claim above is needed: the printed counts' tolerance cannot see 0.1M."""
+    with mock.patch.object(table3, "count_parameters", lambda model: sum(p.numel() for p in model.parameters()
+                                                                          if p.dim() > 1)):
+        assert outcome("table3.params.base") == Outcome.PASS
