@@ -68,6 +68,7 @@ PARAMS: dict[str, dict[str, Any]] = {
     "scaled.table3_jobs": {"seeds": COUNT, "sizes": {"type": "array", "items": TEXT},
                            "paper_base": {"type": "object"}, "paper_rows": {"type": "object"}},
     "scaled.verdict_statistics": {"rel_tolerance": POSITIVE},
+    "decode.eos_in_beam": _SEARCH,
     "decode.cached_every_architecture": {},
     "decode.alpha": {**_SEARCH, "rounds": COUNT, "agreement": POSITIVE},
     "decode.beam_width": _SEARCH,

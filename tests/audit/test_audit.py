@@ -25,7 +25,7 @@ PRESET_ONLY = {"table3.params", "table3.params_trained", "table3.params_differen
                "run.position_extrapolation", "run.update_gradient",
                # issue 38: the run's arithmetic, ranks, checkpoints, runtime and records, on repro's own jobs
                "run.update_arithmetic", "run.smoothing_spread", "run.encoded_tokens", "run.norms_per_layer",
-               "run.dropout_places", "run.master_weights", "run.ddp_update", "run.ddp_rate", "decode.cached_every_architecture",
+               "run.dropout_places", "run.master_weights", "run.ddp_update", "run.ddp_rate", "decode.cached_every_architecture", "decode.eos_in_beam",
                "run.divergence_stop", "run.main_rank",
                "run.shard_order", "run.rank_devices", "run.auto_precision", "run.gpu_optimizer", "run.checkpoints_kept",
                "run.resume_newest", "run.bleu_stored", "run.nonfinite_stored"}

@@ -162,6 +162,7 @@ INTEGER_VALUED = {
     "decode.finished_stay_finished": "counts prefixes continued past their EOS",
     "decode.special_ids": "counts special ids in the outputs",
     "decode.beam_width": "counts ranks found",
+    "decode.eos_in_beam": "counts outputs that end at a given EOS",
     "run.encoded_tokens": "counts tokens",
     "run.encoded_cache_key": "counts reuse decisions and token ids",
     "run.step_time_resumed": "times updates on a clock it injects (whole seconds)",

@@ -10,17 +10,24 @@ mistake that escaped every claim before it, and passes on repro's own code.
   equals recomputing the prefix on every architecture the jobs build (row (E)'s learned positions read
   without the cache's offset passed: the audit's models all use sinusoids);
 - ``table3.params.what-trains``: Table 3's counts equal the scalars the loop's Adam steps (a count of
-  the weight matrices alone is 0.1-0.2M short, inside the paper's rounding, and passed).
+  the weight matrices alone is 0.1-0.2M short, inside the paper's rounding, and passed);
+- ``impl.beam.eos-among-best-k``: the evaluation's search ends a hypothesis at an EOS only among the
+  beam_size best candidates of its step (an EOS ranked k + 1-th counted passed every search claim).
 """
 
 from __future__ import annotations
 
+import inspect
+import sys
+import types
 from unittest import mock
 
 import pytest
 
 import repro.checks.rank_group as rank_group
 import repro.checks.table3 as table3
+import repro.decode.beam as beam
+import repro.decode.translate as translate
 import repro.model.attention as attention
 import repro.train.loop as loop
 from repro.audit.repro_adapter import ReproAdapter
@@ -124,3 +131,23 @@ def test_a_count_without_biases_is_inside_the_paper_rounding():
     with mock.patch.object(table3, "count_parameters", lambda model: sum(p.numel() for p in model.parameters()
                                                                           if p.dim() > 1)):
         assert outcome("table3.params.base") == Outcome.PASS
+
+
+def _search_counting(rule: str):
+    """repro's beam_search with its EOS rule ``(order < k)`` rewritten as ``rule``, built in memory."""
+    source = inspect.getsource(beam)
+    assert source.count("(order < k)") == 1
+    module = types.ModuleType("beam_with_another_rule")
+    with mock.patch.dict(sys.modules, {module.__name__: module}):   # its dataclass looks itself up there
+        exec(compile(source.replace("(order < k)", rule), beam.__file__, "exec"), module.__dict__)
+    return module.beam_search
+
+
+def test_eos_among_best_k_passes_on_repro():
+    assert outcome("impl.beam.eos-among-best-k") == Outcome.PASS
+
+
+@pytest.mark.parametrize("rule", ["(order <= k)", "(order < k - 1)"], ids=["rank-k-plus-1-counts", "rank-k-lost"])
+def test_eos_among_best_k_fails_on_an_off_by_one_rule(rule):
+    with mock.patch.object(translate, "beam_search", _search_counting(rule)):
+        assert outcome("impl.beam.eos-among-best-k") == Outcome.FAIL
