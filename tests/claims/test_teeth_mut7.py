@@ -12,7 +12,9 @@ mistake that escaped every claim before it, and passes on repro's own code.
 - ``table3.params.what-trains``: Table 3's counts equal the scalars the loop's Adam steps (a count of
   the weight matrices alone is 0.1-0.2M short, inside the paper's rounding, and passed);
 - ``impl.beam.eos-among-best-k``: the evaluation's search ends a hypothesis at an EOS only among the
-  beam_size best candidates of its step (an EOS ranked k + 1-th counted passed every search claim).
+  beam_size best candidates of its step (an EOS ranked k + 1-th counted passed every search claim);
+- ``table2.bleu.protocol``: its corpus now holds German quotes and an ellipsis, which the 2017 script
+  leaves as they are (hypotheses normalised alone passed).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import repro.checks.rank_group as rank_group
 import repro.checks.table3 as table3
 import repro.decode.beam as beam
 import repro.decode.translate as translate
+import repro.eval.bleu as bleu
 import repro.model.attention as attention
 import repro.train.loop as loop
 from repro.audit.repro_adapter import ReproAdapter
@@ -151,3 +154,16 @@ def test_eos_among_best_k_passes_on_repro():
 def test_eos_among_best_k_fails_on_an_off_by_one_rule(rule):
     with mock.patch.object(translate, "beam_search", _search_counting(rule)):
         assert outcome("impl.beam.eos-among-best-k") == Outcome.FAIL
+
+
+def test_bleu_protocol_fails_when_the_hypotheses_alone_are_punctuation_normalised():
+    """Later get_ende_bleu.sh runs replace-unicode-punctuation.perl; on the hypotheses alone (and under
+    the 2017 script's signature) German quotes no longer match the references'."""
+    paper_bleu = bleu.paper_bleu
+
+    def normalised(hyps, refs, **kwargs):
+        return paper_bleu([bleu.MosesPunctNormalizer(lang="de").replace_unicode_punct(h) for h in hyps], refs,
+                          **kwargs)
+
+    with mock.patch.object(bleu, "paper_bleu", normalised):
+        assert outcome("table2.bleu.protocol") == Outcome.FAIL
