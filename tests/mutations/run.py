@@ -1179,7 +1179,10 @@ MUTATIONS = [
     Mutation("learned-positions-shared", "repro/model/transformer.py",
              "        self.tgt_pos = positional(cfg.d_model, cfg.max_positions)",
              "        self.tgt_pos = self.src_pos",
-             "the encoder and decoder share one positional table (the same for sinusoids; row (E) learns one table)"),
+             "the encoder and decoder share one positional table (the same for sinusoids; row (E) learns one table)",
+             equivalent="the paper does not say whether row (E)'s learned positional embeddings are one table or one "
+                        "per stack (Table 3 prints no parameter count for the row), and the sinusoids are one table: "
+                        "a shared learned table is a reading of the paper, not a departure from it"),
     Mutation("decoder-ffn-skipped", "repro/model/layers.py",
              "        return self.sublayers[2](x, self.feed_forward)",
              "        return x",
@@ -1201,7 +1204,11 @@ MUTATIONS = [
              "            rs, rt = real_src + src_cost[i], real_tgt + tgt_cost[i]",
              "            rs, rt = (pos - start + 1) * max(longest_src, src_cost[i]), "
              "(pos - start + 1) * max(longest_tgt, tgt_cost[i])",
-             "a pass's share of the ~25000 tokens counts its padded positions, not its real tokens"),
+             "a pass's share of the ~25000 tokens counts its padded positions, not its real tokens",
+             equivalent="within the paper's 'approximately 25000': length-sorted passes hold ~2% padding, so the base "
+                        "job's updates hold 23,019 + 26,082 real tokens instead of ~23,500 + ~26,500 "
+                        "(sec5.batch-tokens.observed on the mutant; the 10% reading); tensor2tensor, which the authors "
+                        "used, counts padded positions in its batch_size"),
     Mutation("batch-src-tokens-padded", "repro/data/batching.py",
              "                 src_tokens=int(src_lens.sum()), tgt_tokens=int(tgt_lens.sum()) + n, indices=list(indices))",
              "                 src_tokens=int(src_len * n), tgt_tokens=int(tgt_lens.sum()) + n, indices=list(indices))",
