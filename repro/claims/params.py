@@ -69,7 +69,7 @@ PARAMS: dict[str, dict[str, Any]] = {
                            "paper_base": {"type": "object"}, "paper_rows": {"type": "object"}},
     "scaled.verdict_statistics": {"rel_tolerance": POSITIVE},
     "decode.eos_in_beam": _SEARCH,
-    "decode.cached_every_architecture": {},
+    "decode.cached_every_architecture": {"presets": {"type": "array", "minItems": 1, "items": TEXT}},
     "decode.alpha": {**_SEARCH, "rounds": COUNT, "agreement": POSITIVE},
     "decode.beam_width": _SEARCH,
     "decode.dropout_off": _SEARCH,

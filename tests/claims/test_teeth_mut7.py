@@ -19,6 +19,7 @@ mistake that escaped every claim before it, and passes on repro's own code.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import sys
 import types
@@ -112,8 +113,10 @@ def test_cached_every_architecture_passes_on_repro():
 
 def test_cached_every_architecture_fails_when_learned_positions_ignore_the_cache_offset():
     """Row (E)'s learned table read from position 0 at every cached step: no audit model has learned positions."""
+    claim = CLAIMS["impl.incremental-decoding.every-architecture"]
+    claim = dataclasses.replace(claim, params={**claim.params, "presets": ["base", "E-learned"]})
     with mock.patch.object(LearnedPositionalEmbedding, "forward", lambda self, length, offset=0: self.table.weight[:length]):
-        assert outcome("impl.incremental-decoding.every-architecture") == Outcome.FAIL
+        assert run_claim(claim, CHECKERS[claim.checker], ReproAdapter(), {}).status == Outcome.FAIL
 
 
 def test_params_what_trains_passes_on_repro():
