@@ -24,6 +24,7 @@ from repro.checks.registry import checker
 from repro.claims.claim import Claim
 from repro.claims.compare import Worst, finite
 from repro.claims.outcome import Absent, CheckContext, Measurement, NotApplicable
+from repro.claims.seeding import claim_seed, seeded
 from repro.complexity.products import FUSED_ATTENTION
 
 aten = torch.ops.aten
@@ -89,7 +90,8 @@ def scores_against_projections(scores: torch.Tensor, projections: list[torch.Ten
               if p.size(1) % width == 0 for j in range(0, p.size(1), width)]
     best: tuple[float, float, str] | None = None
     for (name_q, q), (name_k, k), batch_first in itertools.product(chunks, chunks, (True, False)):
-        raw = _heads(q, batch, length, heads, batch_first) @ _heads(k, batch, length, heads, batch_first).transpose(-1, -2)
+        queries, keys = (_heads(x, batch, length, heads, batch_first) for x in (q, k))
+        raw = queries @ keys.transpose(-1, -2)
         c = float((s * raw).sum() / (raw * raw).sum().clamp(min=1e-300))
         residual = float((s - c * raw).abs().max() / s.abs().max().clamp(min=1e-300))
         if best is None or residual < best[0]:
@@ -114,9 +116,10 @@ def scores_in_model(claim: Claim, ctx: CheckContext) -> Measurement:
     gen = torch.Generator().manual_seed(ctx.seed)
     worst, lines = Worst(), []
     for heads in claim.params.get("heads", [1, 8]):
-        parts = ctx.target.model(vocab_size=40, d_model=d_model, n_heads=heads, d_ff=64, n_layers=1)
-        attend = (parts.encoder_layers[0].self_attention if parts.encoder_layers
-                  else (lambda x, m=ctx.target.multi_head_attention(d_model, heads): m(x, x, x)))
+        with seeded(claim_seed(ctx.seed, claim.id, heads)):   # the model's weights from a seed of its own
+            parts = ctx.target.model(vocab_size=40, d_model=d_model, n_heads=heads, d_ff=64, n_layers=1)
+            attend = (parts.encoder_layers[0].self_attention if parts.encoder_layers
+                      else (lambda x, m=ctx.target.multi_head_attention(d_model, heads): m(x, x, x)))
         x = torch.randn(batch, length, d_model, generator=gen)
         fast_path = torch.backends.mha.get_fastpath_enabled()
         torch.backends.mha.set_fastpath_enabled(False)   # torch's fused inference kernel hides its scores
@@ -133,6 +136,7 @@ def scores_in_model(claim: Claim, ctx: CheckContext) -> Measurement:
         finite([residual, scale], f"the scores at h = {heads}")
         departure = max(residual, abs(scale - 1.0))
         worst.add(departure, f"h = {heads}")
-        lines.append(f"h {heads} (d_k {d_k}): scores = {scale:.4f} x Q K^T / sqrt(d_k), residual {residual:.1e} ({pair})")
+        lines.append(f"h {heads} (d_k {d_k}): scores = {scale:.4f} x Q K^T / sqrt(d_k), residual {residual:.1e} "
+                     f"({pair})")
     return Measurement(worst.value, detail="; ".join(lines) + "; the model at initialisation, its first encoder "
                        "self-attention on random inputs")

@@ -1,7 +1,7 @@
 """Claims watched in a real two-process group (:mod:`repro.checks.group_probe`): the gradient of an
-accumulated update over two ranks, the rate Adam steps at, and which of its passes synchronise, the divergence stop raised
-on one rank, which rank writes checkpoints, and the order of a sharded evaluation's outputs. The
-group is spawned once per process and shared by these claims."""
+accumulated update over two ranks, the rate Adam steps at, and which of its passes synchronise, the
+divergence stop raised on one rank, which rank writes checkpoints, and the order of a sharded
+evaluation's outputs. The group is spawned once per process and shared by these claims."""
 
 from __future__ import annotations
 
