@@ -59,7 +59,8 @@ def eq1(claim: Claim, ctx: CheckContext) -> Measurement:
 class _ScoreOperands(TorchDispatchMode):
     """Keeps the operands of every attention score product over ``length`` positions run inside
     it: a batched product (B, n, d) @ (B, d, n) with n = ``length`` (``bmm``, or ``baddbmm`` as
-    Megatron-LM scales its scores: alpha = 1 / sqrt(d) on the product), whatever d (the heads' width is
+    Megatron-LM scales its scores: alpha = 1 / sqrt(d) on the product; or (B, h n, d) @ (B, d, n), the
+    heads folded into the query rows as multi-query attention's one key head serves them), whatever d (the heads' width is
     measured, not assumed: Keras' ``key_dim`` may be d_model itself), or the query and key of a
     fused attention kernel, its fewer key heads (grouped-query attention, ``enable_gqa``) repeated
     to the query heads they serve; in ``nn.MultiheadAttention``'s fused inference kernel (which
@@ -77,6 +78,12 @@ class _ScoreOperands(TorchDispatchMode):
             a, b = (args[1], args[2]) if packet is torch.ops.aten.baddbmm else (args[0], args[1])
             if a.shape[-2] == b.shape[-1] == self.length and a.shape[-1] == b.shape[-2]:
                 self.pairs.append((a.detach().double(), b.detach().double().transpose(-1, -2)))
+            elif b.shape[-1] == self.length and a.shape[-2] % self.length == 0 and a.shape[-1] == b.shape[-2]:
+                # heads folded into the query rows (multi-query attention): (B, h n, d) @ (B, d, n)
+                heads = a.shape[-2] // self.length
+                q = a.detach().double().unflatten(-2, (heads, self.length)).flatten(0, 1)
+                k = b.detach().double().transpose(-1, -2).repeat_interleave(heads, dim=0)
+                self.pairs.append((q, k))
             elif a.shape[-1] == b.shape[-2] == self.length:
                 self.sums_over_positions += 1
         elif packet in FUSED_ATTENTION:
