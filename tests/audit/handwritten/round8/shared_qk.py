@@ -36,12 +36,12 @@ def length_normalized(x: Tensor, epsilon: float = 1e-6) -> Tensor:
     return x * torch.rsqrt(variance + epsilon)
 
 
-def shared_qk_attend(q: Tensor, v: Tensor, bias: Tensor | None) -> Tensor:
-    """trax's ``attend`` with shared QK: q, v (batch, heads, n, d); bias additive, broadcast to the scores."""
-    k = length_normalized(q)
+def shared_qk_attend(q: Tensor, shared: Tensor, v: Tensor, bias: Tensor | None) -> Tensor:
+    """trax's ``attend`` with shared QK: the keys are ``shared`` (the queries, in the model)
+    length-normalised; q, shared, v (batch, heads, n, d); bias additive, broadcast to the scores."""
+    k = length_normalized(shared)
     dots = (q / math.sqrt(q.size(-1))) @ k.transpose(-2, -1)
-    n = q.size(2)
-    dots = dots + SELF_MASK_VALUE * torch.eye(n, dtype=dots.dtype, device=dots.device)
+    dots = dots + SELF_MASK_VALUE * torch.eye(q.size(2), k.size(2), dtype=dots.dtype, device=dots.device)
     if bias is not None:
         dots = dots + bias
     return torch.softmax(dots, dim=-1) @ v
@@ -68,7 +68,8 @@ class SelfAttention(nn.Module):
     def forward(self, x: Tensor, keep: Tensor | None = None) -> Tensor:
         b, n, d = x.shape
         heads = lambda t: t.view(b, n, self.n_heads, d // self.n_heads).transpose(1, 2)
-        out = shared_qk_attend(heads(self.w_q(x)), heads(self.w_v(x)), to_bias(keep))
+        q = heads(self.w_q(x))
+        out = shared_qk_attend(q, q, heads(self.w_v(x)), to_bias(keep))
         return self.w_o(self.dropout(out).transpose(1, 2).reshape(b, n, d))
 
 
@@ -169,9 +170,9 @@ class SharedQKAdapter(PaperRecipe, Adapter):
         return dot_product_attend(query, key, value, to_bias(mask))   # the encoder-decoder attention's function
 
     def attention_paths(self):
-        # the self-attentions' function: its keys are its own normalised queries, whatever key it is given
+        # the self-attentions' function: the keys normalised, the diagonal suppressed (the model gives its queries as keys)
         return {"attention": self.attention,
-                "shared-QK self-attention": lambda query, key, value, mask: shared_qk_attend(query, value, to_bias(mask))}
+                "shared-QK self-attention": lambda query, key, value, mask: shared_qk_attend(query, key, value, to_bias(mask))}
 
     def multi_head_attention(self, d_model, n_heads):
         attention = SelfAttention(d_model, n_heads).eval()
