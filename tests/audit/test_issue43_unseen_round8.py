@@ -7,10 +7,13 @@ families, kept."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 
 from repro.checks.dropout import residual_weight
+from repro.checks.positional import _position_elsewhere
 from tests.audit.handwritten.round7 import shaw_relative
 from tests.audit.handwritten.round8 import alibi, deepnorm, multi_query, rmsnorm_swiglu, shared_qk, switch_moe
 from tests.audit.test_issue43_unseen_round7 import FAIL, PASS, dimensions, verdict
@@ -107,6 +110,26 @@ def test_a_function_that_moves_from_call_to_call_is_not_counted_blind() -> None:
     # the Shaw adapter's relation-aware path draws its tables at each call
     record = verdict("sec3.encoder.all-positions", shaw_relative.adapter())
     assert record.status == PASS, record.why
+
+
+# -- a declared position bias with the causal mask folded in (ALiBi's decoder) ----------------------
+
+def test_a_bias_with_its_causal_mask_folded_in_is_read_as_relative() -> None:
+    # "decoder: not relative (shifted by one: nan)": -inf - -inf above the diagonal
+    record = verdict("sec3.pe.both-stacks", alibi.adapter())
+    assert "encoder: relative (a function of j - i alone), decoder: relative" in record.why, record.why
+
+
+def test_a_mask_that_does_not_shift_with_the_positions_is_not_relative() -> None:
+    def bias(n: int) -> torch.Tensor:
+        b = alibi.alibi_bias(4, n, causal=True)
+        b[..., 0] = float("-inf")   # the first key hidden from every query: a function of j, not of j - i
+        return b
+
+    parts = SimpleNamespace(encoder_attention_bias=None, decoder_attention_bias=bias)
+    assert "decoder: not relative (shifted by one: inf)" in _position_elsewhere(parts, 6)
+    parts.decoder_attention_bias = lambda n: torch.full((4, n, n), float("nan"))
+    assert "not relative" in _position_elsewhere(parts, 6)
 
 
 # -- the verdicts that tell the families apart (EXPECTED.md) ----------------------------------------
