@@ -60,9 +60,10 @@ def eq1(claim: Claim, ctx: CheckContext) -> Measurement:
 class _ScoreOperands(TorchDispatchMode):
     """Keeps the operands of every attention score product over ``length`` positions run inside
     it: a batched product (B, n, d) @ (B, d, n) with n = ``length`` (``bmm``, or ``baddbmm`` as
-    Megatron-LM scales its scores: alpha = 1 / sqrt(d) on the product; or (B, h n, d) @ (B, d, n), the
-    heads folded into the query rows as multi-query attention's one key head serves them), whatever d (the heads' width is
-    measured, not assumed: Keras' ``key_dim`` may be d_model itself), or the query and key of a
+    Megatron-LM scales its scores: alpha = 1 / sqrt(d) on the product; or (B, h n, d) @ (B, d, n),
+    the heads folded into the query rows as multi-query attention's one key head serves them),
+    whatever d (the heads' width is measured, not assumed: Keras' ``key_dim`` may be d_model
+    itself), or the query and key of a
     fused attention kernel, its fewer key heads (grouped-query attention, ``enable_gqa``) repeated
     to the query heads they serve; in ``nn.MultiheadAttention``'s fused inference kernel (which
     TorchScript runs whatever ``torch.backends.mha`` says) the projections W^Q and W^K are inside,
@@ -271,7 +272,8 @@ def _perturb_targets(parts, src: torch.Tensor, tgt: torch.Tensor, gen: torch.Gen
 
 
 def _drowned(run: _Perturbed) -> float | None:
-    """The median move of a later position where the noise is as large as it (a leak cannot be told from it), else None."""
+    """The median move of a later position where the noise is as large as it (a leak cannot be
+    told from it), else None."""
     typical = torch.cat(run.reached).double().median().item()
     return typical if run.noise.floor > 0 and typical <= run.noise.threshold else None
 
