@@ -124,13 +124,13 @@ WRONG = [
     (variants.pre_norm, {"sec3.sublayer.post-norm": "fail", "sec3.sublayer.post-norm-decoder": "fail",
                          "sec3.stacks.composition": "fail"}),
     (variants.raising, {"sec3.eq1.scaled-dot-product": "error", "sec3.eq1.every-path": "error",
-                        "sec3.attention.weighted-sum": "error",
+                        "sec3.attention.weighted-sum": "error", "sec3.encoder.all-positions": "error",
                         "sec3.2.1.additive.space": "error", "sec3.2.1.additive.speed": "error",
                         "sec3.2.1.softmax-saturation": "error"}),
     (variants.wrong_shape, {
         "sec3.eq1.scaled-dot-product": "error", "sec3.eq1.every-path": "error", "sec3.pe.equations": "error",
         "sec3.pe.wavelengths": "error", "sec3.pe.relative-linear": "error", "sec3.pe.layout": "error",
-        "sec3.pe.both-stacks": "error", "sec3.attention.weighted-sum": "error",
+        "sec3.pe.both-stacks": "error", "sec3.attention.weighted-sum": "error", "sec3.encoder.all-positions": "error",
         "sec3.2.1.additive.space": "error", "sec3.2.1.additive.speed": "error", "sec3.2.1.softmax-saturation": "error",
     }),
 ]
