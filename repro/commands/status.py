@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
 from repro.paths import existing_dir
 from repro.cluster.experiments import EXPERIMENTS
-from repro.cluster.ledger import Ledger, default_state_dir, job_states
+from repro.cluster.ledger import ENV_STATE_DIR, Ledger, default_state_dir, job_states
 from repro.errors import ConfigError
 
 
@@ -27,9 +28,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.state_dir is not None:  # a typo is not "no submissions"
-        existing_dir(args.state_dir, "state directory (--state-dir)")
-    ledger = Ledger(args.state_dir or default_state_dir(), skip_invalid=args.skip_invalid)
+    state_dir = args.state_dir or default_state_dir()
+    if args.state_dir is not None or os.environ.get(ENV_STATE_DIR):  # a typo is not "no submissions"
+        existing_dir(state_dir, "state directory (--state-dir)" if args.state_dir else f"state directory (${ENV_STATE_DIR})")
+    ledger = Ledger(state_dir, skip_invalid=args.skip_invalid)
     records = ledger.read_all()
     for _, why in ledger.skipped:
         print(f"repro status: WARNING: skipping invalid ledger record: {why}", file=sys.stderr)
