@@ -1,0 +1,162 @@
+"""Bad inputs, round 8: fresh hostile inputs through the CLI in-process, one class each (the cases tried
+are listed in ``docs/bad_input_round8.md``). Each was exit 0 on bad input, a traceback, a refusal that
+named no field, or a run folder left half-written, before the mechanism below it was fixed:
+
+- ``--set model_overrides=`` a JSON value that is no object but is falsy (``[]``, ``0``, ``""``,
+  ``null``, ``false``): read as "no overrides", the model the user gave overrides for silently dropped
+  (a truthy one was refused): :meth:`repro.recipes.Recipe.replace`;
+- a token count per update or per device (``tokens_per_batch``, ``max_tokens_per_device``) past what
+  the update plan's arithmetic holds exactly (``10**30``): refused *after* the vocabulary and the encoded
+  corpus were written, as "accumulation ... is more than needed" naming no field; now bounded in the
+  training config (:data:`repro.limits.TOKENS`) before anything is written;
+- an ``lr_scale`` whose Eq. 3 rate no float32 holds (``1e308``): a ``RuntimeError`` traceback out of
+  Adam's first step; now bounded in the training config (:data:`repro.limits.LR_SCALE`);
+- ``$REPRO_CLUSTER_STATE`` naming a file (``status``: "no submissions", exit 0) or a folder that does not
+  exist (a typo read as "no submissions", as ``--state-dir`` is not): :func:`repro.cluster.ledger.default_state_dir`;
+- a claim whose ``expected`` is a list where its checker measures one number, or the reverse: a
+  ``fail`` verdict (the claim compared as unequal); now an error naming the claims file and the field.
+
+Every refusal: exit 2 (a claim's error: status ``error``), one line naming the file, field, flag or
+variable; nothing written.
+"""
+
+from __future__ import annotations
+
+import errno
+import io
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.cli_run import refusal, run
+from tests.test_bad_input_fresh import train_argv, write_multi30k
+
+TINY = '{"n_layers": 1, "d_model": 16, "d_ff": 32, "n_heads": 2, "attention": "fused"}'
+
+
+def _without(argv: list[str], field: str) -> list[str]:
+    """``argv`` without its ``--set FIELD=...`` pair."""
+    out: list[str] = []
+    for i, item in enumerate(argv):
+        if item == "--set" and argv[i + 1].startswith(f"{field}="):
+            continue
+        if i and argv[i - 1] == "--set" and item.startswith(f"{field}="):
+            continue
+        out.append(item)
+    return out
+
+
+# -- a model_overrides that is no object ------------------------------------------------------------------
+
+@pytest.mark.parametrize("value", ["[]", "0", '""', "null", "false", "[1]"])
+def test_model_overrides_that_is_no_object_is_refused(capsys, value):
+    rc, out, err = run(capsys, "train", "--set", f"model_overrides={value}", "--print-config")
+    assert rc == 2 and out == "" and "field 'model_overrides' must be a JSON object" in refusal(err)
+
+
+def test_model_overrides_as_an_object_still_applies(capsys):
+    rc, out, _ = run(capsys, "train", "--set", f"model_overrides={TINY}", "--print-config")
+    assert rc == 0 and json.loads(out)["model_overrides"]["d_model"] == 16
+
+
+# -- token counts and learning rates past what the arithmetic holds -----------------------------------------
+
+@pytest.mark.parametrize("field, value, named", [
+    ("tokens_per_batch", 10**30, "training config field 'tokens_per_batch' must be at most"),
+    ("max_tokens_per_device", 10**23, "training config field 'max_tokens_per_device' must be at most"),
+    ("lr_scale", 1e308, "training config field 'lr_scale' must be at most"),
+])
+def test_a_training_number_past_its_bound_is_refused_before_anything_is_written(tmp_path, capsys, field, value, named):
+    data = write_multi30k(tmp_path / "data")
+    argv = [*_without(train_argv(data, tmp_path / "run", steps=1), field), "--set", f"{field}={value!r}"]
+    rc, out, err = run(capsys, *argv)
+    assert rc == 2 and out == "" and named in refusal(err)
+    assert not (tmp_path / "run").exists()
+
+
+def test_the_bounds_leave_the_papers_settings_alone(capsys):
+    rc, out, _ = run(capsys, "train", "--recipe", "big", "--set", "tokens_per_batch=25000", "--set", "lr_scale=2.0",
+                     "--print-config")
+    assert rc == 0 and json.loads(out)["lr_scale"] == 2.0
+
+
+# -- the cluster's state folder from the environment ----------------------------------------------------------
+
+def test_a_state_folder_from_the_environment_that_is_a_file_is_refused(tmp_path, capsys, monkeypatch):
+    (tmp_path / "afile").write_text("x")
+    monkeypatch.setenv("REPRO_CLUSTER_STATE", str(tmp_path / "afile"))
+    for argv in (["status"], ["submit", "smoke", "--cluster", "local", "--dry-run"]):
+        rc, out, err = run(capsys, *argv)
+        line = refusal(err)
+        assert rc == 2 and out == "" and str(tmp_path / "afile") in line and "$REPRO_CLUSTER_STATE" in line
+
+
+def test_status_refuses_a_state_folder_from_the_environment_that_does_not_exist(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("REPRO_CLUSTER_STATE", str(tmp_path / "typo"))
+    rc, out, err = run(capsys, "status")
+    assert rc == 2 and out == "" and f"{tmp_path / 'typo'}: " in refusal(err) and "does not exist" in refusal(err)
+    assert not (tmp_path / "typo").exists()
+
+
+# -- a claim's expected value of another shape than its measurement ---------------------------------------------
+
+CLAIM = '''part = "x"
+
+[[claim]]
+id = "sec3.multihead.cost"
+source = "Section 3.2.2"
+statement = "s"
+kind = "complexity"
+scale = "local"
+checker = "attention.multihead_cost"
+expected = EXPECTED
+tolerance = { rel = 0.1 }
+unit = "FLOPs(h=8) / FLOPs(h=1)"
+params = { d_model = 512, heads = 8, length = 64 }
+'''
+
+
+@pytest.mark.parametrize("expected", ["[1.0]", "[1.0, 1.0]"])
+def test_an_expected_list_for_a_measured_number_is_an_error_not_a_fail(tmp_path, capsys, expected):
+    (tmp_path / "claims").mkdir()
+    (tmp_path / "store").mkdir()   # an empty results store: the project's records are of the paper's claims
+    (tmp_path / "claims" / "a.toml").write_text(CLAIM.replace("EXPECTED", expected))
+    rc, _, _ = run(capsys, "check", "--claims-dir", str(tmp_path / "claims"), "--results", str(tmp_path / "store"),
+                   "--json", str(tmp_path / "out.json"))
+    record = json.loads((tmp_path / "out.json").read_text())[0]
+    assert rc == 1 and record["status"] == "error", record
+    assert str(tmp_path / "claims" / "a.toml") in record["detail"] and "'expected'" in record["detail"]
+    (tmp_path / "claims" / "a.toml").write_text(CLAIM.replace("EXPECTED", "1.0"))
+    assert run(capsys, "check", "--claims-dir", str(tmp_path / "claims"), "--results", str(tmp_path / "store"))[0] == 0
+
+
+# -- a full disk under a checkpoint ------------------------------------------------------------------------------
+
+class _FullDisk(io.FileIO):
+    """A file on a disk that fills after ``room`` bytes (ENOSPC, as a full file system raises it)."""
+
+    room = 64
+
+    def write(self, data) -> int:
+        if self.tell() + len(data) > self.room:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return super().write(data)
+
+
+def test_a_disk_that_fills_under_a_checkpoint_is_named_and_leaves_no_partial_file(tmp_path, capsys, monkeypatch):
+    data = write_multi30k(tmp_path / "data")
+    checkpoints = tmp_path / "run" / "checkpoints"
+    real = os.fdopen
+
+    def fdopen(fd, mode="r", *args, **kwargs):
+        if "w" in mode and os.readlink(f"/proc/self/fd/{fd}").startswith(str(checkpoints)):
+            return io.BufferedWriter(_FullDisk(fd, "w"))
+        return real(fd, mode, *args, **kwargs)
+
+    monkeypatch.setattr(os, "fdopen", fdopen)
+    rc, _, err = run(capsys, *train_argv(data, tmp_path / "run", steps=1))
+    line = refusal(err)   # was a RuntimeError traceback out of torch's zip writer ("unexpected pos 64 vs 0")
+    assert rc == 2 and str(checkpoints / "step_00000001.pt") in line and "No space left on device" in line
+    assert list(checkpoints.iterdir()) == []
