@@ -145,18 +145,37 @@ class _FullDisk(io.FileIO):
         return super().write(data)
 
 
-def test_a_disk_that_fills_under_a_checkpoint_is_named_and_leaves_no_partial_file(tmp_path, capsys, monkeypatch):
-    data = write_multi30k(tmp_path / "data")
-    checkpoints = tmp_path / "run" / "checkpoints"
+def _fill_disk_under(folder: Path, monkeypatch) -> None:
+    """Files written under ``folder`` meet a full disk (every other file is written as ever)."""
     real = os.fdopen
 
     def fdopen(fd, mode="r", *args, **kwargs):
-        if "w" in mode and os.readlink(f"/proc/self/fd/{fd}").startswith(str(checkpoints)):
-            return io.BufferedWriter(_FullDisk(fd, "w"))
+        if "w" in mode and os.readlink(f"/proc/self/fd/{fd}").startswith(str(folder)):
+            binary = io.BufferedWriter(_FullDisk(fd, "w"))
+            return binary if "b" in mode else io.TextIOWrapper(binary, encoding=kwargs.get("encoding"))
         return real(fd, mode, *args, **kwargs)
 
     monkeypatch.setattr(os, "fdopen", fdopen)
+
+
+def test_a_disk_that_fills_under_a_checkpoint_is_named_and_leaves_no_partial_file(tmp_path, capsys, monkeypatch):
+    data = write_multi30k(tmp_path / "data")
+    checkpoints = tmp_path / "run" / "checkpoints"
+    _fill_disk_under(checkpoints, monkeypatch)
     rc, _, err = run(capsys, *train_argv(data, tmp_path / "run", steps=1))
     line = refusal(err)   # was a RuntimeError traceback out of torch's zip writer ("unexpected pos 64 vs 0")
     assert rc == 2 and str(checkpoints / "step_00000001.pt") in line and "No space left on device" in line
-    assert list(checkpoints.iterdir()) == []
+    assert not list(checkpoints.glob("*"))
+
+
+@pytest.mark.parametrize("argv, written", [
+    (["report", "--results", "{store}", "--out", "{out}/new/report", "--no-attention"], "report.md"),
+    (["check", "--only", "sec3.multihead.cost", "--json", "{out}/new/deeper/c.json"], "c.json"),
+])
+def test_a_disk_that_fills_under_a_new_folder_leaves_no_folder_behind(tmp_path, capsys, monkeypatch, argv, written):
+    (tmp_path / "store").mkdir()
+    (tmp_path / "out").mkdir()
+    _fill_disk_under(tmp_path / "out", monkeypatch)
+    rc, _, err = run(capsys, *(a.format(store=tmp_path / "store", out=tmp_path / "out") for a in argv))
+    assert rc == 2 and written in refusal(err) and "No space left on device" in refusal(err)
+    assert list((tmp_path / "out").iterdir()) == []   # the folders made for the output went with it
