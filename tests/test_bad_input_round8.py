@@ -179,3 +179,16 @@ def test_a_disk_that_fills_under_a_new_folder_leaves_no_folder_behind(tmp_path, 
     rc, _, err = run(capsys, *(a.format(store=tmp_path / "store", out=tmp_path / "out") for a in argv))
     assert rc == 2 and written in refusal(err) and "No space left on device" in refusal(err)
     assert list((tmp_path / "out").iterdir()) == []   # the folders made for the output went with it
+
+
+# -- one file as both sides of a parallel corpus ----------------------------------------------------------------
+
+def test_a_split_whose_two_sides_are_one_file_is_refused_before_training(tmp_path, capsys):
+    data = write_multi30k(tmp_path / "data")
+    source = data / "multi30k" / "train.en"
+    source.unlink()
+    source.symlink_to("train.de")   # each German sentence paired with itself: trained, exit 0
+    rc, out, err = run(capsys, *train_argv(data, tmp_path / "run", steps=1))
+    line = refusal(err)
+    assert rc == 2 and out == "" and f"{data / 'multi30k' / 'train.de'}: the target side is the source side's" in line
+    assert not (tmp_path / "run").exists()
