@@ -192,3 +192,17 @@ def test_a_split_whose_two_sides_are_one_file_is_refused_before_training(tmp_pat
     line = refusal(err)
     assert rc == 2 and out == "" and f"{data / 'multi30k' / 'train.de'}: the target side is the source side's" in line
     assert not (tmp_path / "run").exists()
+
+
+# -- a SLURM name with whitespace in a cluster profile -------------------------------------------------------------
+
+@pytest.mark.parametrize("field, value", [("partition", "gpu large"), ("qos", "normal --time=0"), ("account", " lab")])
+def test_a_slurm_name_with_whitespace_in_a_profile_is_refused_by_a_dry_run(tmp_path, capsys, field, value):
+    text = (Path(__file__).resolve().parents[1] / "slurm" / "local.toml").read_text()
+    lines = [f'{field} = "{value}"' if line.startswith(f"{field} =") else line for line in text.splitlines()]
+    (tmp_path / "spaced.toml").write_text("\n".join(lines) + "\n")
+    rc, out, err = run(capsys, "submit", "smoke", "--cluster", str(tmp_path / "spaced.toml"), "--dry-run",
+                       "--state-dir", str(tmp_path / "state"))
+    line = refusal(err)
+    assert rc == 2 and out == "" and str(tmp_path / "spaced.toml") in line and f"field '{field}' holds whitespace" in line
+    assert not (tmp_path / "state").exists()
