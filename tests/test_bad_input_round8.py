@@ -26,6 +26,7 @@ import errno
 import io
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,7 @@ import pytest
 from tests.cli_run import refusal, run
 from tests.test_bad_input_fresh import train_argv, write_multi30k
 
+REPO = Path(__file__).resolve().parents[1]
 TINY = '{"n_layers": 1, "d_model": 16, "d_ff": 32, "n_heads": 2, "attention": "fused"}'
 
 
@@ -198,7 +200,7 @@ def test_a_split_whose_two_sides_are_one_file_is_refused_before_training(tmp_pat
 
 @pytest.mark.parametrize("field, value", [("partition", "gpu large"), ("qos", "normal --time=0"), ("account", " lab")])
 def test_a_slurm_name_with_whitespace_in_a_profile_is_refused_by_a_dry_run(tmp_path, capsys, field, value):
-    text = (Path(__file__).resolve().parents[1] / "slurm" / "local.toml").read_text()
+    text = (REPO / "slurm" / "local.toml").read_text()
     lines = [f'{field} = "{value}"' if line.startswith(f"{field} =") else line for line in text.splitlines()]
     (tmp_path / "spaced.toml").write_text("\n".join(lines) + "\n")
     rc, out, err = run(capsys, "submit", "smoke", "--cluster", str(tmp_path / "spaced.toml"), "--dry-run",
@@ -206,3 +208,14 @@ def test_a_slurm_name_with_whitespace_in_a_profile_is_refused_by_a_dry_run(tmp_p
     line = refusal(err)
     assert rc == 2 and out == "" and str(tmp_path / "spaced.toml") in line and f"field '{field}' holds whitespace" in line
     assert not (tmp_path / "state").exists()
+
+
+# -- a statements file of a header alone ---------------------------------------------------------------------------
+
+def test_a_statements_file_without_statements_is_refused(tmp_path, capsys):
+    claims = tmp_path / "claims"
+    shutil.copytree(REPO / "claims", claims)
+    header = (claims / "statements.csv").read_text().splitlines()[0]
+    (claims / "statements.csv").write_text(header + "\n")
+    rc, out, err = run(capsys, "claims", "--claims-dir", str(claims), "coverage")
+    assert rc == 2 and out == "" and f"{claims / 'statements.csv'}: holds no statement" in refusal(err)
