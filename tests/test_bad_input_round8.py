@@ -219,3 +219,19 @@ def test_a_statements_file_without_statements_is_refused(tmp_path, capsys):
     (claims / "statements.csv").write_text(header + "\n")
     rc, out, err = run(capsys, "claims", "--claims-dir", str(claims), "coverage")
     assert rc == 2 and out == "" and f"{claims / 'statements.csv'}: holds no statement" in refusal(err)
+
+
+def test_a_disk_that_fills_under_the_run_lock_names_the_lock_and_leaves_no_folder(tmp_path, capsys, monkeypatch):
+    data = write_multi30k(tmp_path / "data")
+    real = os.write
+
+    def write(fd, data_):
+        if os.readlink(f"/proc/self/fd/{fd}").endswith(".repro-lock"):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(fd, data_)
+
+    monkeypatch.setattr(os, "write", write)
+    rc, _, err = run(capsys, *train_argv(data, tmp_path / "run", steps=1))
+    line = refusal(err)   # was "a file: cannot write (No space left on device)"
+    assert rc == 2 and f"{tmp_path / 'run' / '.repro-lock'}: cannot write (No space left on device)" in line
+    assert not (tmp_path / "run").exists()
