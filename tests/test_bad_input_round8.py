@@ -148,13 +148,15 @@ class _FullDisk(io.FileIO):
 
 
 def _fill_disk_under(folder: Path, monkeypatch) -> None:
-    """Files written under ``folder`` meet a full disk (every other file is written as ever)."""
+    """Files written (or appended to) under ``folder``, or at that path, meet a full disk (every other
+    file is written as ever)."""
     real = os.fdopen
 
     def fdopen(fd, mode="r", *args, **kwargs):
-        if "w" in mode and os.readlink(f"/proc/self/fd/{fd}").startswith(str(folder)):
+        if ("w" in mode or "a" in mode) and os.readlink(f"/proc/self/fd/{fd}").startswith(str(folder)):
             binary = io.BufferedWriter(_FullDisk(fd, "w"))
-            return binary if "b" in mode else io.TextIOWrapper(binary, encoding=kwargs.get("encoding"))
+            return binary if "b" in mode else io.TextIOWrapper(binary, encoding=kwargs.get("encoding"),
+                                                                newline=kwargs.get("newline"))
         return real(fd, mode, *args, **kwargs)
 
     monkeypatch.setattr(os, "fdopen", fdopen)
@@ -168,6 +170,16 @@ def test_a_disk_that_fills_under_a_checkpoint_is_named_and_leaves_no_partial_fil
     line = refusal(err)   # was a RuntimeError traceback out of torch's zip writer ("unexpected pos 64 vs 0")
     assert rc == 2 and str(checkpoints / "step_00000001.pt") in line and "No space left on device" in line
     assert not list(checkpoints.glob("*"))
+
+
+def test_a_disk_too_full_for_the_metrics_logs_header_is_named(tmp_path, capsys, monkeypatch):
+    data = write_multi30k(tmp_path / "data")
+    monkeypatch.setattr(_FullDisk, "room", 0)
+    _fill_disk_under(tmp_path / "run" / "metrics.csv", monkeypatch)
+    rc, _, err = run(capsys, *train_argv(data, tmp_path / "run", steps=1))
+    line = refusal(err)   # was "a file: cannot write (No space left on device)"
+    assert rc == 2 and f"{tmp_path / 'run' / 'metrics.csv'}: cannot write (No space left on device)" in line
+    assert not (tmp_path / "run" / "checkpoints").exists()
 
 
 @pytest.mark.parametrize("argv, written", [
