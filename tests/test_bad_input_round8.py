@@ -247,3 +247,20 @@ def test_a_disk_that_fills_under_the_run_lock_names_the_lock_and_leaves_no_folde
     line = refusal(err)   # was "a file: cannot write (No space left on device)"
     assert rc == 2 and f"{tmp_path / 'run' / '.repro-lock'}: cannot write (No space left on device)" in line
     assert not (tmp_path / "run").exists()
+
+
+# -- more worker processes than cores -------------------------------------------------------------------------------
+
+def test_check_jobs_beyond_the_cores_spawns_no_more_workers_than_cores(tmp_path, capsys, monkeypatch):
+    import concurrent.futures
+
+    from repro.claims import runner
+
+    def no_pool(*args, **kwargs):
+        raise AssertionError(f"a pool of {kwargs.get('max_workers')} workers on one core")
+
+    monkeypatch.setattr(runner, "usable_cores", lambda: 1)
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", no_pool)   # --jobs 100000: one per claim
+    rc, _, err = run(capsys, "check", "--jobs", "100000", "--only", "sec3.multihead", "--json", str(tmp_path / "c.json"))
+    assert rc == 0 and "Traceback" not in err
+    assert {r["status"] for r in json.loads((tmp_path / "c.json").read_text())} == {"pass"}

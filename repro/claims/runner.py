@@ -255,15 +255,18 @@ def run_claims_in_processes(
     checkers up in ``checkers_module``'s ``CHECKERS``. Each claim is seeded from its id
     (:func:`run_claim`), so a record is the one a single process makes, whichever worker ran it and
     whatever ran before it there; the records come back in the claims' order, ``on_record`` called in
-    that order. The cores are shared: each worker computes on ``cores // jobs`` threads."""
+    that order. The cores are shared: each worker computes on ``cores // workers`` threads, and there are
+    never more workers than cores (each holds its own torch: ``--jobs 100000`` spawned one process per
+    claim, hundreds of them, until the machine ran out of memory)."""
     claims = list(claims)
-    if jobs <= 1 or len(claims) <= 1:
+    workers = min(jobs, len(claims), usable_cores())
+    if workers <= 1:
         checkers = importlib.import_module(checkers_module).CHECKERS
         return run_claims(claims, checkers, make_target(), results, seed, on_record)
-    threads = max(1, usable_cores() // jobs)
+    threads = max(1, usable_cores() // workers)
     records: list[CheckRecord] = []
     with concurrent.futures.ProcessPoolExecutor(
-            max_workers=min(jobs, len(claims)), mp_context=multiprocessing.get_context("spawn"),
+            max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
             initializer=_start_worker, initargs=(checkers_module, make_target, results, seed, threads)) as pool:
         for record in pool.map(_run_in_worker, claims):
             records.append(record)
