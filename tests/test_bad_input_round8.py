@@ -264,3 +264,20 @@ def test_check_jobs_beyond_the_cores_spawns_no_more_workers_than_cores(tmp_path,
     rc, _, err = run(capsys, "check", "--jobs", "100000", "--only", "sec3.multihead", "--json", str(tmp_path / "c.json"))
     assert rc == 0 and "Traceback" not in err
     assert {r["status"] for r in json.loads((tmp_path / "c.json").read_text())} == {"pass"}
+
+
+# -- an empty value where the flag's absence has a default ------------------------------------------------------------
+
+@pytest.mark.parametrize("argv, flag", [
+    (["status", "--experiment", ""], "--experiment"),   # listed every submission, exit 0
+    (["evaluate", "--checkpoint", __file__, "--dataset", ""], "--dataset"),   # the checkpoint's data set taken
+    (["evaluate", "--checkpoint", __file__, "--data-dir", ""], "--data-dir"),   # Path("") is "."; the default taken
+    (["check", "--only", "sec3.multihead.cost", "--results", ""], "--results"),   # the default store read
+    (["report", "--out", ""], "--out"),   # the working folder
+    (["check", "--only", "sec3.multihead.cost", "--claims-dir", ""], "--claims-dir"),
+])
+def test_an_empty_value_for_a_flag_with_a_default_is_refused(tmp_path, capsys, monkeypatch, argv, flag):
+    monkeypatch.chdir(tmp_path)
+    rc, out, err = run(capsys, *argv)
+    assert rc == 2 and out == "" and f"argument {flag}" in refusal(err)
+    assert list(tmp_path.iterdir()) == []

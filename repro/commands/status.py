@@ -8,6 +8,7 @@ import os
 import sys
 from pathlib import Path
 
+from repro.argtypes import not_blank
 from repro.paths import existing_dir
 from repro.cluster.experiments import EXPERIMENTS
 from repro.cluster.ledger import ENV_STATE_DIR, Ledger, default_state_dir, job_states
@@ -19,7 +20,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                               description=__doc__)
     p.add_argument("submissions", nargs="*", metavar="SUBMISSION", help="submission ids (default: all)")
     p.add_argument("--state-dir", type=Path, default=None, help="ledger directory (default runs/cluster)")
-    p.add_argument("--experiment", default=None, help="only this experiment's submissions")
+    p.add_argument("--experiment", default=None, type=not_blank, help="only this experiment's submissions")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--skip-invalid", action="store_true",
                    help="leave out ledger records that are not valid (listing each on stderr) instead of refusing "
