@@ -14,7 +14,17 @@ named no field, or a run folder left half-written, before the mechanism below it
 - ``$REPRO_CLUSTER_STATE`` naming a file (``status``: "no submissions", exit 0) or a folder that does not
   exist (a typo read as "no submissions", as ``--state-dir`` is not): :func:`repro.cluster.ledger.default_state_dir`;
 - a claim whose ``expected`` is a list where its checker measures one number, or the reverse: a
-  ``fail`` verdict (the claim compared as unequal); now an error naming the claims file and the field.
+  ``fail`` verdict (the claim compared as unequal); now an error naming the claims file and the field;
+- a full disk: under ``torch.save`` (torch's "unexpected pos" RuntimeError, a traceback), under the run
+  lock's record or the metrics log's header ("a file: cannot write"), and under an output in a new
+  folder (the empty folder left): :func:`repro.train.checkpoint.save_checkpoint`, the writer;
+- one file as both sides of a parallel corpus (trained on each sentence paired with itself, exit 0):
+  :func:`repro.data.corpus.read_parallel`;
+- whitespace in a cluster profile's SLURM names (passed ``--dry-run``; sbatch refused the job);
+- a ``statements.csv`` of a header alone ("0 checkable statements", exit 0);
+- ``check --jobs 100000`` (a spawned torch process per claim, hundreds, until memory ran out);
+- an empty path or name where the flag's absence has a default (``--results ""``, ``--out ""``,
+  ``--dataset ""``, ``--experiment ""``): the default taken, or ``Path("")``, the working folder.
 
 Every refusal: exit 2 (a claim's error: status ``error``), one line naming the file, field, flag or
 variable; nothing written.
