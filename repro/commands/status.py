@@ -31,7 +31,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     state_dir = args.state_dir or default_state_dir()
     if args.state_dir is not None or os.environ.get(ENV_STATE_DIR):  # a typo is not "no submissions"
-        existing_dir(state_dir, "state directory (--state-dir)" if args.state_dir else f"state directory (${ENV_STATE_DIR})")
+        source = "--state-dir" if args.state_dir is not None else f"${ENV_STATE_DIR}"
+        existing_dir(state_dir, f"state directory ({source})")
     ledger = Ledger(state_dir, skip_invalid=args.skip_invalid)
     records = ledger.read_all()
     for _, why in ledger.skipped:
