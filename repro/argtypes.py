@@ -78,6 +78,8 @@ def existing_dir(text: str) -> str:
 
 
 def _checked(check, text: str, what: str) -> str:
+    if not text:   # Path("") is ".": an unset shell variable named the working folder, or the default was taken
+        raise argparse.ArgumentTypeError(f"an empty path names no {what} (leave the flag out for the default)")
     try:
         check(text, what)
     except UsageError as err:
@@ -150,6 +152,14 @@ def script_text(text: str) -> str:
                                          "printable text only")
     if not text.strip():
         raise argparse.ArgumentTypeError("must not be empty")
+    return text
+
+
+def not_blank(text: str) -> str:
+    """A name whose absence has a default (``evaluate --dataset``, ``--data-dir``, ``status --experiment``):
+    an empty or blank one, as an unset shell variable gives, took the default without a word."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"must not be empty, got {text!r} (leave the flag out for the default)")
     return text
 
 

@@ -19,6 +19,11 @@ model parameters       --      10**10      the paper's big model has 213 million
                                            40 GB of weights alone
 seeds (``--seed``)     --      2**31 - 1   the range every random generator here takes
 ``threads``            --      1024        torch's thread pool (10**8 threads crash it)
+tokens per update      --      10**9       ``tokens_per_batch``, ``max_tokens_per_device``: the
+                                           paper's ~25000; the update plan's ceil(a / b) is
+                                           exact in float64 far beyond it
+``lr_scale``           --      10**6       Eq. 3 with lr_scale 1 peaks at 7e-4 (base); a rate
+                                           near 10**38 overflows Adam's float32 step
 job time limit (min)   --      2**32 - 3   SLURM keeps it as a 32-bit count of minutes, its
                                            last values meaning "none" (``--timeout-min``,
                                            a profile's ``time_limit_min``)
@@ -77,6 +82,12 @@ TIMEOUT_MIN = Limit("--timeout-min", hard=2**32 - 3,
 SLURM_COUNT = Limit("a cluster profile's counts", hard=2**32 - 3,
                     why="SLURM keeps node, task, CPU and memory counts in 32 bits, its last values meaning none; "
                         "every count of a profile is held to it")
+TOKENS = Limit("tokens per update", hard=10**9,
+               why="Section 5.1's update holds ~25000 tokens per side; the update plan divides token counts "
+                   "in float64, exact for counts far beyond this and not for 10**30")
+LR_SCALE = Limit("lr_scale", hard=10**6,
+                 why="Eq. 3 with lr_scale 1 peaks at 7e-4 for the base model; a scale near 10**40 overflows "
+                     "Adam's float32 step (a traceback in its first update)")
 THREADS = Limit("threads", hard=1024, why="torch's intra-op thread pool; far more threads than cores only slow it down")
 ALPHA = Limit("--alpha", hard=10, why="Section 6.1 uses 0.6, Section 6.3 0.3; the length penalty ((5 + |Y|) / 6)^alpha "
               "overflows a float far above it")

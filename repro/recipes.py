@@ -84,8 +84,8 @@ class Recipe:
         DecodeSettings, ``name``/``source``/``targets`` to the recipe. The result is validated whole.
         """
         recipe_changes = {k: changes.pop(k) for k in RECIPE_FIELDS if k in changes}
-        overrides = changes.pop("model_overrides", None) or {}
-        if not isinstance(overrides, Mapping):
+        overrides = changes.pop("model_overrides", {})
+        if not isinstance(overrides, Mapping):   # [] or null is no object either (it read as "no overrides")
             raise ConfigError(f"recipe {self.name}: field 'model_overrides' must be a JSON object of TransformerConfig "
                               f"fields, got {overrides!r}")
         model = dict(overrides)

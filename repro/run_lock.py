@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from repro.errors import ReproError, UsageError
+from repro.errors import WRITE_FAULTS, ReproError, UsageError, cannot_write
 from repro.files import strict_json
 from repro.files.writer import make_dirs, open_lock, remove
 from repro.manifest import NAME as MANIFEST, Manifest
@@ -116,7 +116,12 @@ def run_dir_lock(folder: str | os.PathLike[str], what: str = "run directory") ->
                   "command": " ".join(Path(sys.argv[0]).name.split() + sys.argv[1:])[:200]}
         os.ftruncate(fd, 0)
         os.lseek(fd, 0, os.SEEK_SET)
-        os.write(fd, json.dumps(record).encode("utf-8"))
+        try:
+            os.write(fd, json.dumps(record).encode("utf-8"))
+        except OSError as err:   # a full disk: named here (os.write's error names no file)
+            if err.errno in WRITE_FAULTS:
+                raise cannot_write(path, err) from None
+            raise
         yield path
     finally:
         try:

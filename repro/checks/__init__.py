@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from repro.checks import (  # noqa: F401  (importing a module registers its checkers)
-    attention, attention_maps, batch_epochs, bleu_case, bleu_protocol, checkpoint_keeping, compiled_shapes, decoding, dot_product, dropout,
+    architectures, attention, attention_maps, attention_scores, batch_epochs, beam_rank, bleu_case, bleu_protocol, checkpoint_keeping, compiled_shapes, decoding, dot_product, dropout,
     encoded_cache, evalb_rules, evaluation_average, invariants, job_model, layers, linearization,
     measurement_records, metric_results, multihead, observed_average, observed_data, observed_evaluation,
     observed_loss, observed_model, observed_time, observed_training, parser_recipe, search_scores,

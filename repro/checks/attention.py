@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 
@@ -60,8 +61,10 @@ def eq1(claim: Claim, ctx: CheckContext) -> Measurement:
 class _ScoreOperands(TorchDispatchMode):
     """Keeps the operands of every attention score product over ``length`` positions run inside
     it: a batched product (B, n, d) @ (B, d, n) with n = ``length`` (``bmm``, or ``baddbmm`` as
-    Megatron-LM scales its scores: alpha = 1 / sqrt(d) on the product), whatever d (the heads' width is
-    measured, not assumed: Keras' ``key_dim`` may be d_model itself), or the query and key of a
+    Megatron-LM scales its scores: alpha = 1 / sqrt(d) on the product; or (B, h n, d) @ (B, d, n),
+    the heads folded into the query rows as multi-query attention's one key head serves them),
+    whatever d (the heads' width is measured, not assumed: Keras' ``key_dim`` may be d_model
+    itself), or the query and key of a
     fused attention kernel, its fewer key heads (grouped-query attention, ``enable_gqa``) repeated
     to the query heads they serve; in ``nn.MultiheadAttention``'s fused inference kernel (which
     TorchScript runs whatever ``torch.backends.mha`` says) the projections W^Q and W^K are inside,
@@ -78,6 +81,12 @@ class _ScoreOperands(TorchDispatchMode):
             a, b = (args[1], args[2]) if packet is torch.ops.aten.baddbmm else (args[0], args[1])
             if a.shape[-2] == b.shape[-1] == self.length and a.shape[-1] == b.shape[-2]:
                 self.pairs.append((a.detach().double(), b.detach().double().transpose(-1, -2)))
+            elif b.shape[-1] == self.length and a.shape[-2] % self.length == 0 and a.shape[-1] == b.shape[-2]:
+                # heads folded into the query rows (multi-query attention): (B, h n, d) @ (B, d, n)
+                heads = a.shape[-2] // self.length
+                q = a.detach().double().unflatten(-2, (heads, self.length)).flatten(0, 1)
+                k = b.detach().double().transpose(-1, -2).repeat_interleave(heads, dim=0)
+                self.pairs.append((q, k))
             elif a.shape[-1] == b.shape[-2] == self.length:
                 self.sums_over_positions += 1
         elif packet in FUSED_ATTENTION:
@@ -217,6 +226,59 @@ def multihead_cost(claim: Claim, ctx: CheckContext) -> Measurement:
     return Measurement(multi / single, detail=detail)
 
 
+@dataclass
+class _Perturbed:
+    """One causal-mask perturbation run: its counts, the moves of later positions, its noise floor."""
+
+    past: int
+    systematic: int
+    blind: int
+    pairs: int
+    reached: list[torch.Tensor]
+    noise: NoiseFloor
+    start_unread: bool
+
+
+def _perturb_targets(parts, src: torch.Tensor, tgt: torch.Tensor, gen: torch.Generator, path: str) -> _Perturbed:  # noqa: ANN001
+    """Change the target token at each j (in every sentence) and count, against the model's noise
+    floor, the positions i < j that moved (in any sentence) and the (sentence, i > j) pairs that did
+    not. A batch of one sentence has no batch mate to change: its floor is the same call again."""
+    with torch.no_grad():
+        base = parts.forward(src, tgt)
+        require_informative(base, f"the logits ({path})")
+        what = f"the logits of path {path}"
+        probes = {"the same call again": max_abs_diff(parts.forward(src, tgt), base, what)}
+        if src.size(0) > 1:
+            probes["the other sentence changed"] = max(
+                max_abs_diff(parts.forward(src, batch_mate_changed(tgt, 1 - row, 4, 40, gen))[row], base[row], what)
+                for row in (0, 1))
+        noise = NoiseFloor(probes)
+        run = _Perturbed(0, 0, 0, 0, [], noise, False)
+        for j in range(tgt.size(1)):
+            perturbed = tgt.clone()
+            perturbed[:, j] = 4 + (perturbed[:, j] - 4 + 7) % 36
+            out = parts.forward(src, perturbed)
+            moved = noise.moved(out, base, 2, what)
+            if j == 0 and not moved.any():
+                # position 0 holds the start token, no output: a decoder that starts from a fixed
+                # vector (tensor2tensor's shift_right) reads it nowhere, its own output included
+                run.start_unread = True
+                continue
+            run.past += int(moved.any(0)[:j].sum())             # positions i < j that moved in any sentence
+            run.systematic += int(noise.systematic(out, base, 2).any(0)[:j].sum())
+            run.blind += int((~moved[:, j + 1:]).sum())          # (sentence, i > j) where i did not move
+            run.pairs += moved[:, j + 1:].numel()
+            run.reached.append((out - base)[:, j + 1:].abs().amax(-1).flatten())
+    return run
+
+
+def _drowned(run: _Perturbed) -> float | None:
+    """The median move of a later position where the noise is as large as it (a leak cannot be
+    told from it), else None."""
+    typical = torch.cat(run.reached).double().median().item()
+    return typical if run.noise.floor > 0 and typical <= run.noise.threshold else None
+
+
 @checker("attention.causal_mask")
 @opened
 def causal_mask(claim: Claim, ctx: CheckContext) -> Measurement:
@@ -232,50 +294,40 @@ def causal_mask(claim: Claim, ctx: CheckContext) -> Measurement:
     vector, as tensor2tensor's ``shift_right_3d``: position 0 holds no output to depend on). "Move" is judged
     against the model's own noise floor (:mod:`repro.checks.noise`: the same call again, the
     other sentence of the batch changed), never an absolute constant: a correct model on the CPU
-    repeats itself exactly, so any move of the past is a leak, however small. Measured: the
-    number of leaking (i < j) pairs (a leak in any sentence of the batch) plus blind (i > j) pairs
-    (in each sentence); inconclusive where the noise is as large as the moves the test must see."""
+    repeats itself exactly, so any move of the past is a leak, however small. Where the sentences
+    of a batch reach each other (an expert capacity shared by the batch, as mixture-of-experts
+    layers have: a batch-mate's change moves a sentence) and that drowns the moves, each sentence
+    is perturbed alone, in a batch of its own: leftward flow is a matter of one sentence, the
+    coupling of sentences ``impl.padding-invariance``'s. Measured: the number of leaking (i < j)
+    pairs (a leak in any sentence of the batch) plus blind (i > j) pairs (in each sentence);
+    inconclusive where the noise is as large as the moves the test must see."""
     gen = torch.Generator().manual_seed(ctx.seed)
-    leaks, blind, pairs, paths, floors, start_unread = 0, 0, 0, [], [], []
+    leaks, blind, pairs, paths, floors, start_unread, alone = 0, 0, 0, [], [], [], []
     for path, parts in ctx.target.model_paths(vocab_size=40, d_model=32, n_heads=4, d_ff=64, n_layers=2).items():
         src = torch.randint(4, 40, (2, 7), generator=gen)
         tgt = torch.randint(4, 40, (2, 9), generator=gen)
-        with torch.no_grad():
-            base = parts.forward(src, tgt)
-            require_informative(base, f"the logits ({path})")
-            what = f"the logits of path {path}"
-            noise = NoiseFloor({
-                "the same call again": max_abs_diff(parts.forward(src, tgt), base, what),
-                "the other sentence changed": max(
-                    max_abs_diff(parts.forward(src, batch_mate_changed(tgt, 1 - row, 4, 40, gen))[row], base[row], what)
-                    for row in (0, 1)),
-            })
-            past, systematic, reached = 0, 0, []
-            for j in range(tgt.size(1)):
-                perturbed = tgt.clone()
-                perturbed[:, j] = 4 + (perturbed[:, j] - 4 + 7) % 36
-                out = parts.forward(src, perturbed)
-                moved = noise.moved(out, base, 2, what)
-                if j == 0 and not moved.any():
-                    # position 0 holds the start token, no output: a decoder that starts from a fixed
-                    # vector (tensor2tensor's shift_right) reads it nowhere, its own output included
-                    start_unread.append(path)
-                    continue
-                past += int(moved.any(0)[:j].sum())             # positions i < j that moved in any sentence
-                systematic += int(noise.systematic(out, base, 2).any(0)[:j].sum())
-                blind += int((~moved[:, j + 1:]).sum())          # (sentence, i > j) where i did not move
-                pairs += moved[:, j + 1:].numel()
-                reached.append((out - base)[:, j + 1:].abs().amax(-1).flatten())
-        earlier = tgt.size(1) * (tgt.size(1) - 1) // 2
-        leaks += systematic if noise.floor > 0 and systematic > SYSTEMATIC * earlier else past
-        typical = torch.cat(reached).double().median().item()
-        if noise.floor > 0 and typical <= noise.threshold:
-            raise Inconclusive(f"path {path}: the model's noise is as large as the moves the test must see (median "
-                               f"move of a later position {typical:.1e}; {noise.text()}): a leak cannot be told from it")
+        runs = [_perturb_targets(parts, src, tgt, gen, path)]
+        if _drowned(runs[0]) is not None and runs[0].noise.probes["the same call again"] == 0:
+            coupled = runs[0].noise.probes["the other sentence changed"]
+            runs = [_perturb_targets(parts, src[r:r + 1], tgt[r:r + 1], gen, path) for r in range(src.size(0))]
+            alone.append(f"{path} (a batch-mate's change moved a sentence by {coupled:.1e})")
+        for run in runs:
+            typical = _drowned(run)
+            if typical is not None:
+                raise Inconclusive(f"path {path}: the model's noise is as large as the moves the test must see (median "
+                                   f"move of a later position {typical:.1e}; {run.noise.text()}): a leak cannot be told "
+                                   "from it")
+            earlier = tgt.size(1) * (tgt.size(1) - 1) // 2
+            leaks += run.systematic if run.noise.floor > 0 and run.systematic > SYSTEMATIC * earlier else run.past
+            blind, pairs = blind + run.blind, pairs + run.pairs
+            if run.start_unread and path not in start_unread:
+                start_unread.append(path)
         paths.append(path)
-        floors.append(noise)
+        floors.append(runs[-1].noise)
     detail = (f"{leaks} leaking (i < j) pairs; {blind} of {pairs} (i > j) pairs where changing target j leaves "
               f"output i unchanged (attention paths: {', '.join(paths)}); {noise_text(dict(zip(paths, floors)))}")
+    if alone:
+        detail += f"; each sentence perturbed alone, the batch couples its sentences: {', '.join(alone)}"
     if start_unread:
         detail += (f"; the start token (j = 0) reaches no output, its own included, on {', '.join(start_unread)}: "
                    "the decoder starts from a fixed vector, not the token's embedding (its pairs are not counted)")

@@ -8,10 +8,11 @@ evaluation use) and sets it against a reference that shares no code with it: the
 the script produces for that corpus, written out here (:data:`SCRIPT_TOKENS`, from the script's
 rules: German apostrophes split and escaped, ``& " ' < > [ ]`` escaped, ``3-4-5`` split once
 only, a hyphen after a non-word character split as after a letter: ``U.S. ##AT##-##AT## Firmen``,
-since the script's class is non-space, not word characters), scored by sacreBLEU's own BLEU (no
-tokenization, no smoothing). The corpus is built so that the compound split, the escaping, the
-non-overlapping substitution, clipped counts and the brevity penalty (the hypotheses are shorter
-than the references) each change the score.
+since the script's class is non-space, not word characters; German quotes and the ellipsis split off
+and kept as they are: the 2017 script normalised no punctuation, on either side), scored by sacreBLEU's
+own BLEU (no tokenization, no smoothing). The corpus is built so that the compound split, the escaping,
+the non-overlapping substitution, the unicode punctuation, clipped counts and the brevity penalty (the
+hypotheses are shorter than the references) each change the score.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ HYPOTHESES = [
     "Das ist der der der Grund für die 3-4-5 Regel.",
     "Sie sagte: Es ist ein x-y-z Fall und Müller's Idee <gut>.",
     "Die U.S.-Firmen und die z.B.-Regel sind da.",
+    "Er sagte „Ja“ und ging … nach Hause.",
 ]
 REFERENCES = [
     "Die Donau-Schifffahrt ist heute schön & sehr ruhig und still .",
@@ -51,6 +53,7 @@ REFERENCES = [
     "Das ist der Grund für die neue 3-4-5 Regel in der Stadt.",
     "Sie sagte: Es ist ein x-y-z Fall und Müller's gute Idee <gut>.",
     "Die U.S.-Firmen und die neue z.B.-Regel sind heute da.",
+    "Er sagte „Ja“ und ging … schnell nach Hause.",
 ]
 #: What get_ende_bleu.sh's tokenization and compound split make of HYPOTHESES and REFERENCES.
 SCRIPT_TOKENS = {
@@ -62,6 +65,7 @@ SCRIPT_TOKENS = {
         "Das ist der der der Grund für die 3 ##AT##-##AT## 4-5 Regel .",
         "Sie sagte : Es ist ein x ##AT##-##AT## y-z Fall und Müller &apos; s Idee &lt; gut &gt; .",
         "Die U.S. ##AT##-##AT## Firmen und die z.B. ##AT##-##AT## Regel sind da .",
+        "Er sagte „ Ja “ und ging … nach Hause .",
     ],
     "references": [
         "Die Donau ##AT##-##AT## Schifffahrt ist heute schön &amp; sehr ruhig und still .",
@@ -71,6 +75,7 @@ SCRIPT_TOKENS = {
         "Das ist der Grund für die neue 3 ##AT##-##AT## 4-5 Regel in der Stadt .",
         "Sie sagte : Es ist ein x ##AT##-##AT## y-z Fall und Müller &apos; s gute Idee &lt; gut &gt; .",
         "Die U.S. ##AT##-##AT## Firmen und die neue z.B. ##AT##-##AT## Regel sind heute da .",
+        "Er sagte „ Ja “ und ging … schnell nach Hause .",
     ],
 }
 

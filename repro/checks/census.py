@@ -110,10 +110,18 @@ def _attention(products: list[Product], n_q: int | None, n_k: int, width: int) -
     without scores that sums its keys' features times its values over the n_k positions (a
     kernelised attention, linear in n) is read off that product (h, the features, d_v), where no
     product of the pass forms scores (the relation terms of a relative attention sum over the
-    positions too). A sliding-window attention, one product per query over its own window of keys
-    (batch: BATCH x h x n_q), is read off its two products."""
+    positions too). Heads folded into the query rows, (B, h n_q, d_k) @ (B, d_k, n_k) (multi-query
+    attention's one key head serving h query heads as one product), count h. A sliding-window
+    attention, one product per query over its own window of keys (batch: BATCH x h x n_q), is read
+    off its two products."""
     found: list[list[int]] = []
-    queries = lambda n: n_q is None or n == n_q
+
+    def queries(rows: int) -> int:
+        """Heads per query row block: 1 for n_q rows, m for m heads folded into the rows, 0 for neither."""
+        if n_q is None or rows == n_q:
+            return 1
+        return rows // n_q if rows % n_q == 0 else 0
+
     # the open head's scores (a windowed attention's: window); whether the next head joins the last attention
     score, window, joined = None, None, False
     scored = any(p.kind == "attention" or (p.kind == "batched" and queries(p.shape[1]) and p.shape[3] == n_k)
@@ -121,8 +129,9 @@ def _attention(products: list[Product], n_q: int | None, n_k: int, width: int) -
     for p in products:
         if p.kind == "batched" and queries(p.shape[1]) and p.shape[3] == n_k and p.shape[2] != n_k:
             score = p.shape
-        elif p.kind == "batched" and queries(p.shape[1]) and p.shape[2] == n_k and score is not None:
-            head = [score[0] // BATCH, score[2], p.shape[3]]
+        elif p.kind == "batched" and queries(p.shape[1]) and p.shape[2] == n_k and score is not None \
+                and p.shape[1] == score[1]:
+            head = [score[0] // BATCH * queries(score[1]), score[2], p.shape[3]]
             if joined and found[-1][1:] == head[1:]:
                 found[-1][0] += head[0]
             else:

@@ -150,6 +150,36 @@ def _measure(sites: list[Site], p: float, claim: Claim, notes: str = "") -> Meas
     return Measurement(round(worst, 4), passed, f"P_drop {p}: {detail}; {'; '.join(scale)}{notes}")
 
 
+#: Least share of a stream's elements at which the norm received exactly a x, for a to be read as the residual's weight.
+WEIGHT_SHARE = 0.05
+
+
+def residual_weight(received: Tensor, stream: Tensor) -> float:
+    """The weight a of the stream in what its norm receives, a x + dropout(Sublayer(x)): 1 in the
+    paper; DeepNet's DeepNorm up-weights x by alpha > 1. Read where dropout zeroed the sub-layer's
+    output, the elements at which received / x is one value exactly (a share of at least
+    :data:`WEIGHT_SHARE`); 1 where no positive value is shared so (no dropout there, or dropout
+    elsewhere: then the sites fail as they would at a = 1)."""
+    live = stream.abs() > 1e-3
+    ratio = (received[live].double() / stream[live].double())
+    if ratio.numel() == 0:
+        return 1.0
+    values, counts = (ratio * 1e4).round().unique(return_counts=True)
+    mode = values[counts.argmax()].item() / 1e4
+    near = ratio[(ratio - mode).abs() <= 2e-4]
+    if near.numel() < WEIGHT_SHARE * ratio.numel() or mode <= 0.05 or abs(mode - 1) <= 1e-3:
+        return 1.0
+    return near.median().item()
+
+
+def _reweighted(received: Tensor, stream: Tensor, weight: float) -> Tensor:
+    """What the sub-layer added when the norm received ``weight`` x + added; elements equal to
+    weight x to float32 rounding added nothing (zeroed by dropout)."""
+    scaled = weight * stream.double()
+    added = received.double() - scaled
+    return added.masked_fill((added.abs() <= 1e-6 * scaled.abs()), 0.0).to(received.dtype)
+
+
 def _random_in_train_mode(fn: Callable[..., Tensor], *args: Tensor) -> bool:
     return not torch.equal(fn(*args), fn(*args))
 
@@ -178,9 +208,14 @@ def _layer_sites(name: str, layer_call: Callable[[], Tensor], x: Tensor, norms, 
     random = [_random_in_train_mode(sublayer, sub_input) for (_, sublayer), (_, _, sub_input) in zip(sublayers, first)]
     streams = [first] + [residual_stream(trace_layer(layer_call, x, norms), norms, placement)
                          for _ in range(REPEATS - 1 if any(random) else 0)]
+    weights = [residual_weight(added + stream, stream) for added, stream, _ in first]
     sites = []
     for k, (label, sublayer) in enumerate(sublayers):
-        added = torch.cat([stream[k][0] for stream in streams])
+        if weights[k] == 1.0:
+            added = torch.cat([stream[k][0] for stream in streams])
+        else:
+            label = f"{label} (residual x{weights[k]:.3g})"
+            added = torch.cat([_reweighted(s[k][0] + s[k][1], s[k][1], weights[k]) for s in streams])
         sample = torch.cat([sublayer(stream[k][2]) for stream in streams])
         if random[k]:
             sample = torch.stack([sample] + [torch.cat([sublayer(stream[k][2]) for stream in streams])

@@ -2,7 +2,7 @@
 
 What a data-parallel job does that one process cannot show: which passes of an accumulated update
 synchronise gradients (a DDP communication hook records the pass it runs in), the gradient each
-rank hands Adam, the stop on a non-finite loss raised on one rank only, which rank writes the
+rank hands Adam and the rate Adam steps at, the stop on a non-finite loss raised on one rank only, which rank writes the
 checkpoints of a short run, and the order in which a sharded evaluation
 (:func:`repro.eval.sharding.map_sharded`) puts the ranks' outputs back. :func:`observe_group`
 spawns the two ranks and returns what each saw; the claims compare it with one process's sums.
@@ -37,6 +37,11 @@ RANKS_TIMEOUT_S = 300.0
 SHARD_ITEMS = 11
 
 
+def step_rates(optimizer: torch.optim.Optimizer) -> list[float]:
+    """The rate of each parameter group, as the optimizer is about to step with it."""
+    return [float(group["lr"]) for group in optimizer.param_groups]
+
+
 def _grads(trainer) -> dict[str, torch.Tensor]:
     return {n: p.grad.detach().double().clone() for n, p in trainer.model.named_parameters() if p.grad is not None}
 
@@ -59,10 +64,13 @@ def _rank(rank: int, folder: str, cfg: TrainConfig, vocab: int, passes: list[lis
             trainer.objective.register_comm_hook(None, lambda state, bucket: (synced.append(calls[0]),
                                                                                allreduce_hook(state, bucket))[1])
         stepped: list[dict[str, torch.Tensor]] = []
+        rates: list[list[float]] = []
         trainer.optimizer.register_step_pre_hook(lambda *_: stepped.append(_grads(trainer)))
+        trainer.optimizer.register_step_pre_hook(lambda opt, *_: rates.append(step_rates(opt)))
         micro = [collate(p) for p in passes[rank]]
         stats = trainer.update(micro, 1)
-        seen.update(grads=stepped[0] if stepped else {}, synced=sorted(set(synced)), passes=len(micro),
+        seen.update(grads=stepped[0] if stepped else {}, rates=rates[0] if rates else [],
+                    synced=sorted(set(synced)), passes=len(micro),
                     stats=[stats.loss_per_token, stats.src_tokens, stats.tgt_tokens])
         # a loss that is not finite on rank 1 only, in its second pass: every rank must stop, no step taken
         for kind in ("inf", "nan"):

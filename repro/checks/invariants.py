@@ -22,7 +22,7 @@ from repro.checks.vacuity import require_informative
 from repro.checks.zero_parameters import opened
 from repro.claims.claim import Claim
 from repro.claims.compare import Worst, finite, max_abs_diff
-from repro.claims.outcome import CheckContext, Inconclusive, Measurement, NotApplicable
+from repro.claims.outcome import Absent, CheckContext, Inconclusive, Measurement, NotApplicable
 from repro.claims.seeding import claim_seed, seeded
 
 SIZE = dict(vocab_size=40, d_model=32, n_heads=4, d_ff=64, n_layers=2)
@@ -215,6 +215,44 @@ def _layer_blind(layer, gen: torch.Generator, what: str) -> tuple[int, NoiseFloo
     return blind, noise, torch.cat(reached).double().median().item(), ", ".join(counts)
 
 
+def _value_blind(ctx: CheckContext, gen: torch.Generator) -> tuple[int, str]:
+    """Each attention function the model runs (:meth:`~repro.audit.adapter.Adapter.attention_paths`),
+    unmasked and called as a self-attention calls it (keys = queries): the (head, i, j) triples where
+    output i does not move when value j does. The layer's output moves through the query and the
+    residual whatever the weights, so a function that keeps a position from its own value (Reformer's
+    shared-QK attention suppresses the diagonal) or from far ones is seen here alone. The floor: the
+    same call again. Functions the adapter does not expose are left out."""
+    blind, seen = 0, []
+    for name, fn in ctx.target.attention_paths().items():
+        # small queries: scores near 0, so no weight underflows unless the function sets it apart
+        # (a scale error saturating the softmax is Eq. 1's claim, not this one)
+        q, v = torch.randn(1, 2, 8, 16, generator=gen) * 0.1, torch.randn(1, 2, 8, 16, generator=gen)
+        what = f"the attention function {name}"
+        try:
+            with torch.no_grad():
+                base = fn(q, q, v, None)
+        except (NotApplicable, Absent):
+            continue
+        require_informative(base, what)
+        with torch.no_grad():
+            noise = NoiseFloor({"the same call again": max_abs_diff(fn(q, q, v, None), base, what)})
+            here, reached = 0, []
+            for j in range(v.size(2)):
+                moved_v = v.clone()
+                moved_v[..., j, :] += torch.randn(v.size(-1), generator=gen)
+                out = fn(q, q, moved_v, None)
+                here += int((~noise.moved(out, base, -1, what)).sum())
+                reached.append((out - base).abs().amax(-1).flatten())
+        typical = torch.cat(reached).double().median().item()
+        if noise.floor > 0 and typical <= noise.threshold:
+            seen.append(f"{name} not read (its output moves from call to call as much: {noise.text()})")
+            continue
+        blind += here
+        seen.append(f"{name} {here}")
+    return blind, ("; values that no output reads, per (head, i, j), on the attention functions: " + ", ".join(seen)
+                   if seen else "")
+
+
 @checker("model.encoder_all_positions")
 @opened
 def encoder_all_positions(claim: Claim, ctx: CheckContext) -> Measurement:
@@ -223,9 +261,10 @@ def encoder_all_positions(claim: Claim, ctx: CheckContext) -> Measurement:
     the stack (source tokens; the floor: the same call again, the other sentence of the batch
     changed) and, where the model exposes them, on each encoder layer alone (the claim is about
     "the previous layer": a stack of local attentions reaches every token of a short sentence
-    through its depth, one layer does not), at :data:`LAYER_LENGTHS`. Measured: (i, j) pairs where
-    output i does not move (0 in the paper); inconclusive where the noise is as large as the moves
-    the test must see."""
+    through its depth, one layer does not), at :data:`LAYER_LENGTHS`; and on each attention
+    function, whether every output reads every value (:func:`_value_blind`). Measured: (i, j) pairs
+    where output i does not move (0 in the paper); inconclusive where the noise is as large as the
+    moves the test must see."""
     gen = torch.Generator().manual_seed(ctx.seed)
     blind, details, floors = 0, [], {}
     for path, parts in ctx.target.model_paths(**SIZE).items():
@@ -246,5 +285,6 @@ def encoder_all_positions(claim: Claim, ctx: CheckContext) -> Measurement:
         if len(probes) == 1:
             seen.append("its layers not exposed (ModelParts.encoder_layers): a layer's own reach not measured")
         details.append(f"{path}: " + ", ".join(seen))
-    return Measurement(blind, detail="(i, j) pairs where encoder output i ignores input j: " + "; ".join(details)
-                       + f"; {noise_text(floors)}")
+    values, functions = _value_blind(ctx, gen)
+    return Measurement(blind + values, detail="(i, j) pairs where encoder output i ignores input j: " + "; ".join(details)
+                       + f"; {noise_text(floors)}{functions}")

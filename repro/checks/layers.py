@@ -203,11 +203,18 @@ def job_model_dimensions(claim: Claim, ctx: CheckContext) -> Measurement:
                                         + f"; {seen}")
 
 
+#: Positions of the repeated-vector probe of ``sec3.eq2.position-wise``: more than an expert capacity of 64 tokens.
+REPEATED = 80
+
+
 @checker("layers.position_wise")
 def position_wise(claim: Claim, ctx: CheckContext) -> Measurement:
     """Section 3.3: the FFN "is applied to each position separately and identically": permuting
-    the positions permutes the outputs, and each position alone gives its output in the sequence.
-    Measured: the worst difference of the two."""
+    the positions permutes the outputs, each position alone gives its output in the sequence, and
+    one vector repeated at every position of a long sequence gives, at each, its output alone
+    (identically: a layer that routes positions to experts of a limited capacity, as mixture-of-
+    experts layers do, drops the positions past it, which random positions spread over the experts
+    never reach). Measured: the worst difference of the three."""
     d_model, d_ff = claim.params.get("d_model", 64), claim.params.get("d_ff", 256)
     parts = ctx.target.feed_forward(d_model, d_ff)
     gen = torch.Generator().manual_seed(ctx.seed)
@@ -219,7 +226,11 @@ def position_wise(claim: Claim, ctx: CheckContext) -> Measurement:
         permuted = max_abs_diff(parts.module(x[:, perm]), out[:, perm], "FFN of the permuted positions")
         alone = max(max_abs_diff(parts.module(x[:, i : i + 1])[:, 0], out[:, i], f"FFN of position {i} alone")
                     for i in range(9))
-    return Measurement(max(permuted, alone), detail=f"permuted {permuted:.1e}, one position at a time {alone:.1e}")
+        one = x[:, :1]
+        repeated = max_abs_diff(parts.module(one.expand(-1, REPEATED, -1).contiguous()),
+                                parts.module(one).expand(-1, REPEATED, -1), "FFN of one vector at every position")
+    return Measurement(max(permuted, alone, repeated), detail=f"permuted {permuted:.1e}, one position at a time "
+                       f"{alone:.1e}, one vector at each of {REPEATED} positions {repeated:.1e}")
 
 
 def _layer_norm_fit(norm, params: list[torch.Tensor], d_model: int,

@@ -265,7 +265,13 @@ def _position_elsewhere(parts, length: int) -> str:
             continue
         with torch.no_grad():
             b = bias(length).detach().double()
-        shift = (b[..., 1:, 1:] - b[..., :-1, :-1]).abs().max().item()
+        later, earlier = b[..., 1:, 1:], b[..., :-1, :-1]
+        finite_both = later.isfinite() & earlier.isfinite()
+        # a mask folded into the bias (-inf above the diagonal, as ALiBi's causal form) shifts with it
+        same_mask = (torch.equal(later.isfinite(), earlier.isfinite())
+                     and torch.equal(later[~finite_both], earlier[~finite_both]))
+        shift = float("inf") if not same_mask else (
+            (later - earlier)[finite_both].abs().max().item() if finite_both.any() else 0.0)
         kind = "relative (a function of j - i alone)" if shift <= 1e-6 else f"not relative (shifted by one: {shift:.2g})"
         found.append(f"{stack}: {kind}")
     if not found:

@@ -1,7 +1,7 @@
 """Claims watched in a real two-process group (:mod:`repro.checks.group_probe`): the gradient of an
-accumulated update over two ranks and which of its passes synchronise, the divergence stop raised
-on one rank, which rank writes checkpoints, and the order of a sharded evaluation's outputs. The
-group is spawned once per process and shared by these claims."""
+accumulated update over two ranks, the rate Adam steps at, and which of its passes synchronise, the
+divergence stop raised on one rank, which rank writes checkpoints, and the order of a sharded
+evaluation's outputs. The group is spawned once per process and shared by these claims."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from repro.claims.claim import Claim
 from repro.claims.compare import max_abs, max_abs_diff
 from repro.claims.outcome import CheckContext, Measurement
 from repro.data.batching import collate
-from repro.checks.group_probe import SHARD_ITEMS, WORLD, observe_group
+from repro.checks.group_probe import SHARD_ITEMS, WORLD, observe_group, step_rates
 from repro.train.loop import build
 
 #: Each rank's passes (pairs per pass): unequal within and across ranks.
@@ -83,6 +83,40 @@ def ddp_update(claim: Claim, ctx: CheckContext) -> Measurement:
     return Measurement(worst, False if problems else None, (
         f"{WORLD} ranks, passes of {SPLITS[0]} and {SPLITS[1]} pairs: largest gradient difference {worst:.1e} of the "
         f"largest gradient; passes that synchronised: " + ", ".join(f"rank {r['rank']}: {r['synced']}" for r in seen)
+        + ("; " + "; ".join(problems) if problems else "")))
+
+
+def _one_process_rates(passes: list[list[list]]) -> list[float]:
+    """The rates one process's Adam steps at for the whole update (every rank's passes, accumulated)."""
+    trainer = build(shrunk(job_config(EXPERIMENT)), [([5, 6], [7, 8])], SIZE["vocab_size"])
+    trainer.model.eval()
+    rates: list[list[float]] = []
+    trainer.optimizer.register_step_pre_hook(lambda opt, *_: rates.append(step_rates(opt)))
+    trainer.update([collate(part) for rank_passes in passes for part in rank_passes], 1)
+    return rates[0]
+
+
+@checker("run.ddp_rate")
+def ddp_rate(claim: Claim, ctx: CheckContext) -> Measurement:
+    """Section 5.3: Eq. 3 gives the rate of an update, whatever the number of GPUs that share it. In the
+    two-rank group of :func:`ddp_update` (the loop's ``Trainer.update`` under DDP), the rate each rank's
+    Adam steps at (read as the optimizer is about to step) against the rate one process's Adam steps
+    at for the same update (all passes accumulated in one process). Measured: the largest relative
+    difference; a rank that did not step fails the claim."""
+    own(ctx)
+    seen, passes = _observed(ctx.seed)
+    want = _one_process_rates(passes)
+    worst, problems = 0.0, []
+    for r in seen:
+        if not r.get("rates"):
+            problems.append(f"rank {r['rank']}: the optimizer never stepped")
+            continue
+        got = torch.tensor(r["rates"], dtype=torch.float64)
+        worst = max(worst, max_abs_diff(got, torch.tensor(want, dtype=torch.float64), f"rank {r['rank']}'s rate")
+                    / max(abs(w) for w in want))
+    return Measurement(worst, False if problems else None, (
+        f"update 1: one process steps at {want[0]:.6g}; " + ", ".join(
+            f"rank {r['rank']} at {r['rates'][0]:.6g}" for r in seen if r.get("rates"))
         + ("; " + "; ".join(problems) if problems else "")))
 
 

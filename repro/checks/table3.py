@@ -11,7 +11,11 @@ from repro.claims.outcome import CheckContext, Measurement, NotApplicable
 from repro.checks.registry import checker
 from repro.claims.claim import Claim
 from repro.checks.census import row_parameters
+from repro.checks.jobs import own
 from repro.model import Transformer, count_parameters, get_preset
+from repro.model.presets import TABLE3_ROWS
+from repro.train.config import TrainConfig
+from repro.train.optimizer import optimizer_for
 
 
 def parameters_of(row: str, vocab_size: int) -> int:
@@ -91,3 +95,24 @@ def implied_vocabulary(claim: Claim, ctx: CheckContext) -> Measurement:
             f"{'below' if edge == 'lower' else 'above'} it (least squares without the grid){left_out}"))
     return Measurement(best_vocab, detail=f"best fit {best_vocab} words (sum of squared errors {best_err:.2f}; "
                                           f"{free:.0f} without the grid){left_out}")
+
+
+@checker("table3.params_trained")
+def params_trained(claim: Claim, ctx: CheckContext) -> Measurement:
+    """Table 3's counts are counts of what training updates: for every row (repro's presets, built
+    on the meta device at the claim's vocabulary), the count the table prints against the scalars
+    the training loop's Adam (:func:`repro.train.optimizer.optimizer_for`) steps. Measured: the
+    largest difference, in parameters; a count that leaves out biases or norms, counts a shared
+    matrix twice or counts a buffer differs."""
+    own(ctx)
+    vocab = claim.params.get("vocab_size", 37000)
+    worst, where, rows = 0, "", claim.params.get("rows") or list(TABLE3_ROWS)
+    for row in rows:
+        cfg = get_preset(row).model.replace(src_vocab_size=vocab, tgt_vocab_size=vocab)
+        with torch.device("meta"):
+            model = Transformer(cfg)
+        stepped = sum(p.numel() for group in optimizer_for(TrainConfig(), model).param_groups for p in group["params"])
+        diff = abs(count_parameters(model) - stepped)
+        if diff >= worst:
+            worst, where = diff, f"{row}: counted {count_parameters(model)}, Adam steps {stepped}"
+    return Measurement(worst, detail=f"largest difference over {len(rows)} rows ({where})")

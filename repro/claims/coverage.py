@@ -90,6 +90,8 @@ def load_statements(claims_dir: str | Path) -> list[Statement]:
         rows = list(table)
     except csv.Error as err:
         raise ClaimFileError(f"{path}:{table.line_num}: not readable CSV ({err})") from None
+    if not rows:   # "0 checkable statements", exit 0: a coverage of nothing
+        raise ClaimFileError(f"{path}: holds no statement, only its header")
     first_line: dict[str, int] = {}
     for line, r in enumerate(rows, start=2):
         if any(r.get(c) is None for c in COLUMNS) or None in r:

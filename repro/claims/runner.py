@@ -20,6 +20,7 @@ from __future__ import annotations
 import concurrent.futures
 import importlib
 import multiprocessing
+import numbers
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -156,6 +157,9 @@ def _run_claim(claim: Claim, check: CheckerFn, target: Any, results: Mapping[str
         return CheckRecord(
             claim, Outcome.ERROR, detail=f"claim {claim.id}: {where} raised {type(err).__name__}({err}); the code "
                                          "under test may not end the run", seconds=time.perf_counter() - start)
+    if measurement.passed is None and (mismatch := _shape_mismatch(claim, measurement.value)):
+        return CheckRecord(claim, Outcome.ERROR, measurement.value, mismatch, measurement.unit,
+                           time.perf_counter() - start, measurement.extra)
     passed = measurement.passed if measurement.passed is not None else claim.within(measurement.value)
     explained = claim.explained_by_inconsistency(measurement.value)
     status = Outcome.PASS if passed else (Outcome.INCONSISTENT if explained else Outcome.FAIL)
@@ -171,6 +175,21 @@ def _run_claim(claim: Claim, check: CheckerFn, target: Any, results: Mapping[str
         measurement.unit, time.perf_counter() - start, measurement.extra,
         derived=bool(getattr(check, "reads_results", False)),
     )
+
+
+def _shape_mismatch(claim: Claim, value: Any) -> str | None:
+    """Why the paper's value and the measurement cannot be compared (a list against one number: the
+    claims file describes another measurement than its checker makes), or None. Compared anyway, they
+    would read as unequal: a ``fail`` verdict on a defect of the claims file."""
+    def shape(v: Any) -> str | None:
+        if isinstance(v, (list, tuple)):
+            return f"a list of {len(v)} value(s)"
+        return "one number" if isinstance(v, numbers.Number) else None
+    expected, measured = shape(claim.expected), shape(value)
+    if expected is None or measured is None or expected.startswith("a list") == measured.startswith("a list"):
+        return None
+    return (f"{claim.file}: claim {claim.id}: field 'expected' is {expected}, but checker '{claim.checker}' "
+            f"measures {measured} ({value!r}); the claim and its checker disagree on what is measured")
 
 
 def _bound_text(claim: Claim) -> str:
@@ -236,15 +255,18 @@ def run_claims_in_processes(
     checkers up in ``checkers_module``'s ``CHECKERS``. Each claim is seeded from its id
     (:func:`run_claim`), so a record is the one a single process makes, whichever worker ran it and
     whatever ran before it there; the records come back in the claims' order, ``on_record`` called in
-    that order. The cores are shared: each worker computes on ``cores // jobs`` threads."""
+    that order. The cores are shared: each worker computes on ``cores // workers`` threads, and there are
+    never more workers than cores (each holds its own torch: ``--jobs 100000`` spawned one process per
+    claim, hundreds of them, until the machine ran out of memory)."""
     claims = list(claims)
-    if jobs <= 1 or len(claims) <= 1:
+    workers = min(jobs, len(claims), usable_cores())
+    if workers <= 1:
         checkers = importlib.import_module(checkers_module).CHECKERS
         return run_claims(claims, checkers, make_target(), results, seed, on_record)
-    threads = max(1, usable_cores() // jobs)
+    threads = max(1, usable_cores() // workers)
     records: list[CheckRecord] = []
     with concurrent.futures.ProcessPoolExecutor(
-            max_workers=min(jobs, len(claims)), mp_context=multiprocessing.get_context("spawn"),
+            max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
             initializer=_start_worker, initargs=(checkers_module, make_target, results, seed, threads)) as pool:
         for record in pool.map(_run_in_worker, claims):
             records.append(record)

@@ -64,8 +64,13 @@ SUBMISSION_SCHEMA: dict = {
 
 
 def default_state_dir() -> Path:
+    """``$REPRO_CLUSTER_STATE`` if set (a folder, or nothing yet: ``submit`` makes it), else ``runs/cluster``.
+    A file there is refused by name, never read as a ledger without submissions."""
     env = os.environ.get(ENV_STATE_DIR)
-    return Path(env) if env else Path("runs") / "cluster"
+    if not env:
+        return Path("runs") / "cluster"
+    reader.folder_present(env, f"state directory (${ENV_STATE_DIR})")
+    return Path(env)
 
 
 @dataclass

@@ -150,6 +150,9 @@ def parse_profile(data: dict[str, Any], path: Path) -> ClusterProfile:
         if bad is not None:
             raise fail(field, f"holds the unprintable character {bad!r} (got {values[field]!r}); it would reach the "
                               "job script, which takes printable text only")
+        if any(c.isspace() for c in values[field]):   # passed a dry run, then sbatch refused the job
+            raise fail(field, f"holds whitespace (got {values[field]!r}); SLURM's partition, account, QOS, feature "
+                              "and GPU type names hold none")
     for field in ("nodes", "cpus_per_task", "mem_gb", "time_limit_min", "max_tokens_per_device"):
         if values[field] <= 0:
             raise fail(field, f"must be positive, got {values[field]}")

@@ -16,7 +16,7 @@ import sys
 from functools import partial
 from pathlib import Path
 
-from repro.argtypes import claim_prefix, existing_dir, output_dir, output_file, positive_int, seed
+from repro.argtypes import claim_prefix, existing_dir, not_blank, output_dir, output_file, positive_int, seed
 from repro.files.writer import atomic_write_text
 from repro.audit.on_device import repro_on
 from repro.checks import run_checks, select_claims
@@ -38,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--claims-dir", default=None, type=existing_dir,
                         help="directory of claims files (default: $REPRO_CLAIMS_DIR, else the claims repro ships)")
     parser.add_argument(
-        "--results", metavar="DIR", default=None,
+        "--results", metavar="DIR", default=None, type=not_blank,
         help=f"results store to read metric results from (default: {DEFAULT_RESULTS} when it exists)",
     )
     parser.add_argument("--store", metavar="DIR", default=None, type=output_dir,

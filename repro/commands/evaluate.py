@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from repro import paths
-from repro.argtypes import existing_dir, existing_file, output_file
+from repro.argtypes import existing_dir, existing_file, not_blank, output_file
 from repro.cli_flags import add_lineage_argument, runtime_for_loaded, runtime_from_args
 from repro.commands.translate import add_search_arguments, check_search_flags, search_settings
 from repro.data.corpora import get_dataset, resolve_data_dir
@@ -28,7 +28,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("evaluate", help="BLEU on a test split and perplexity on a dev split of a checkpoint")
     parser.add_argument("--checkpoint", required=True, type=existing_file)
     parser.add_argument("--vocab", type=existing_file, help="vocab.json (default: the one in the checkpoint's run directory)")
-    parser.add_argument("--dataset", default=None, help="dataset name (default: the one the checkpoint was trained on)")
+    parser.add_argument("--dataset", default=None, type=not_blank,
+                        help="dataset name (default: the one the checkpoint was trained on)")
     parser.add_argument("--data-dir", type=existing_dir, help="data directory (default: $REPRO_DATA_DIR or ../shared/data)")
     parser.add_argument("--split", default="test", help="split to translate and score (default test)")
     parser.add_argument("--ppl-split", default="dev", help="split for perplexity (default dev; 'none' to skip)")

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
+from repro.argtypes import not_blank
 from repro.paths import existing_dir
 from repro.cluster.experiments import EXPERIMENTS
-from repro.cluster.ledger import Ledger, default_state_dir, job_states
+from repro.cluster.ledger import ENV_STATE_DIR, Ledger, default_state_dir, job_states
 from repro.errors import ConfigError
 
 
@@ -18,7 +20,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                               description=__doc__)
     p.add_argument("submissions", nargs="*", metavar="SUBMISSION", help="submission ids (default: all)")
     p.add_argument("--state-dir", type=Path, default=None, help="ledger directory (default runs/cluster)")
-    p.add_argument("--experiment", default=None, help="only this experiment's submissions")
+    p.add_argument("--experiment", default=None, type=not_blank, help="only this experiment's submissions")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--skip-invalid", action="store_true",
                    help="leave out ledger records that are not valid (listing each on stderr) instead of refusing "
@@ -27,9 +29,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.state_dir is not None:  # a typo is not "no submissions"
-        existing_dir(args.state_dir, "state directory (--state-dir)")
-    ledger = Ledger(args.state_dir or default_state_dir(), skip_invalid=args.skip_invalid)
+    state_dir = args.state_dir or default_state_dir()
+    if args.state_dir is not None or os.environ.get(ENV_STATE_DIR):  # a typo is not "no submissions"
+        source = "--state-dir" if args.state_dir is not None else f"${ENV_STATE_DIR}"
+        existing_dir(state_dir, f"state directory ({source})")
+    ledger = Ledger(state_dir, skip_invalid=args.skip_invalid)
     records = ledger.read_all()
     for _, why in ledger.skipped:
         print(f"repro status: WARNING: skipping invalid ledger record: {why}", file=sys.stderr)

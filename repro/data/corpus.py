@@ -51,6 +51,9 @@ def read_parallel(
     file and line on an empty (or whitespace-only) line and on unequal line counts.
     """
     src_path, tgt_path = Path(src_path), Path(tgt_path)
+    if _one_file(src_path, tgt_path):   # each sentence paired with itself: no translation to learn or score
+        raise DataError(f"{tgt_path}: the target side is the source side's file ({src_path}); a parallel "
+                        "corpus pairs two files")
     pairs: list[tuple[str, str]] = []
     filtered_lines: list[int] = []
     empty: list[tuple[Path, int]] = []
@@ -77,6 +80,15 @@ def read_parallel(
         more = f" ({len(empty) - 1} more empty lines after it)" if len(empty) > 1 else ""
         raise DataError(f"{path}:{line}: empty line{more}; parallel files must have text on every line")
     return ParallelCorpus(pairs=pairs, filtered=len(filtered_lines), filtered_lines=filtered_lines)
+
+
+def _one_file(a: Path, b: Path) -> bool:
+    """Whether ``a`` and ``b`` name one file (by any name: a link, a relative path); False when either
+    cannot be looked at (the reader then names it)."""
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):
+        return False
 
 
 def _lines_from(path: Path, start: int) -> Iterator[str]:

@@ -215,12 +215,37 @@ def _replace(tmp: Path, path: Path, within: Pathish | None) -> None:
     os.replace(tmp, path)
 
 
+def _absent_folders(paths: list[Path]) -> list[Path]:
+    """The folders above ``paths`` that are not there yet (up to the first that is), deepest first: the
+    ones a write creates, and removes again when it fails, so that a failed write leaves nothing behind."""
+    absent: set[Path] = set()
+    for path in paths:
+        folder = Path(os.path.abspath(path)).parent
+        while not os.path.lexists(folder) and folder != folder.parent:
+            absent.add(folder)
+            folder = folder.parent
+    return sorted(absent, key=lambda f: len(f.parts), reverse=True)
+
+
+def _remove_empty(folders: list[Path]) -> None:
+    for folder in folders:
+        try:
+            folder.rmdir()
+        except OSError:   # never made, or holding another writer's file by now
+            pass
+
+
 @contextmanager
 def atomic_open(path: Pathish, mode: str = "w", encoding: str | None = "utf-8", *,
                 within: Pathish | None = None) -> Iterator[IO[Any]]:
     """Open a temporary file for writing that replaces ``path`` when the block ends without error;
-    ``within``: the folder the file belongs to (default: its own)."""
-    path, fd, tmp = _prepared(path, within)
+    ``within``: the folder the file belongs to (default: its own). A failure removes the folders it made."""
+    made = _absent_folders([Path(path)])
+    try:
+        path, fd, tmp = _prepared(path, within)
+    except BaseException:
+        _remove_empty(made)
+        raise
     try:
         with os.fdopen(fd, mode, encoding=None if "b" in mode else encoding) as fh:
             yield fh
@@ -229,6 +254,7 @@ def atomic_open(path: Pathish, mode: str = "w", encoding: str | None = "utf-8", 
         _replace(tmp, path, within)
     except BaseException as err:
         tmp.unlink(missing_ok=True)
+        _remove_empty(made)
         if isinstance(err, OSError) and err.errno in WRITE_FAULTS:   # a full disk, a read-only folder
             raise cannot_write(path, err) from None
         raise
@@ -242,8 +268,10 @@ def atomic_write_text(path: Pathish, text: str, *, within: Pathish | None = None
 
 def publish_all(files: Mapping[Pathish, bytes], *, within: Pathish) -> list[Path]:
     """Write every file of ``files`` (path -> bytes, all under ``within``) to its temporary name first,
-    and move them into place only when all are written: an error leaves every target as it was."""
+    and move them into place only when all are written: an error leaves every target as it was, and
+    no folder it made."""
     staged: list[tuple[Path, Path]] = []
+    made = _absent_folders([Path(target) for target in files])
     try:
         for target, content in files.items():
             path, fd, tmp = _prepared(target, within)
@@ -257,6 +285,7 @@ def publish_all(files: Mapping[Pathish, bytes], *, within: Pathish) -> list[Path
     except BaseException as err:
         for tmp, _ in staged:
             tmp.unlink(missing_ok=True)
+        _remove_empty(made)
         if isinstance(err, OSError) and err.errno in WRITE_FAULTS:
             raise cannot_write(staged[-1][1] if staged else Path(within), err) from None
         raise

@@ -19,7 +19,7 @@ import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import torch
 
@@ -47,8 +47,33 @@ def save_checkpoint(path: str | os.PathLike[str], state: dict[str, Any], *,
     path = Path(path)
     state = {"format": FORMAT, "version": VERSION, **state}
     with atomic_open(path, "wb", within=within) as fh:
-        torch.save(state, fh)
+        sink = _Sink(fh)
+        try:
+            torch.save(state, sink)
+        except RuntimeError:
+            if sink.error is not None:   # a full disk: the writer names it and removes the partial file
+                raise sink.error from None
+            raise
     return path
+
+
+class _Sink:
+    """The file ``torch.save`` writes to, keeping the OSError a write raised (a full disk, a quota):
+    torch's zip writer, failing to close its archive after it, raises a RuntimeError of its own
+    ("unexpected pos 64 vs 0") in its place, which named neither the file nor the fault."""
+
+    def __init__(self, fh: IO[bytes]) -> None:
+        self._fh, self.error = fh, None
+
+    def write(self, data: bytes) -> int:
+        try:
+            return self._fh.write(data)
+        except OSError as err:
+            self.error = err
+            raise
+
+    def flush(self) -> None:
+        self._fh.flush()
 
 
 def _tensors(value: Any, where: str) -> Iterator[tuple[str, torch.Tensor]]:

@@ -18,7 +18,7 @@ from typing import Any
 from repro.files import reader
 from repro.data.vocab import SPLITS
 from repro.errors import ConfigError
-from repro.limits import SEED, THREADS
+from repro.limits import LR_SCALE, SEED, THREADS, TOKENS
 from repro.model import TransformerConfig, get_preset
 from repro.model.precision import PRECISIONS
 from repro.runtime import check_device_name
@@ -119,6 +119,10 @@ class TrainConfig:
         if self.threads > THREADS.hard:
             raise ConfigError(f"training config field 'threads' must be at most {THREADS.hard} ({THREADS.why}), "
                               f"got {self.threads}")
+        for name, limit in (("tokens_per_batch", TOKENS), ("max_tokens_per_device", TOKENS), ("lr_scale", LR_SCALE)):
+            if getattr(self, name) > limit.hard:
+                raise ConfigError(f"training config field '{name}' must be at most {limit.hard} ({limit.why}), "
+                                  f"got {getattr(self, name)!r}")
         if self.seed > SEED.hard:
             raise ConfigError(f"training config field 'seed' must be at most {SEED.hard} ({SEED.why}), got {self.seed}")
         if not self.out_dir.strip():

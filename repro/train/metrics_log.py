@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import io
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -59,8 +60,7 @@ class MetricsLog:
         # A log begun by an older version keeps its header (and drops the columns it lacks).
         self._writer = csv.DictWriter(self._fh, fieldnames=COLUMNS if new else self._header(), extrasaction="ignore")
         if new:
-            self._writer.writeheader()
-            self._fh.flush()
+            self._written(self._writer.writeheader)
         self._tb = None
         if tensorboard:
             try:
@@ -101,14 +101,19 @@ class MetricsLog:
                               f"got {row.get('step')!r}")
         return step
 
-    def log(self, row: dict[str, Any]) -> None:
+    def _written(self, write: Callable[[], Any]) -> None:
+        """``write`` a row (or the header) and flush it; a full disk is named, in one line (the rows
+        before it are whole)."""
         try:
-            self._writer.writerow(row)
+            write()
             self._fh.flush()
-        except OSError as err:   # a full disk: named, one line (the rows before it are whole)
+        except OSError as err:
             if err.errno in WRITE_FAULTS:
                 raise cannot_write(self.path, err) from None
             raise
+
+    def log(self, row: dict[str, Any]) -> None:
+        self._written(lambda: self._writer.writerow(row))
         if self._tb is not None:
             for key in ("loss", "nll", "lr", "tokens_per_s", "dev_ppl", "dev_accuracy"):
                 if key in row:

@@ -139,6 +139,7 @@ class Poisoned(Adapter):
 INTEGER_VALUED = {
     "embedding.shared": "compares which tensors are one (data pointers), no number",
     "table3.params": "counts parameters of shapes",
+    "table3.params_trained": "counts parameters of shapes and the scalars Adam steps",
     "table3.params_difference": "counts parameters of shapes",
     "table3.implied_vocabulary": "fits the paper's counts to parameter counts of shapes",
     "model.base_dimensions": "reads shapes of matrix products",
@@ -161,6 +162,7 @@ INTEGER_VALUED = {
     "decode.finished_stay_finished": "counts prefixes continued past their EOS",
     "decode.special_ids": "counts special ids in the outputs",
     "decode.beam_width": "counts ranks found",
+    "decode.eos_in_beam": "counts outputs that end at a given EOS",
     "run.encoded_tokens": "counts tokens",
     "run.encoded_cache_key": "counts reuse decisions and token ids",
     "run.step_time_resumed": "times updates on a clock it injects (whole seconds)",
@@ -314,13 +316,14 @@ def _nan_decoder(bad):
 
 @contextlib.contextmanager
 def _nan_group(bad):
-    """The two ranks' gradients come back NaN (the group is observed again, not taken from the cache)."""
+    """The two ranks' gradients and rates come back NaN (the group is observed again, not taken from the cache)."""
     original = rank_group.observe_group
 
     def broken(*args, **kwargs):
         seen = original(*args, **kwargs)
         for rank in seen:
             rank["grads"] = {n: torch.full_like(g, bad) for n, g in rank["grads"].items()}
+            rank["rates"] = [bad for _ in rank["rates"]]
         return seen
 
     rank_group._observed.cache_clear()
@@ -375,7 +378,8 @@ OWN_PATHS: dict[str, Callable] = {
     "run.parser_unchanged": lambda bad: mock.patch.object(parser_recipe, "objective_epsilon", lambda cfg: [bad]),
     "run.update_gradient": _nan_gradient, "model.base_dimensions": None,
     "run.update_arithmetic": _nan_logits, "run.dropout_places": _nan_logits,
-    "run.smoothing_spread": _nan_loss, "run.ddp_update": _nan_group, "run.gpu_optimizer": _nan_gpu_adam,
+    "run.smoothing_spread": _nan_loss, "run.ddp_update": _nan_group,
+    "run.ddp_rate": _nan_group, "decode.cached_every_architecture": _nan_decoder, "run.gpu_optimizer": _nan_gpu_adam,
     "run.resume_exact": _nan_resumed_weights, "run.read_late": _nan_read_late,
     "run.compiled_shapes": _nan_decoder, "decode.trained_scores": _nan_decoder,
     "model.parameters_used": _nan_logits, "figures.attention_drawn": _nan_attention,
