@@ -67,7 +67,8 @@ def multihead_positions(claim: Claim, ctx: CheckContext) -> Measurement:
                 seen.append(f"{name} h={heads} {how}: {err:.1e}")
             if not cross:
                 x = torch.randn(1, n_long, d_model, generator=long_gen) * 2
-                for how, err in _moved(call, x, None, long_gen, f"the outputs of {name} (h={heads}, n={n_long})").items():
+                what = f"the outputs of {name} (h={heads}, n={n_long})"
+                for how, err in _moved(call, x, None, long_gen, what).items():
                     worst.add(err, f"{name}, h={heads}, n={n_long}, {how}")
                     seen.append(f"{name} h={heads} n={n_long} {how}: {err:.1e}")
     if not seen:

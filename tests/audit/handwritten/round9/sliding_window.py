@@ -62,7 +62,7 @@ class LongformerSelfAttention(nn.Module):
     def __init__(self, d_model: int, h: int, causal: bool) -> None:
         super().__init__()
         self.h, self.causal, self.one_sided = h, causal, ATTENTION_WINDOW // 2
-        self.query, self.key, self.value = nn.Linear(d_model, d_model), nn.Linear(d_model, d_model), nn.Linear(d_model, d_model)
+        self.query, self.key, self.value = (nn.Linear(d_model, d_model) for _ in range(3))
         self.output = nn.Linear(d_model, d_model)
 
     def split(self, x: Tensor) -> Tensor:
