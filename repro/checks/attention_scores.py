@@ -30,6 +30,9 @@ from repro.complexity.products import FUSED_ATTENTION
 aten = torch.ops.aten
 #: the products a linear layer runs as (a 2-D view of the positions times the weight)
 _LINEAR = {aten.addmm, aten.mm, aten.linear}
+#: a softmax over the keys: ``_safe_softmax`` is the one SDPA's math path runs on a CUDA device (a masked
+#: row gives zeros, not NaN), so that the verdict on a GPU is the CPU's
+_SOFTMAX = {aten._softmax, aten._safe_softmax}
 
 
 def _adds_a_bias(args: tuple) -> bool:
@@ -58,7 +61,7 @@ class _ScoresAndProjections(TorchDispatchMode):
             flat = out.detach().double().reshape(-1, out.size(-1))
             if flat.size(0) == self.positions:
                 self.projections.append(flat)
-        elif packet is aten._softmax and args[0].dim() >= 3 and args[0].shape[-2:] == (self.length, self.length):
+        elif packet in _SOFTMAX and args[0].dim() >= 3 and args[0].shape[-2:] == (self.length, self.length):
             self.scores.append(args[0].detach().double())
         elif packet in FUSED_ATTENTION and args[0].size(-2) == self.length:
             q, k = args[0].detach().double(), args[1].detach().double()

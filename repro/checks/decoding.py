@@ -166,7 +166,8 @@ def max_length(claim: Claim, ctx: CheckContext) -> Measurement:
     lengths = [[len(out) for out in s([lambda prefix: going_on] * len(sources), sources)[0]] for s in searches]
     offsets = sorted({n_out - n for found in lengths for n_out, n in zip(found, sources)})
     value = offsets[0] if len(offsets) == 1 else [[n_out - n for n_out, n in zip(found, sources)] for found in lengths]
-    return observed(claim, search, "max_len_offset", Measurement(value, detail="; ".join(
+    # sentences (or searches) that stop at different offsets cannot all keep the one limit: a failure
+    return observed(claim, search, "max_len_offset", Measurement(value, False if len(offsets) > 1 else None, "; ".join(
         f"{_where(s)}: {found} output tokens for {sources} input tokens" for s, found in zip(searches, lengths))))
 
 

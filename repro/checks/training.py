@@ -320,8 +320,8 @@ def checkpoint_cadence(claim: Claim, ctx: CheckContext) -> Measurement:
     gaps = sorted({(b - a) * paper_seconds / 60 for a, b in zip([0, *steps[:-2]], steps[:-1])})
     if not gaps:
         return Measurement(None, False, f"checkpoints after updates {steps}: no interval to measure")
-    value = gaps[0] if len(gaps) == 1 else gaps
-    return Measurement(value, detail=(f"{updates} updates of {seconds} s: checkpoints after updates {steps}; "
+    value = gaps[0] if len(gaps) == 1 else gaps   # intervals that differ cannot all be the paper's one
+    return Measurement(value, False if len(gaps) > 1 else None, detail=(f"{updates} updates of {seconds} s: checkpoints after updates {steps}; "
                                       f"minutes at the paper's {paper_seconds} s per update"))
 
 
@@ -341,7 +341,7 @@ def checkpoint_clock(claim: Claim, ctx: CheckContext) -> Measurement:
     gaps = sorted({round((b - a) * seconds / 60, 6) for a, b in zip([0, *steps[:-2]], steps[:-1])})
     if not gaps:
         return Measurement(None, False, f"checkpoints after updates {steps}: no interval to measure")
-    return Measurement(gaps[0] if len(gaps) == 1 else gaps,
+    return Measurement(gaps[0] if len(gaps) == 1 else gaps, False if len(gaps) > 1 else None,
                        detail=(f"recipe {name}, checkpoint_every_minutes {train.checkpoint_every_minutes}, update count "
                                f"off; {updates} updates of {seconds} s: checkpoints after updates {steps}"))
 

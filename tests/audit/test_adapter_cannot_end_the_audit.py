@@ -72,7 +72,8 @@ def user_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
 def test_an_adapter_that_exits_is_that_claims_error(user_module, tmp_path, capsys, factory, raised, default_sigint):
     out = tmp_path / "audit.json"
     assert main(["audit", f"{user_module}:{factory}", "--only", "sec3.eq1", "--json", str(out)]) == 1
-    records = json.loads(out.read_text())
+    # the claims this adapter can serve (sec3.eq1.in-model needs a model it does not expose: not applicable)
+    records = [r for r in json.loads(out.read_text()) if r["status"] != "not applicable"]
     assert records and {r["status"] for r in records} == {"error"}
     assert all(raised in r["detail"] and "adapter method 'attention" in r["detail"] for r in records)
 
@@ -106,7 +107,7 @@ def test_a_raise_while_sigint_is_ignored_is_the_claims_error(user_module, tmp_pa
         assert main(["audit", f"{user_module}:interrupts", "--only", "sec3.eq1", "--json", str(out)]) == 1
     finally:
         signal.signal(signal.SIGINT, before)
-    assert {r["status"] for r in json.loads(out.read_text())} == {"error"}
+    assert {r["status"] for r in json.loads(out.read_text())} - {"not applicable"} == {"error"}
 
 
 def test_the_users_ctrl_c_still_stops_the_run(default_sigint):

@@ -92,8 +92,9 @@ def test_torch_norm_first_breaks_post_norm_and_keywords_select(project: pytest.P
         "--repro-target", "repro.audit.torch_adapter:adapter_norm_first", "-p", "no:cacheprovider",
         "-k", "post-norm or eq1 or causal",
     )
-    # eq1 (on its one path too) and the causal mask pass; post-norm fails; torch exposes no decoder layer
-    result.assert_outcomes(passed=3, failed=1, skipped=1)
+    # eq1 (on its one path too, and in the model: sec3.eq1.in-model) and the causal mask pass; post-norm
+    # fails; torch exposes no decoder layer
+    result.assert_outcomes(passed=4, failed=1, skipped=1)
     result.stdout.fnmatch_lines(["FAILED repro-audit/section3.toml::sec3.sublayer.post-norm -*"])
 
 
@@ -123,7 +124,7 @@ def test_the_device_option_runs_the_claims_there(project: pytest.Pytester) -> No
             "--repro-target", "repro.audit.torch_adapter:adapter_norm_first", "--repro-device", "cuda",
             "-p", "no:cacheprovider", "-k", "post-norm or eq1 or causal",
         )
-    result.assert_outcomes(passed=3, failed=1, skipped=1)
+    result.assert_outcomes(passed=4, failed=1, skipped=1)
     assert fake.count("host-to-device", "repro/audit/on_device.py") > 0
 
 
