@@ -135,7 +135,8 @@ def read_log(path: str | os.PathLike[str]) -> pd.DataFrame:
         for line, row in enumerate(rows, start=2):   # pandas would take a row with more fields for an index
             if row and len(row) != len(header):
                 raise ResultError(f"{path}:{line}: {len(row)} fields, but the header names {len(header)} columns")
-        return pd.read_csv(io.StringIO(text), index_col=False)
+        # only an empty field is missing: a written "nan", "NA" or "null" stays text, for the readers to name
+        return pd.read_csv(io.StringIO(text), index_col=False, keep_default_na=False, na_values=[""])
     except csv.Error as err:
         raise ResultError(f"{path}: not a readable metrics log ({err})") from None
     except (ValueError, pd.errors.ParserError) as err:

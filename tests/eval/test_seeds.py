@@ -32,7 +32,8 @@ def test_step_time_spread_from_metrics():
 
 
 @pytest.mark.parametrize("elapsed, named", [("inf", "field 'elapsed_s' is infinite"),
-                                            ("soon", "field 'elapsed_s' is not a number")])
+                                            ("soon", "field 'elapsed_s' is not a number"),
+                                            ("nan", "field 'elapsed_s' is not a number")])
 def test_a_step_time_from_a_log_that_holds_no_number_is_refused_naming_the_line(tmp_path, elapsed, named):
     """The stored step time's spread (Section 5.2) is never drawn from an ``inf`` or a word: before, the
     word was dropped silently and ``inf`` made the interval."""
