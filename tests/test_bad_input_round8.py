@@ -32,6 +32,7 @@ variable; nothing written.
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import io
 import json
@@ -142,6 +143,27 @@ def test_an_expected_list_for_a_measured_number_is_an_error_not_a_fail(tmp_path,
     assert str(tmp_path / "claims" / "a.toml") in record["detail"] and "'expected'" in record["detail"]
     (tmp_path / "claims" / "a.toml").write_text(CLAIM.replace("EXPECTED", "1.0"))
     assert run(capsys, "check", "--claims-dir", str(tmp_path / "claims"), "--results", str(tmp_path / "store"))[0] == 0
+
+
+def test_one_paper_number_against_a_measured_list_is_compared_value_by_value():
+    """A checker that lists its values where they disagree (one per session, checkpoint or run) is
+    compared with the paper's one number value by value: a departure reads ``fail``, never ``error``
+    (a list in the claims file against one measured number stays an error, above)."""
+    from repro.claims.outcome import Measurement
+    from repro.checks import select_claims
+    from repro.claims import Outcome
+    from repro.claims.runner import run_claim
+    claim = next(c for c in select_claims() if c.id == "sec5.warmup-steps")
+    claim = dataclasses.replace(claim, expected=4000, tolerance={}, inconsistency=None)
+
+    def verdict(value):
+        return run_claim(claim, lambda _c, _ctx: Measurement(value=value), target=None).status
+
+    assert verdict([4000, 4000]) is Outcome.PASS
+    assert verdict([4000, 2]) is Outcome.FAIL
+    assert verdict([]) is Outcome.FAIL
+    assert verdict([4000, float("nan")]) is Outcome.FAIL
+    assert verdict([4000, "4000"]) is Outcome.FAIL
 
 
 # -- a full disk under a checkpoint ------------------------------------------------------------------------------

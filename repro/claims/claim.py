@@ -87,6 +87,11 @@ class Claim:
         if isinstance(expected, (int, float)) and isinstance(measured, (int, float)):
             return within(measured, expected, abs_tol=self.tolerance.get("abs", 0.0),
                           rel_tol=self.tolerance.get("rel", 0.0), rounding=self.rounding, bound=self.bound)
+        if isinstance(expected, (int, float)) and isinstance(measured, (list, tuple)):
+            # one paper value measured several times (a checker's values that disagree, one per run,
+            # session or checkpoint): each must agree, and an empty list is no measurement
+            return bool(measured) and all(isinstance(m, (int, float)) and not isinstance(m, bool)
+                                          and self.within(m) for m in measured)
         if isinstance(expected, list) and isinstance(measured, list):
             return len(expected) == len(measured) and all(
                 _scalar_within(self, e, m) for e, m in zip(expected, measured)

@@ -178,15 +178,17 @@ def _run_claim(claim: Claim, check: CheckerFn, target: Any, results: Mapping[str
 
 
 def _shape_mismatch(claim: Claim, value: Any) -> str | None:
-    """Why the paper's value and the measurement cannot be compared (a list against one number: the
-    claims file describes another measurement than its checker makes), or None. Compared anyway, they
-    would read as unequal: a ``fail`` verdict on a defect of the claims file."""
+    """Why the paper's value and the measurement cannot be compared (a list in the claims file against
+    one measured number: the file describes another measurement than its checker makes), or None.
+    Compared anyway, they would read as unequal: a ``fail`` verdict on a defect of the claims file.
+    One paper number against a measured list is comparable (:meth:`Claim.within`: each value must
+    agree), so a checker that lists its values where they disagree reads ``fail``, never ``error``."""
     def shape(v: Any) -> str | None:
         if isinstance(v, (list, tuple)):
             return f"a list of {len(v)} value(s)"
         return "one number" if isinstance(v, numbers.Number) else None
     expected, measured = shape(claim.expected), shape(value)
-    if expected is None or measured is None or expected.startswith("a list") == measured.startswith("a list"):
+    if expected is None or measured is None or not expected.startswith("a list") or measured.startswith("a list"):
         return None
     return (f"{claim.file}: claim {claim.id}: field 'expected' is {expected}, but checker '{claim.checker}' "
             f"measures {measured} ({value!r}); the claim and its checker disagree on what is measured")
