@@ -79,10 +79,21 @@ def non_finite(value: Any, path: str = "") -> str | None:
     return None
 
 
+def _strict_integer(_checker: Any, instance: object) -> bool:
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
+#: JSON Schema's "integer" takes ``6.0`` (a number whose fraction is zero); a count, a step or a format
+#: version written as a float is no integer here (a writer that wrote it holds another type than ours).
+_VALIDATOR = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator,
+    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine("integer", _strict_integer))
+
+
 def problem(data: Any, schema: dict, *, nan_allowed_in: Collection[str] = ()) -> str | None:
     """What is wrong with ``data`` under ``schema`` (the first error, ordered by field), or None.
     ``nan_allowed_in``: top-level fields whose numbers may be NaN or infinite (a measurement)."""
-    validator = jsonschema.Draft202012Validator(schema, format_checker=FORMATS)
+    validator = _VALIDATOR(schema, format_checker=FORMATS)
     errors = sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path])
     if errors:
         return describe(errors[0])

@@ -97,6 +97,18 @@ def test_check_run_names_a_folder_where_a_runs_file_goes(capsys, run_copy, name)
     assert rc == 2 and f"{run_copy / name}:" in line and "is a directory, not a file" in line and out == ""
 
 
+@pytest.mark.parametrize("field, value", [("version", 1.0), ("steps", 6.0)])
+def test_a_run_record_count_written_as_a_float_is_named(capsys, run_copy, field, value):
+    """JSON Schema's "integer" takes 1.0; a format version or a count written as a float is not one of
+    repro's records (left alone at an earlier stop: ``"version": 1.0`` passed)."""
+    record = json.loads((run_copy / "run.json").read_text())
+    record[field] = value
+    (run_copy / "run.json").write_text(json.dumps(record))
+    rc, out, err = run(capsys, "check", "--run", str(run_copy))
+    line = refusal(err)
+    assert rc == 2 and str(run_copy / "run.json") in line and f"'{field}'" in line and "integer" in line, line
+
+
 @pytest.mark.parametrize("name", ["metrics.csv", "config.json"])
 def test_report_runs_names_a_folder_where_a_runs_file_goes(tmp_path, capsys, run_copy, name):
     (run_copy / name).unlink(missing_ok=True)

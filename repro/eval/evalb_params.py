@@ -118,6 +118,7 @@ def parse_prm_text(text: str, source: str = "<prm>") -> EvalbParams:
     values: dict[str, list] = {k: [] for k in ("DELETE_LABEL", "DELETE_LABEL_FOR_LENGTH", "QUOTE_LABEL",
                                                "EQ_LABEL", "EQ_WORD")}
     ints: dict[str, int] = {}
+    given: dict[str, int] = {}   # the line each of ``ints`` was set on
     for number, raw in enumerate(text.split("\n"), start=1):
         line = raw.rstrip(_C_SPACE)
         if line.startswith("#") or len(line) < 3:
@@ -132,7 +133,11 @@ def parse_prm_text(text: str, source: str = "<prm>") -> EvalbParams:
         if not value:
             raise ConfigError(f"{where}: keyword {keyword} has no value")
         if keyword in ("DEBUG", "MAX_ERROR", "CUTOFF_LEN", "LABELED"):
-            ints[keyword] = _c_int(value, keyword, where)
+            setting = _c_int(value, keyword, where)
+            if keyword in ints and ints[keyword] != setting:   # evalb.c takes the last one silently
+                raise ConfigError(f"{where}: {keyword} {setting} contradicts {keyword} {ints[keyword]} on "
+                                  f"line {given[keyword]}: one file, one setting")
+            ints[keyword], given[keyword] = setting, number
         elif keyword in ("EQ_LABEL", "EQ_WORD"):
             pair = _split_c(value)
             if len(pair) != 2:

@@ -61,7 +61,7 @@ RUN_SCHEMA: dict = {
     "required": ["format", "version", "recipe", "steps", "sessions"],
     "properties": {
         "format": {"const": "repro-run"},
-        "version": {"const": 1},
+        "version": {"type": "integer", "const": 1},
         "recipe": {"type": "object", "required": ["train"], "properties": {"train": {"type": "object"},
                                                                             "decode": {"type": "object"},
                                                                             "name": {"type": "string"}}},

@@ -127,6 +127,10 @@ def test_prm_parser(tmp_path):
         parse_prm_text("EQ_LABEL ADVP\n")
     with pytest.raises(ConfigError, match="not found|cannot read"):
         read_prm(tmp_path / "missing.prm")
+    # a setting given twice: evalb.c takes the last silently; here the second names the first's line
+    with pytest.raises(ConfigError, match=r"line 3: LABELED 0 contradicts LABELED 1 on line 1"):
+        parse_prm_text("LABELED 1\nDEBUG 0\nLABELED 0\n")
+    assert parse_prm_text("LABELED 0\nLABELED 0\n").labeled is False   # repeated, not contradicted
 
 
 def test_evalb_reads_nltk_trees_like_ours():
