@@ -12,7 +12,7 @@ import sys
 
 from repro import limits
 from repro.argtypes import integer, name_list, output_dir, positive_int
-from repro.cli_flags import add_device_argument, deprecated_alias
+from repro.cli_flags import add_device_argument, add_lineage_argument, deprecated_alias
 from repro.errors import ConfigError
 from repro.model.precision import PRECISIONS
 from repro.pipeline.local import reproduce_local
@@ -64,6 +64,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_device_argument(parser, default=None, what="the recipe's own (cpu for the local recipes) when not given")
     parser.add_argument("--test-limit", type=positive_int, metavar="N",
                         help="local-parsing: decode only the first N test sentences (recorded in the result)")
+    add_lineage_argument(parser, "local and local-parsing: resume from, average and evaluate")
     parser.set_defaults(func=main)
 
 
@@ -81,6 +82,8 @@ def main(args: argparse.Namespace) -> int:
     if args.profile != "table3-small" and (args.rows is not None or args.overrides):
         raise ConfigError("--rows and --set apply to --pipeline table3-small only")
     if args.profile == "table3-small":
+        if args.allow_no_lineage:
+            raise ConfigError("--allow-no-lineage applies to --pipeline local and local-parsing only")
         return _table3(args, out_dir, overrides)
     if args.profile == "local-parsing":
         return _parsing(args, out_dir, overrides)
@@ -93,7 +96,8 @@ def main(args: argparse.Namespace) -> int:
     with run_dir_lock(out_dir, LOCKED):
         report = reproduce_local(out_dir=out_dir, reports_dir=f"{args.reports}/local", data_dir=args.data_dir,
                                  fresh=args.fresh, checks=not args.skip_checks, overrides=overrides,
-                                 claims_dir=args.claims_dir, report_dir=args.reports, seeds=seeds)
+                                 claims_dir=args.claims_dir, report_dir=args.reports, seeds=seeds,
+                                 allow_no_lineage=args.allow_no_lineage)
     print(json.dumps({k: report[k] for k in ("sacrebleu", "paper_protocol_bleu", "dev_ppl", "steps",
                                              "wall_minutes_total", "checks")}, indent=2))
     failed = report["checks"].get("failed") or []
@@ -131,7 +135,7 @@ def _parsing(args: argparse.Namespace, out_dir: str, overrides: dict) -> int:
     with run_dir_lock(out_dir, LOCKED):
         report = reproduce_parsing_local(out_dir=out_dir, reports_dir=f"{args.reports}/local",
                                          data_dir=args.data_dir, fresh=args.fresh, overrides=overrides,
-                                         test_limit=args.test_limit)
+                                         test_limit=args.test_limit, allow_no_lineage=args.allow_no_lineage)
     print(json.dumps({k: report[k] for k in ("f1", "precision", "recall", "repaired", "at_length_limit",
                                              "test_sentences", "steps", "wall_minutes_total", "stages_s")}, indent=2))
     return 0

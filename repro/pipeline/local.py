@@ -57,6 +57,7 @@ from repro.results import ResultStore, store_records
 from repro.train.average import average_last, averaged_identities
 from repro.train.checkpoint import list_checkpoints
 from repro.train.data import dataset_for
+from repro.train.lineage import ALLOW_FLAG, readable_lineage
 from repro.train.loop import TrainSummary, runtime_of, train
 
 BLEU_CLAIM = "local.multi30k.bleu"
@@ -112,10 +113,10 @@ def scale_description(recipe: Recipe, steps: int) -> str:
             f"average of the last {t.average_last} checkpoints; not the paper's scale")
 
 
-def _average(recipe: Recipe, out_dir: Path) -> tuple[Path, int]:
+def _average(recipe: Recipe, out_dir: Path, allow_no_lineage: bool = False) -> tuple[Path, int]:
     """Section 6.1's average of the recipe's last k checkpoints (fewer only when the run was cut short)."""
     k = min(recipe.train.average_last, len(list_checkpoints(out_dir)))
-    return average_last(out_dir, k), k
+    return average_last(out_dir, k, allow_no_lineage=allow_no_lineage), k
 
 
 def job_requests(claims_dir: str | None = None) -> list[Request]:
@@ -179,16 +180,24 @@ def _dev_perplexity(out_dir: Path, dataset: Dataset, runtime: Runtime) -> Callab
 
 def _train_and_evaluate(recipe: Recipe, out_dir: Path, data_dir: str | None, stages: Stages,
                         say: Callable[[str], None], runtime: Runtime, requests: list[Request],
-                        tag: str = "") -> SeedRun:
-    """Stages 2-5 for one seed: train, average, then each of the job's measurements (:mod:`repro.measures`)."""
+                        tag: str = "", allow_no_lineage: bool = False) -> SeedRun:
+    """Stages 2-5 for one seed: train, average, then each of the job's measurements (:mod:`repro.measures`).
+    ``allow_no_lineage``: resume from, average and evaluate checkpoints without a readable lineage
+    (``--allow-no-lineage``); the checkpoints and the records say so."""
     say(f"2/5 {tag}training ({recipe.train.max_steps} steps) in {out_dir}, dev perplexity at every checkpoint")
     dataset = get_dataset(recipe.train.dataset, resolve_data_dir(data_dir))
     summary = stages.timed(f"{tag}train", lambda: train(recipe.train, runtime=runtime, recipe=recipe.to_dict(),
-                                                        evaluate=_dev_perplexity(out_dir, dataset, runtime)))
+                                                        evaluate=_dev_perplexity(out_dir, dataset, runtime),
+                                                        allow_no_lineage=allow_no_lineage))
 
     say(f"3/5 {tag}averaging the last {min(recipe.train.average_last, len(list_checkpoints(out_dir)))} checkpoints")
-    averaged, k = stages.timed(f"{tag}average", lambda: _average(recipe, out_dir))
-    model, state = load_model(averaged, runtime=runtime)
+    averaged, k = stages.timed(f"{tag}average", lambda: _average(recipe, out_dir, allow_no_lineage))
+    model, state = load_model(averaged, runtime=runtime, allow_no_lineage=allow_no_lineage)
+    if readable_lineage(state) is None:   # only with --allow-no-lineage: the records say so
+        unchecked = ", ".join(state.get("lineage_unchecked") or ()) or "checkpoints"
+        summary.extra["lineage"] = "; ".join(filter(None, (
+            summary.extra.get("lineage"), f"{averaged.name} averages {unchecked} without a readable lineage "
+                                          f"({ALLOW_FLAG}): their vocabulary and training data are not checked")))
     vocab = SharedVocab.load(out_dir / "vocab.json")
     trained = Trained(model, vocab, dataset, runtime, recipe.decode, out_dir, checkpoints_averaged=k,
                       summary=summary.to_dict(), files={"hypotheses": out_dir / "test_2016_flickr.hyp.de"},
@@ -242,6 +251,7 @@ def reproduce_local(
     say: Callable[[str], None] = _say,
     report_dir: str | Path | None = None,
     seeds: int = 1,
+    allow_no_lineage: bool = False,
 ) -> dict[str, Any]:
     """Run the stages above; returns the summary it writes to ``REPORTS/local_run.json``. The report
     goes to ``report_dir`` (default: the parent of ``reports_dir``); ``seeds`` > 1 trains that many
@@ -269,7 +279,8 @@ def reproduce_local(
     requests = job_requests(claims_dir)
     say(f"    training and decoding on {runtime.describe()}")
     if seeds == 1:
-        runs = [_train_and_evaluate(recipe, out_dir, data_dir, stages, say, runtime, requests)]
+        runs = [_train_and_evaluate(recipe, out_dir, data_dir, stages, say, runtime, requests,
+                                    allow_no_lineage=allow_no_lineage)]
     else:
         base = recipe.train.seed
         runs = []
@@ -277,7 +288,7 @@ def reproduce_local(
             seed_dir = out_dir / f"seed-{seed}"
             seeded = recipe.replace(seed=seed, out_dir=str(seed_dir))
             runs.append(_train_and_evaluate(seeded, seed_dir, data_dir, stages, say, runtime, requests,
-                                            f"seed {seed}: "))
+                                            f"seed {seed}: ", allow_no_lineage))
     total = stages.total
     first = runs[0]
     summary = first.summary
@@ -290,6 +301,8 @@ def reproduce_local(
         filtered_train_pairs=summary.extra.get("filtered"), vocab_size=first.vocab_size,
         threads=torch.get_num_threads(), run_dir=str(out_dir), seeds=[r.seed for r in runs],
         **runtime.provenance(),
+        **({"lineage": "; ".join(r.summary.extra["lineage"] for r in runs if "lineage" in r.summary.extra)}
+           if any("lineage" in r.summary.extra for r in runs) else {}),
     )
     stored = _write_results(results_dir, recipe, runs, requests, common)
     bleu = stored[BLEU_CLAIM]

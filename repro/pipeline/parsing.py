@@ -191,8 +191,10 @@ def reproduce_parsing_local(
     overrides: dict[str, Any] | None = None,
     test_limit: int | None = None,
     say: Callable[[str], None] = _say,
+    allow_no_lineage: bool = False,
 ) -> dict[str, Any]:
-    """Prepare, train, decode and score the local parser; returns the summary it writes."""
+    """Prepare, train, decode and score the local parser; returns the summary it writes.
+    ``allow_no_lineage``: resume from and decode checkpoints without a readable lineage."""
     if test_limit is not None and test_limit < 1:
         raise ConfigError(f"--test-limit must be positive, got {test_limit}")
     stages = Stages()
@@ -227,10 +229,10 @@ def reproduce_parsing_local(
     say(f"2/4 training {RECIPE} ({recipe.train.max_steps} steps) in {out_dir}; at every checkpoint train and dev "
         f"NLL, greedy dev F1")
     summary = stages.timed("train", lambda: train(recipe.train, runtime=runtime, evaluate=probe,
-                                                      recipe=recipe.to_dict()))
+                                                      recipe=recipe.to_dict(), allow_no_lineage=allow_no_lineage))
 
     checkpoint = list_checkpoints(out_dir)[-1]
-    model, state = load_model(checkpoint, runtime=runtime)
+    model, state = load_model(checkpoint, runtime=runtime, allow_no_lineage=allow_no_lineage)
     vocab = SharedVocab.load(out_dir / "vocab.json")
     say(f"    decoding on {runtime.describe()}")
     sentences, gold_path, test_note, total_test = load_test_split(prepared, out_dir, test_limit)

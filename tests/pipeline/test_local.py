@@ -68,3 +68,29 @@ def test_seeds_store_the_mean_and_each_seed(tmp_path: Path, tiny_multi30k):
     assert set(per_seed) == {"1", "2"} and summary["seeds"] == [1, 2]
     assert bleu.measured == pytest.approx(sum(per_seed.values()) / 2, abs=0.01)
     assert bleu.ci95[0] <= bleu.measured <= bleu.ci95[1]
+
+
+def test_a_run_resumed_over_checkpoints_without_lineage_needs_the_flag_and_says_so(tmp_path: Path, tiny_multi30k):
+    """``reproduce --allow-no-lineage`` (left alone at earlier stops: the pipeline resumed such a run only
+    with ``--fresh``): refused by name without it; with it the run goes on and its summary says so."""
+    import torch
+
+    from repro.errors import CheckpointError
+    from repro.train.checkpoint import list_checkpoints, save_checkpoint
+
+    data = tiny_multi30k(tmp_path / "tiny", {"train": 100, "dev": 6, "test": 6})
+    overrides = dict(OVERRIDES, dataset=str(data), max_steps=2)
+    reports = tmp_path / "out" / "local"
+    kwargs = dict(out_dir=tmp_path / "run", reports_dir=reports, checks=False, say=lambda _: None, write_report=False)
+    reproduce_local(overrides=overrides, **kwargs)
+    for path in list_checkpoints(tmp_path / "run"):   # an older repro's checkpoints: no lineage
+        state = torch.load(path, weights_only=True)
+        state.pop("lineage")
+        save_checkpoint(path, state)
+    with pytest.raises(CheckpointError, match="step_00000002.pt.*--allow-no-lineage"):
+        reproduce_local(overrides=dict(overrides, max_steps=4), **kwargs)
+    summary = reproduce_local(overrides=dict(overrides, max_steps=4), allow_no_lineage=True, **kwargs)
+    assert summary["steps"] == 4 and summary["resumed_from"] == 2
+    assert "step_00000002.pt" in summary["lineage"] and "--allow-no-lineage" in summary["lineage"]
+    bleu = {r.claim_id: r for r in ResultStore(reports / "results").read_all()}[BLEU_CLAIM]
+    assert bleu.provenance.extra["lineage"] == summary["lineage"]
