@@ -57,6 +57,7 @@ from repro.results import ResultStore
 from repro.train.average import averaged_identities
 from repro.train.checkpoint import list_checkpoints
 from repro.train.data import encode_pairs
+from repro.train.lineage import ALLOW_FLAG, readable_lineage
 from repro.train.loop import runtime_of, train
 
 #: The name of the record this job owns (``RESULTS/local.ptb-sample.f1/reproduce-local-parsing.json``).
@@ -269,6 +270,8 @@ def reproduce_parsing_local(
         vocab_size=len(vocab), threads=torch.get_num_threads(), run_dir=str(out_dir),
         test_sentences=parse.sentences, test_sentences_available=total_test, overfit=overfit.to_dict(),
         vocabulary_ceiling=vocabulary_ceiling(vocab, prepared, TEST_SPLIT),
+        **({"lineage": summary.extra.get("lineage") or f"{checkpoint.name} has no readable lineage ({ALLOW_FLAG})"}
+           if "lineage" in summary.extra or readable_lineage(state) is None else {}),
     )
     scores = {**_scores(parse, greedy, at_limit, greedy_at_limit, settings), "curve": probe.points}
     measured = dataclasses.replace(
