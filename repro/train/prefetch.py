@@ -167,7 +167,12 @@ class WorkerPrefetcher:
         """Stop the worker (and the pinning thread); idempotent."""
         updates, self._updates = self._updates, None
         if updates is not None:
-            updates._shutdown_workers()
+            # the DataLoader iterator's own shutdown (what its __del__ runs); private to torch, so a torch
+            # without it falls back on dropping the last reference, which runs that __del__
+            shutdown = getattr(updates, "_shutdown_workers", None)
+            if callable(shutdown):
+                shutdown()
+            del updates
 
 
 def prefetcher(batcher: Any, accumulation: int, *, pin: bool = True) -> WorkerPrefetcher | Prefetcher:
