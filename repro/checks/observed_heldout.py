@@ -21,7 +21,7 @@ from repro.checks.observed_data import check_scored
 from repro.checks.observed_records import not_found, own_evaluations, written_at_end
 from repro.checks.registry import checker
 from repro.claims.claim import Claim
-from repro.claims.outcome import CheckContext, Measurement, NotRun
+from repro.claims.outcome import CheckContext, Contradiction, Measurement, NotRun
 from repro.content_hash import file_sha256
 from repro.data.corpus import read_parallel
 from repro.errors import DataError
@@ -29,30 +29,33 @@ from repro.observed.judge import judge, paper_job
 from repro.train.config import TrainConfig
 from repro.train.data import dataset_for
 
-Pairs = frozenset[tuple[str, str]]
-
-
-def _training_pairs(files: Any) -> tuple[Pairs, tuple[Path, Path]]:
-    """The pairs of the training files the run counted, each file still the one its record hashed."""
+def _training_pairs(files: Any) -> tuple[frozenset[int], tuple[Path, Path]]:
+    """The pairs of the training files the run counted (each as its hash: a WMT corpus holds millions), each
+    file the one its record hashed: named there by its path, or by its name where the data set lies
+    elsewhere on this machine."""
     counted = (files.record or {}).get("corpus")
     if not isinstance(counted, dict):
         raise not_found(files, "the run's record of its counted corpus", files.record_path)
-    recorded = {str(f.get("path")): f.get("sha256") for f in counted.get("files") or [] if isinstance(f, dict)}
+    recorded = [f for f in counted.get("files") or [] if isinstance(f, dict)]
     try:
         src, tgt = dataset_for(TrainConfig.from_dict(files.train, source=f"{files.path}: the run's recipe")).split("train")
     except DataError as err:
         raise NotRun(f"needs another run: the training files of the run are not on this machine to compare the "
                      f"scored pairs with ({err})") from None
     for path in (src, tgt):
-        if str(path) not in recorded:
-            raise NotRun(f"needs another run: {files.record_path} (field 'corpus.files') does not name {path}, the "
-                         "training file its recipe reads: nothing says what the run trained on")
+        entry = next((f for f in recorded if str(f.get("path")) == str(path)), None) or \
+            next((f for f in recorded if Path(str(f.get("path"))).name == path.name), None)
+        if entry is None:
+            raise Contradiction(f"{files.record_path}: field 'corpus.files' names "
+                                f"{', '.join(str(f.get('path')) for f in recorded) or 'no file'}, not {path}, the "
+                                "training file the run's recipe reads", path.name)
         now = file_sha256(path)
-        if now != recorded[str(path)]:
-            raise NotRun(f"needs another run: {path} changed since the run counted it (its SHA-256 {now[:12]}, field "
-                         f"'corpus.files' of {files.record_path}: {str(recorded[str(path)])[:12]}): the pairs it "
+        if now != entry.get("sha256"):
+            raise NotRun(f"needs another run: {path} is not the file the run counted (its SHA-256 {now[:12]}, field "
+                         f"'corpus.files' of {files.record_path}: {str(entry.get('sha256'))[:12]}): the pairs it "
                          "trained on are not on this machine")
-    return frozenset(read_parallel(src, tgt).pairs), (src, tgt)
+    with open(src, encoding="utf-8") as s, open(tgt, encoding="utf-8") as t:
+        return frozenset(_key(a, b) for a, b in zip(s, t)), (src, tgt)
 
 
 def _scored_pairs(path: Path, scored: dict[str, Any]) -> tuple[list[tuple[str, str]], tuple[Path, Path]]:
@@ -63,8 +66,13 @@ def _scored_pairs(path: Path, scored: dict[str, Any]) -> tuple[list[tuple[str, s
     return read_parallel(src, ref).pairs, (src, ref)
 
 
-def _share(scored: list[tuple[str, str]], among: Pairs) -> float:
-    return sum(pair in among for pair in scored) / len(scored) if scored else 0.0
+def _key(source: str, target: str) -> int:
+    """A pair as one number, its lines' surrounding white space left out (within this process)."""
+    return hash((source.strip(), target.strip()))
+
+
+def _share(scored: list[tuple[str, str]], among: frozenset[int]) -> float:
+    return sum(_key(*pair) in among for pair in scored) / len(scored) if scored else 0.0
 
 
 def _asked(files: Any, key: str, named: tuple[Path, Path]) -> str | None:
@@ -101,7 +109,7 @@ def held_out(claim: Claim, ctx: CheckContext) -> Measurement:
                             f"{train_files[1].name})", [asked] if asked else [])
     if "dev" in by_split and "test" in by_split:
         dev, test = by_split["dev"], by_split["test"]
-        share = _share(dev[0], frozenset(test[0]))
+        share = _share(dev[0], frozenset(_key(*pair) for pair in test[0]))
         if share > worst[0]:
             asked = _asked(files, "dev", test[1])
             worst = (share, f"{share:.1%} of the {len(dev[0])} pairs of the dev set {dev[2]} scored ({dev[1][0].name}) "
