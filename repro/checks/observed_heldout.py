@@ -38,7 +38,8 @@ def _training_pairs(files: Any) -> tuple[frozenset[int], tuple[Path, Path]]:
         raise not_found(files, "the run's record of its counted corpus", files.record_path)
     recorded = [f for f in counted.get("files") or [] if isinstance(f, dict)]
     try:
-        src, tgt = dataset_for(TrainConfig.from_dict(files.train, source=f"{files.path}: the run's recipe")).split("train")
+        recipe = TrainConfig.from_dict(files.train, source=f"{files.path}: the run's recipe")
+        src, tgt = dataset_for(recipe).split("train")
     except DataError as err:
         raise NotRun(f"needs another run: the training files of the run are not on this machine to compare the "
                      f"scored pairs with ({err})") from None
@@ -93,7 +94,7 @@ def held_out(claim: Claim, ctx: CheckContext) -> Measurement:
     paper_job(claim, files)
     records = own_evaluations(files, lambda r: isinstance(r.provenance.extra.get("test_set"), dict))
     if not records:
-        raise written_at_end(files, f"{files.path / 'evaluations'} holds no evaluation that records the files it scored")
+        raise written_at_end(files, f"{files.path / 'evaluations'} holds no evaluation recording the files it scored")
     trained, train_files = _training_pairs(files)
     worst: tuple[float, str, list[str]] = (-1.0, "", [])
     by_split: dict[str, tuple[list[tuple[str, str]], tuple[Path, Path], str]] = {}
