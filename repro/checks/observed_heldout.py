@@ -95,11 +95,12 @@ def held_out(claim: Claim, ctx: CheckContext) -> Measurement:
     records = own_evaluations(files, lambda r: isinstance(r.provenance.extra.get("test_set"), dict))
     if not records:
         raise written_at_end(files, f"{files.path / 'evaluations'} holds no evaluation recording the files it scored")
+    scored = [(path, result, check_scored(path, result)) for path, result in records]   # the records first
     trained, train_files = _training_pairs(files)
     worst: tuple[float, str, list[str]] = (-1.0, "", [])
     by_split: dict[str, tuple[list[tuple[str, str]], tuple[Path, Path], str]] = {}
-    for path, result in records:
-        pairs, named = _scored_pairs(path, check_scored(path, result))
+    for path, result, test_set in scored:
+        pairs, named = _scored_pairs(path, test_set)
         split = str(result.provenance.extra.get("split"))
         by_split.setdefault(split, (pairs, named, path.name))
         share = _share(pairs, trained)
