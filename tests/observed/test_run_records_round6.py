@@ -7,7 +7,7 @@ one rounding unit off its translations; a counted corpus whose files hold other 
 vocabulary record that asks other than the recipe. And the claims this round added, on real toy runs:
 ``observed.held-out`` (a data set whose training split holds the dev pairs, a dev set asked to be the
 training files, the dev set scored as the test set, a training file changed since) and the parser's
-``observed.parser.*`` (a toy run of ``local-parsing``).
+``observed.parser.*`` (a toy run of ``local-parsing``), and a row's ``observed.table3.*`` (a toy run of row D).
 """
 
 from __future__ import annotations
@@ -192,3 +192,17 @@ def test_a_parser_checkpoint_claiming_four_layers_over_one_fails(parser_run: Pat
     edit_checkpoint(checkpoint(path, 2), lambda state: state["model_config"].update(n_layers=4))
     record = verdicts(path, "observed.parser.dimensions")["observed.parser.dimensions"]
     assert status(record) == "fail" and "field 'model_config.n_layers' is 4" in record.detail, record.detail
+
+
+def test_a_table_3_rows_settings_are_read_off_a_run_of_that_row(train) -> None:
+    """The observed.table3.* claims (generated with Table 3's others): a toy run of row (D) eps_ls = 0.2 holds
+    the row's smoothing; the other rows' statements, and Table 2's, are about other jobs."""
+    path = train("row-D-ls0.2", 2, recipe="table3-D-ls0.2")
+    claims = ("observed.table3.smoothing.D-ls0.2", "observed.table3.dimensions.A-h1",
+              "observed.table3.positions.E-learned", "observed.label-smoothing")
+    records = verdicts(path, *claims)
+    assert status(records[claims[0]]) == "pass" and records[claims[0]].measured == 0.2, records[claims[0]].detail
+    for claim in claims[1:]:
+        assert status(records[claim]) == "not run" and "this run stands for table3-D-ls0.2" in records[claim].detail
+    wrong = verdicts(path, claims[0], toy={claims[0]: 0.0})[claims[0]]   # held to another row's value
+    assert status(wrong) == "departs" and "label_smoothing 0.2" in wrong.detail, wrong.detail
