@@ -29,10 +29,10 @@ from repro.observed.judge import judge, paper_job
 from repro.train.config import TrainConfig
 from repro.train.data import dataset_for
 
-def _training_pairs(files: Any) -> tuple[frozenset[int], tuple[Path, Path]]:
-    """The pairs of the training files the run counted (each as its hash: a WMT corpus holds millions), each
-    file the one its record hashed: named there by its path, or by its name where the data set lies
-    elsewhere on this machine."""
+
+def _training_files(files: Any) -> tuple[Path, Path]:
+    """The training files the run counted, each the one its record hashed: named there by its path, or by its
+    name where the data set lies elsewhere on this machine."""
     counted = (files.record or {}).get("corpus")
     if not isinstance(counted, dict):
         raise not_found(files, "the run's record of its counted corpus", files.record_path)
@@ -55,8 +55,14 @@ def _training_pairs(files: Any) -> tuple[frozenset[int], tuple[Path, Path]]:
             raise NotRun(f"needs another run: {path} is not the file the run counted (its SHA-256 {now[:12]}, field "
                          f"'corpus.files' of {files.record_path}: {str(entry.get('sha256'))[:12]}): the pairs it "
                          "trained on are not on this machine")
-    with open(src, encoding="utf-8") as s, open(tgt, encoding="utf-8") as t:
-        return frozenset(_key(a, b) for a, b in zip(s, t)), (src, tgt)
+    return src, tgt
+
+
+def _trained_among(train: tuple[Path, Path], wanted: set[int]) -> frozenset[int]:
+    """Which of the pairs ``wanted`` (by :func:`_key`) the training files hold, read as a stream: a WMT corpus
+    holds millions of pairs, the sets scored a few thousand."""
+    with open(train[0], encoding="utf-8") as s, open(train[1], encoding="utf-8") as t:
+        return frozenset(key for key in (_key(a, b) for a, b in zip(s, t)) if key in wanted)
 
 
 def _scored_pairs(path: Path, scored: dict[str, Any]) -> tuple[list[tuple[str, str]], tuple[Path, Path]]:
@@ -96,11 +102,12 @@ def held_out(claim: Claim, ctx: CheckContext) -> Measurement:
     if not records:
         raise written_at_end(files, f"{files.path / 'evaluations'} holds no evaluation recording the files it scored")
     scored = [(path, result, check_scored(path, result)) for path, result in records]   # the records first
-    trained, train_files = _training_pairs(files)
+    train_files = _training_files(files)
+    read = [(path, result, *_scored_pairs(path, test_set)) for path, result, test_set in scored]
+    trained = _trained_among(train_files, {_key(*pair) for *_, pairs, _ in read for pair in pairs})
     worst: tuple[float, str, list[str]] = (-1.0, "", [])
     by_split: dict[str, tuple[list[tuple[str, str]], tuple[Path, Path], str]] = {}
-    for path, result, test_set in scored:
-        pairs, named = _scored_pairs(path, test_set)
+    for path, result, pairs, named in read:
         split = str(result.provenance.extra.get("split"))
         by_split.setdefault(split, (pairs, named, path.name))
         share = _share(pairs, trained)
