@@ -39,6 +39,11 @@ def _steps(names: list[str], where: str) -> list[int]:
         raise Contradiction(f"{where} names {err}", names) from None
 
 
+def _in_update_order(names: list[str], where: str) -> list[str]:
+    """``names`` oldest first: an average is the same model in whatever order its record lists the checkpoints."""
+    return [name for _, name in sorted(zip(_steps(names, where), names))]
+
+
 def _model_records(files: Any) -> list[tuple[Any, Any]]:
     """The evaluations of the run's trained model for its claims (its own dev evaluation of ``repro train``,
     of the newest checkpoint, left out)."""
@@ -57,7 +62,7 @@ def _same_checkpoints(files: Any, path: Path, field: str, averaged: Any, names: 
     """The identities (name, update, SHA-256) ``path`` keeps in ``field`` of the checkpoints averaged, against
     the names its evaluation lists and the checkpoint files of the run folder."""
     listed = [a.get("name") for a in averaged]
-    if listed != names:
+    if sorted(map(str, listed)) != sorted(names):
         raise Contradiction(f"{path}: field '{field}' names {listed}, but field '{FIELD}' lists {names}", listed)
     for i, identity in enumerate(averaged):
         where = f"{field}[{i}]"
@@ -123,18 +128,19 @@ def averaged_steps(claim: Claim, files: Any) -> tuple[Path, list[str], list[int]
     if not records:
         raise written_at_end(files, f"{files.path / 'evaluations'} holds no evaluation of the run's model")
     first_path, first = records[0]
-    names = list(first.provenance.extra["averaged_from"])
+    names = _in_update_order(list(first.provenance.extra["averaged_from"]), f"{first_path}: field '{FIELD}'")
     for path, result in records:
         extra = result.provenance.extra
         if not extra["averaged_from"]:
             raise Contradiction(f"{path}: field '{FIELD}' is empty: the record names no checkpoint it evaluated", 0)
-        if extra["averaged_from"] != names:
+        if _in_update_order(list(extra["averaged_from"]), f"{path}: field '{FIELD}'") != names:
             raise Contradiction(f"{path}: field '{FIELD}' lists {extra['averaged_from']}, {first_path.name} {names}", names)
         if extra.get("checkpoints_averaged") not in (None, len(names)):
             raise Contradiction(f"{path}: field 'provenance.extra.checkpoints_averaged' is "
                                 f"{extra.get('checkpoints_averaged')!r}, but field '{FIELD}' lists {len(names)}", names)
         averaged = files.averaged.get(str(extra.get("evaluated_checkpoint")))
-        if averaged is not None and averaged.averaged_from is not None and averaged.averaged_from != names:
+        if averaged is not None and averaged.averaged_from is not None and \
+                _in_update_order(list(averaged.averaged_from), f"{averaged.path}: field 'averaged_from'") != names:
             raise Contradiction(f"{path}: field '{FIELD}' lists {names}, but the model it scored, {averaged.path}, was "
                                 f"averaged from {averaged.averaged_from}", names)
         _identities(files, path, extra, names)

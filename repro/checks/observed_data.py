@@ -16,6 +16,7 @@ from repro.checks.registry import checker
 from repro.checks.observed_records import not_found, own_evaluations, sessions, written_at_end
 from repro.claims.claim import Claim
 from repro.claims.outcome import CheckContext, Contradiction, Measurement, NotRun
+from repro.content_hash import file_sha256
 from repro.data.corpora import get_dataset, resolve_data_dir
 from repro.data.test_sets import identity, paper_test_set
 from repro.errors import DataError
@@ -52,6 +53,11 @@ def vocabulary(claim: Claim, ctx: CheckContext) -> Measurement:
     if record is not None and record.get("size") != size:
         raise Contradiction(f"{files.record_path}: field 'vocabulary.size' is {record.get('size')!r}, but {vocab} holds "
                             f"{size} entries", size)
+    for field, asked in (("split", files.train.get("bpe_split", "bytes")), ("asked", files.train.get("vocab_size"))):
+        if record is not None and field in record and record[field] != asked:   # what the run asked of its vocabulary
+            raise Contradiction(f"{files.record_path}: field 'vocabulary.{field}' is {record[field]!r}, but the run's "
+                                f"recipe asked for {asked!r} ({'bpe_split' if field == 'split' else 'vocab_size'})",
+                                record[field])
     if record is not None and record.get("sha256") != sha:
         raise Contradiction(f"{vocab}: changed since the run recorded it (its SHA-256 {sha[:12]}, field "
                             f"'vocabulary.sha256' of {files.record_path}: {str(record.get('sha256'))[:12]})", size)
@@ -108,8 +114,22 @@ def corpus(claim: Claim, ctx: CheckContext) -> Measurement:
         if sources and sources != theirs:
             raise Contradiction(f"{files.record_path}: field 'corpus.files' does not name the files {manifest} was "
                                 "encoded from (paths or SHA-256 differ)", pairs)
+    _files_hold(files, counted, pairs)
     return judge(claim, pairs, f"{pairs:,} pairs read from {counted.get('dataset')}, {trained:,} trained on, {filtered:,} "
                  "longer than the run's max_len left out", _corpus_departs(files), unit="sentence pairs")
+
+
+def _files_hold(files: Any, counted: dict[str, Any], pairs: int) -> None:
+    """Each file the run counted, where it is on this machine as the run hashed it, holds one line per pair read."""
+    for i, recorded in enumerate(counted.get("files") or []):
+        path = Path(str((recorded or {}).get("path") or ""))
+        if not path.is_file() or file_sha256(path) != recorded.get("sha256"):
+            continue   # not here, or another copy: nothing to count
+        with path.open("rb") as fh:
+            lines = sum(1 for _ in fh)
+        if lines != pairs:
+            raise Contradiction(f"{files.record_path}: field 'corpus.pairs' is {pairs}, but {path}, which field "
+                                f"'corpus.files[{i}]' names with its SHA-256, holds {lines} lines", pairs)
 
 
 def translations_file(path: Path, recorded: dict[str, Any]) -> Path:

@@ -347,6 +347,8 @@ def dimensions(claim: Claim, ctx: CheckContext) -> Measurement:
     if isinstance(recorded, int) and recorded != counted:
         raise Contradiction(f"{files.record_path}: field 'parameters' is {recorded:,}, but the weights of "
                             f"{newest.path.name} hold {counted:,} (tied matrices once)", recorded)
+    if isinstance(claim.expected, dict):   # a statement of some of them (Section 6.3's parser: N and d_model)
+        value = {k: v for k, v in value.items() if k in claim.expected}
     text = ", ".join(f"{k} {v}" for k, v in value.items())
     return judge(claim, value, f"{text} on the weights of {newest.path.name} ({counted:,} parameters)",
                  [f"its model config ({newest.path.name})"])

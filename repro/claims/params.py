@@ -116,6 +116,7 @@ PARAMS: dict[str, dict[str, Any]] = {
     "observed.dimensions": _ABOUT,
     "observed.eq3": _ABOUT,
     "observed.hardware": _ABOUT,
+    "observed.held_out": _ABOUT,
     "observed.label_smoothing_loss": _ABOUT,
     "observed.metric": {"preset": TEXT, "measure": {"enum": list(MEASURES)}, "split": {"enum": list(SPLITS)}},
     "observed.protocol": _ABOUT,

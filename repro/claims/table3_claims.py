@@ -12,7 +12,8 @@ results. Every claim family is one loop over the rows it concerns:
 - ``table3.params.implied-vocabulary``: the vocabulary the printed counts imply;
 - ``table3.dimensions.<row>``: the architecture of each row of (A), (B), (C) and big as its job runs it;
 - ``table3.smoothing.*``, ``table3.dropout.*``, ``table3.positions.*``, ``table3.steps.*``: the
-  training settings (D), (E) and big change, observed on the rows' jobs.
+  training settings (D), (E) and big change, observed on the rows' jobs;
+- ``observed.table3.*``: each row's settings on the records of a run of its job (``repro check --run``).
 
 ``python -m repro.claims.table3_claims`` rewrites the file; with ``--check`` it writes nothing and
 exits 1 when the file differs from what the rows give (tests/claims/test_table3_claims.py).
@@ -252,6 +253,40 @@ def setting_claims() -> Iterator[dict[str, Any]]:
            "params": _job(base)}
 
 
+def observed_claims() -> Iterator[dict[str, Any]]:
+    """Each row's settings as a run of its job holds them (``repro check --run DIR``, basis ``run``: a result of
+    a run): the architecture of (A), (B) and (C) counted on the run's newest checkpoint, (D)'s P_drop and eps_ls
+    as it holds them, (E)'s learned positions among its weights. The big row's are ``observed.dimensions.big``
+    and ``observed.dropout.big-ende`` (claims/observed.toml); a run of another job needs another run."""
+    run = {"kind": "hyperparameter", "basis": "run", "scale": "cluster"}
+    for row in ROWS:
+        if row.group in ("A", "B", "C"):
+            cells = {**BASE_CELLS, **changes(row).cells}
+            yield {"id": f"observed.table3.dimensions.{row.name}", "source": f"Table 3, row {row.name}",
+                   "statement": f"Row {row.name}: " + ", ".join(f"{s} = {cells[s]}" for s in _ARCHITECTURE)
+                                + ": counted on the weights of the newest checkpoint of a run of the row's job.",
+                   **run, "checker": "observed.dimensions",
+                   "expected": {"N_encoder": cells["N"], "N_decoder": cells["N"],
+                                **{s: cells[s] for s in _ARCHITECTURE if s != "N"}},
+                   "params": {"about": {"job": [f"table3-{row.name}"]}}}
+    for row in ROWS:
+        for cell, key, word in (("P_drop", "dropout", "dropout"), ("eps_ls", "label_smoothing", "smoothing")):
+            if row.group == "D" and cell in row.cells:
+                yield {"id": f"observed.table3.{word}.{row.name}", "source": f"Table 3, row (D), {cell} = {row.cells[cell]}",
+                       "statement": f"Row (D) with {cell} = {row.cells[cell]}: as the checkpoint of a run of the row's "
+                                    "job holds it.",
+                       **run, "checker": "observed.setting", "expected": row.cells[cell], "tolerance": {"abs": 0},
+                       "params": {"key": key, "about": {"job": [f"table3-{row.name}"]}}}
+    for row in ROWS:
+        if "PE" in row.cells:
+            yield {"id": f"observed.table3.positions.{row.name}", "source": f"Table 3, row ({row.group}); Section 3.5",
+                   "statement": f"Row ({row.group}): {CAPTIONS.get(row.name, row.label)}: the positional encoding of "
+                                "a run of the row's job, read off its newest checkpoint's weights (a learned table is "
+                                "a weight).",
+                   **run, "kind": "structure", "checker": "observed.architecture", "expected": row.cells["PE"],
+                   "params": {"part": "positions", "about": {"job": [f"table3-{row.name}"]}}}
+
+
 # --- TOML, in the layout of the other claims files --------------------------------------------
 
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_]+$")
@@ -306,6 +341,8 @@ def render() -> str:
          list(dimension_claims())),
         ("# Table 3's training settings observed on the Table 3 jobs themselves (the rows' models and\n"
          "# objectives as their training loop builds them, shrunk in size only).\n", list(setting_claims())),
+        ("# Each row's settings on the records of a run of its job (repro check --run DIR; basis run).\n",
+         list(observed_claims())),
     ]
     out = HEADER + '\npart = "Table 3: variations on the Transformer architecture (EN-DE, newstest2013)"\n'
     for comment, claims in sections:

@@ -595,6 +595,8 @@ def _paper_run(tmp_path, bad) -> tuple[object, dict[str, Callable]]:
             tmp_path / "e.json", dataclasses.replace(evaluation, measured=bad))}),
         "observed.test_set": lambda: evaluated(test_set={"sentences": bad, "source": {"lines": 3003},
                                                           "reference": {"lines": 3003}}),
+        "observed.held_out": lambda: evaluated(test_set={"sentences": bad, "source": {"lines": 3003},
+                                                          "reference": {"lines": 3003}}),
         "observed.metric": lambda: setattr(files, "evaluations", {evaluation.claim_id: (
             tmp_path / "e.json", dataclasses.replace(evaluation, measured=bad))}),
     }

@@ -40,18 +40,20 @@ SACRE = "evaluations/evaluate.test.bleu.sacrebleu.json"
 
 @pytest.fixture(scope="module")
 def train(tmp_path_factory, tiny_multi30k):
-    """``train(name, steps, **sets)``: one session of ``repro train --recipe base`` (a second call resumes it)."""
+    """``train(name, steps, **sets)``: one session of ``repro train --recipe base`` (a second call resumes it) on
+    ``train.data`` unless ``sets`` name another ``dataset``; ``recipe=`` another of the paper's recipes."""
     root = tmp_path_factory.mktemp("round4")
     data = tiny_multi30k(root / "tiny", {"train": 200, "dev": 10, "test": 10})
 
-    def session(name: str, steps: int, **sets) -> Path:
-        argv = ["train", "--recipe", "base", "--out-dir", str(root / name), "--set", f"dataset={data}",
+    def session(name: str, steps: int, recipe: str = "base", **sets) -> Path:
+        argv = ["train", "--recipe", recipe, "--out-dir", str(root / name), "--set", f"dataset={sets.pop('dataset', data)}",
                 "--set", f"model_overrides={json.dumps(MODEL)}", "--set", f"max_steps={steps}"]
         for key, value in {**SETS, **sets}.items():
             argv += ["--set", f"{key}={json.dumps(value)}"]
         repro(*argv)
         return root / name
 
+    session.data = data
     return session
 
 
