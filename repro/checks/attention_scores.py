@@ -56,6 +56,9 @@ class _ScoresAndProjections(TorchDispatchMode):
         if (packet in _LINEAR or packet is aten.add and _adds_a_bias(args)) and isinstance(out, torch.Tensor) \
                 and out.dim() >= 2:
             self._projection(out.detach().double().reshape(-1, out.size(-1)))
+        elif packet is aten.bmm and out.size(0) == 1:
+            # a batch-1 product: ``einsum("bnd,dk->bnk", x, W_i)``, one head's projection at a time
+            self._projection(out.detach().double()[0])
         elif packet is aten.convolution and _pointwise(args[1]) and out.dim() == 3:
             # a 1x1 convolution over (batch, channels, time): a projection of each position's channels
             self._projection(out.detach().double().transpose(1, 2).reshape(-1, out.size(1)))
@@ -117,6 +120,17 @@ def scores_against_projections(scores: torch.Tensor, projections: list[torch.Ten
     return best
 
 
+def _fit(seen: _ScoresAndProjections, batch: int, length: int, heads: int, d_k: int) -> tuple[float, float, str]:
+    """:func:`scores_against_projections` on the first scores seen; where they are one head's (the heads
+    computed one after another, each with its own softmax), on each of the first h, each head's own
+    Q and K among the products: the worst residual and the scale furthest from 1."""
+    if heads == 1 or seen.scores[0].numel() != batch * length * length or len(seen.scores) < heads:
+        return scores_against_projections(seen.scores[0], seen.projections, batch, length, heads, d_k)
+    fits = [scores_against_projections(s, seen.projections, batch, length, 1, d_k) for s in seen.scores[:heads]]
+    scale = max((f[1] for f in fits), key=lambda c: abs(c - 1.0))
+    return max(f[0] for f in fits), scale, f"{heads} heads one after another, each fitted apart; head 1: {fits[0][2]}"
+
+
 @checker("attention.scores_in_model")
 def scores_in_model(claim: Claim, ctx: CheckContext) -> Measurement:
     """Eq. 1's scale on the path the model runs: for each h in params.heads, the model (d_model =
@@ -146,7 +160,7 @@ def scores_in_model(claim: Claim, ctx: CheckContext) -> Measurement:
             raise Absent(f"{ctx.target.name}'s self-attention normalises no scores over its {length} positions "
                          "(no softmax over the keys, no fused attention kernel): no Eq. 1 to measure")
         d_k = d_model // heads
-        residual, scale, pair = scores_against_projections(seen.scores[0], seen.projections, batch, length, heads, d_k)
+        residual, scale, pair = _fit(seen, batch, length, heads, d_k)
         finite([residual, scale], f"the scores at h = {heads}")
         departure = max(residual, abs(scale - 1.0))
         worst.add(departure, f"h = {heads}")

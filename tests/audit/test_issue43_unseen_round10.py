@@ -14,6 +14,7 @@ from torch import Tensor, nn
 
 from repro.audit.adapter import Adapter
 from repro.checks.placement import POST_NORM, PRE_NORM, norm_placement, trace_layer
+from tests.audit.handwritten.round9 import loop_heads
 from tests.audit.handwritten.round10 import (channels_first, cosine_attention, sigmoid_attention, synthesizer,
                                              talking_heads)
 from tests.audit.test_issue43_unseen_round7 import ERROR, FAIL, PASS, dimensions, verdict
@@ -50,6 +51,33 @@ def test_eq1_in_the_model_reads_conv_projections_and_heads_leading() -> None:
 def test_a_scale_counted_twice_in_a_channels_first_model_still_fails() -> None:
     record = verdict("sec3.eq1.in-model", ScaledTwice())
     assert record.status == FAIL and "heads leading" in record.why, record.why
+
+
+# -- heads one after another (round 9's loop_heads, on the claim added after it) -------------------
+
+class LoopScaledTwice(loop_heads.LoopMultiHead):
+    def forward(self, q_in, k_in, v_in, mask=None):
+        heads = []
+        for i in range(self.h):
+            q = torch.einsum("bnd,dk->bnk", q_in, self.w_q[i]) * self.w_q.size(-1) ** -0.5
+            k, v = (torch.einsum("bnd,dk->bnk", t, w[i]) for t, w in ((k_in, self.w_k), (v_in, self.w_v)))
+            heads.append(loop_heads.attention_head(q, k, v, mask))
+        return torch.stack(heads, dim=2).flatten(2) @ self.w_o + self.b_o
+
+
+class LoopHeadsScaledTwice(loop_heads.LoopHeadsAdapter):
+    def model(self, vocab_size, d_model, n_heads, d_ff, n_layers):
+        parts = super().model(vocab_size, d_model, n_heads, d_ff, n_layers)
+        for layer in parts.module.enc:
+            layer.attn.__class__ = LoopScaledTwice
+        return parts
+
+
+@pytest.mark.parametrize("target,status", [(loop_heads.adapter(), PASS), (LoopHeadsScaledTwice(), FAIL)])
+def test_eq1_in_the_model_fits_heads_computed_one_after_another(target, status) -> None:
+    # "shape '[2, 8, 7, 7]' is invalid for input of size 98" (an error): one head's scores read as all h
+    record = verdict("sec3.eq1.in-model", target)
+    assert record.status == status and "8 heads one after another" in record.why, record.why
 
 
 # -- channels-first norms: given wrapped, traced by their parameters --------------------------------
