@@ -117,8 +117,8 @@ def _norms_batch_first(what: str, norms: tuple, d_model: int) -> None:
                 out = norm(x)
         except Exception as error:  # noqa: BLE001 - the norm's own message is kept in ours
             raise AdapterContractError(
-                f"{what}.norms[{i}] raised {type(error).__name__} on a batch-first (batch, n, d_model) = {tuple(x.shape)} "
-                f"tensor ({str(error).splitlines()[0][:160]}): the checks call each norm on the layer's rows, batch "
+                f"{what}.norms[{i}] raised {type(error).__name__} on a batch-first (batch, n, d_model) = "
+                f"{tuple(x.shape)} tensor ({str(error).splitlines()[0][:160]}): the checks call each norm on the layer's rows, batch "
                 "first; give a norm the layer applies in another layout (channels first, (batch, d_model, n)) as a "
                 "module that transposes around it, its parameters the norm's own (docs/audit.md)") from error
         _shape(f"{what}.norms[{i}]", out, tuple(x.shape))

@@ -353,8 +353,8 @@ def traced_dimensions(forward: Any, width: int, device: str = "cpu") -> tuple[di
                          f"queries and keys as its stack's length, {SOURCE_LENGTH} or {TARGET_LENGTH})")
         else:
             unread["h, d_k, d_v"] = ("no self-attention over as many queries and keys as its stack's length (the "
-                                     f"encoder's {SOURCE_LENGTH}, the decoder's {TARGET_LENGTH}), nor a cross-attention; "
-                                     "the heads could not be read")
+                                     f"encoder's {SOURCE_LENGTH}, the decoder's {TARGET_LENGTH}), nor a "
+                                     "cross-attention; the heads could not be read")
     measured = {
         **counts,
         "d_model": d_model,

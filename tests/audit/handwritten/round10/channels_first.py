@@ -58,8 +58,8 @@ class ConvAttention(nn.Module):
                 causal: bool = False) -> Tensor:
         """q (batch, d_model, t_q), k and v (batch, d_model, t_k); ``key_padding`` (batch, t_k), True = a real key."""
         mask = None if key_padding is None else key_padding[None, :, None, :]
-        out = F.scaled_dot_product_attention(self.split(self.to_q(q)), self.split(self.to_k(k)), self.split(self.to_v(v)),
-                                             attn_mask=mask, is_causal=causal)
+        q, k, v = self.split(self.to_q(q)), self.split(self.to_k(k)), self.split(self.to_v(v))
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal)
         h, b, t, d_k = out.shape
         return self.to_out(out.permute(1, 0, 3, 2).reshape(b, h * d_k, t))
 
@@ -201,7 +201,8 @@ class ChannelsFirstAdapter(PaperRecipe, Adapter):
 
 
 def _encoder_parts(block: EncoderBlock) -> EncoderLayerParts:
-    return EncoderLayerParts(layer=lambda x: cf(block(cf(x))), self_attention=lambda x: cf(block.attn(cf(x), cf(x), cf(x))),
+    return EncoderLayerParts(layer=lambda x: cf(block(cf(x))),
+                             self_attention=lambda x: cf(block.attn(cf(x), cf(x), cf(x))),
                              feed_forward=lambda x: cf(block.ff(cf(x))),
                              norms=(BatchFirst(block.ln_attn), BatchFirst(block.ln_ff)))
 

@@ -6,8 +6,8 @@ Its choices: each weight is ``sigmoid(q.k / sqrt(d_k) + b)`` with the paper's re
 ``b = -log(n)``, n the number of keys the call is given (``k.size(-2)``, padding included, as the
 reference FlashSigmoid wrapper takes the sequence length); masked keys get ``-inf`` before the
 sigmoid (weight 0); no normalisation over the keys; fused q/k/v projection (one ``nn.Linear`` of
-3 d_model, called once on x for self-attention, its three row blocks apart for cross-attention). Everything else is the shell of
-:mod:`talking_heads` (the paper's base model).
+3 d_model, called once on x for self-attention, its three row blocks apart for cross-attention).
+Everything else is the shell of :mod:`talking_heads` (the paper's base model).
 
 Departures from the paper: the weights are element-wise sigmoids, not a softmax over the keys
 (Eq. 1), so they do not sum to 1; the bias -log(n) counts the padding keys, so a sentence's

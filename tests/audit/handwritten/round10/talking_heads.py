@@ -158,7 +158,8 @@ class ShellAdapter(PaperRecipe, Adapter):
         return encoder_parts(self.Net.Encoder(self.Net.Attention, d_model, n_heads, d_ff, 0.0).eval())
 
     def decoder_layer(self, d_model, n_heads, d_ff):
-        return decoder_parts(self.Net.Decoder(self.Net.Attention, self.Net.CrossAttention, d_model, n_heads, d_ff, 0.0).eval())
+        layer = self.Net.Decoder(self.Net.Attention, self.Net.CrossAttention, d_model, n_heads, d_ff, 0.0)
+        return decoder_parts(layer.eval())
 
     def _parts(self, net: TalkingHeadsTransformer, vocab: int, d_model: int) -> ModelParts:
         def decoder_run(tgt):
