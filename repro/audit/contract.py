@@ -25,7 +25,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from repro.audit.adapter import RESERVED_IDS, Adapter, AdapterWrapper, EncoderLayerParts, FeedForwardParts, ModelParts
+from repro.audit.adapter import (RESERVED_IDS, Adapter, AdapterWrapper, DecoderLayerParts, EncoderLayerParts,
+                                FeedForwardParts, ModelParts)
 from repro.checks.attention import reference_attention
 
 
@@ -105,6 +106,24 @@ def _batch_first(what: str, call: Callable[..., Tensor], d_model: int, memory: b
             "is batch first, (batch, n, d_model): transpose the inputs and the output in the adapter")
 
 
+def _norms_batch_first(what: str, norms: tuple, d_model: int) -> None:
+    """Refuse a norm that cannot take the checks' batch-first (batch, n, d_model) tensors, as a
+    channels-first model's LayerNorm over (batch, d_model, n) cannot: the checks call each norm
+    on the layer's rows (the post-norm composition, the LayerNorm fit)."""
+    x = torch.randn(2, 5, d_model, generator=torch.Generator().manual_seed(0))
+    for i, norm in enumerate(norms):
+        try:
+            with torch.no_grad():
+                out = norm(x)
+        except Exception as error:  # noqa: BLE001 - the norm's own message is kept in ours
+            raise AdapterContractError(
+                f"{what}.norms[{i}] raised {type(error).__name__} on a batch-first (batch, n, d_model) = "
+                f"{tuple(x.shape)} tensor ({str(error).splitlines()[0][:160]}): the checks call each norm on the layer's rows, batch "
+                "first; give a norm the layer applies in another layout (channels first, (batch, d_model, n)) as a "
+                "module that transposes around it, its parameters the norm's own (docs/audit.md)") from error
+        _shape(f"{what}.norms[{i}]", out, tuple(x.shape))
+
+
 class CheckedAdapter(AdapterWrapper):
     """Delegates to an adapter and checks every return value against the protocol; methods whose
     return values are not checked here (later additions to the protocol) go straight to the adapter."""
@@ -148,6 +167,7 @@ class CheckedAdapter(AdapterWrapper):
             raise AdapterContractError(f"encoder_layer returned {len(parts.norms)} norms, expected 2 (or none: a "
                                        "layer without normalisation)")
         _batch_first("EncoderLayerParts.layer", parts.layer, d_model)
+        _norms_batch_first("EncoderLayerParts", parts.norms, d_model)
         return EncoderLayerParts(
             layer=_same_shape("EncoderLayerParts.layer", parts.layer),
             self_attention=_same_shape("EncoderLayerParts.self_attention", parts.self_attention),
@@ -155,6 +175,11 @@ class CheckedAdapter(AdapterWrapper):
             norms=tuple(_same_shape_keeping_module(f"EncoderLayerParts.norms[{i}]", norm)
                         for i, norm in enumerate(parts.norms)),
         )
+
+    def decoder_layer(self, d_model: int, n_heads: int, d_ff: int) -> DecoderLayerParts:
+        parts = _instance("decoder_layer", self._target.decoder_layer(d_model, n_heads, d_ff), DecoderLayerParts)
+        _norms_batch_first("DecoderLayerParts", parts.norms, d_model)
+        return parts
 
     def model(self, vocab_size: int, d_model: int, n_heads: int, d_ff: int, n_layers: int) -> ModelParts:
         return _checked_parts("model", self._target.model(vocab_size, d_model, n_heads, d_ff, n_layers),

@@ -25,14 +25,11 @@ from repro.claims.claim import Claim
 from repro.claims.compare import Worst, finite
 from repro.claims.outcome import Absent, CheckContext, Measurement, NotApplicable
 from repro.claims.seeding import claim_seed, seeded
-from repro.complexity.products import FUSED_ATTENTION
+from repro.complexity.products import FUSED_ATTENTION, SOFTMAX
 
 aten = torch.ops.aten
 #: the products a linear layer runs as (a 2-D view of the positions times the weight)
 _LINEAR = {aten.addmm, aten.mm, aten.linear}
-#: a softmax over the keys: ``_safe_softmax`` is the one SDPA's math path runs on a CUDA device (a masked
-#: row gives zeros, not NaN), so that the verdict on a GPU is the CPU's
-_SOFTMAX = {aten._softmax, aten._safe_softmax}
 
 
 def _adds_a_bias(args: tuple) -> bool:
@@ -58,10 +55,14 @@ class _ScoresAndProjections(TorchDispatchMode):
         packet = func._overloadpacket
         if (packet in _LINEAR or packet is aten.add and _adds_a_bias(args)) and isinstance(out, torch.Tensor) \
                 and out.dim() >= 2:
-            flat = out.detach().double().reshape(-1, out.size(-1))
-            if flat.size(0) == self.positions:
-                self.projections.append(flat)
-        elif packet in _SOFTMAX and args[0].dim() >= 3 and args[0].shape[-2:] == (self.length, self.length):
+            self._projection(out.detach().double().reshape(-1, out.size(-1)))
+        elif packet is aten.bmm and out.size(0) == 1:
+            # a batch-1 product: ``einsum("bnd,dk->bnk", x, W_i)``, one head's projection at a time
+            self._projection(out.detach().double()[0])
+        elif packet is aten.convolution and _pointwise(args[1]) and out.dim() == 3:
+            # a 1x1 convolution over (batch, channels, time): a projection of each position's channels
+            self._projection(out.detach().double().transpose(1, 2).reshape(-1, out.size(1)))
+        elif packet in SOFTMAX and args[0].dim() >= 3 and args[0].shape[-2:] == (self.length, self.length):
             self.scores.append(args[0].detach().double())
         elif packet in FUSED_ATTENTION and args[0].size(-2) == self.length:
             q, k = args[0].detach().double(), args[1].detach().double()
@@ -73,6 +74,15 @@ class _ScoresAndProjections(TorchDispatchMode):
                 scores = scores + bias.detach().double()
             self.scores.append(scores)
         return out
+
+    def _projection(self, flat: torch.Tensor) -> None:
+        if flat.size(0) == self.positions:
+            self.projections.append(flat)
+
+
+def _pointwise(weight: torch.Tensor) -> bool:
+    """A convolution's weight (out, in, *kernel) whose kernel is one position wide."""
+    return weight.dim() >= 3 and all(k == 1 for k in weight.shape[2:])
 
 
 def _heads(projection: torch.Tensor, batch: int, length: int, heads: int, batch_first: bool) -> torch.Tensor:
@@ -86,24 +96,39 @@ def _heads(projection: torch.Tensor, batch: int, length: int, heads: int, batch_
 def scores_against_projections(scores: torch.Tensor, projections: list[torch.Tensor], batch: int, length: int,
                                heads: int, d_k: int) -> tuple[float, float, str]:
     """The pair of projection chunks (each ``heads`` x ``d_k`` wide) whose per-head Q K^T best explains
-    ``scores`` up to one factor c: (relative residual of that fit, c sqrt(d_k), which pair)."""
-    s = scores.reshape(batch, heads, length, length)
+    ``scores`` up to one factor c: (relative residual of that fit, c sqrt(d_k), which pair). The scores
+    are laid out (batch, heads, ...) or, where the heads lead (an attention over (h, batch, n, d_k)),
+    (heads, batch, ...): both are tried."""
+    layouts = {"batch": scores.reshape(batch, heads, length, length),
+               "heads": scores.reshape(heads, batch, length, length).transpose(0, 1)}
     width = heads * d_k
     chunks = [(f"product {i} [{j}:{j + width}]", p[:, j:j + width]) for i, p in enumerate(projections)
               if p.size(1) % width == 0 for j in range(0, p.size(1), width)]
     best: tuple[float, float, str] | None = None
-    for (name_q, q), (name_k, k), batch_first in itertools.product(chunks, chunks, (True, False)):
+    for (name_q, q), (name_k, k), batch_first, (lead, s) in itertools.product(chunks, chunks, (True, False),
+                                                                            layouts.items()):
         queries, keys = (_heads(x, batch, length, heads, batch_first) for x in (q, k))
         raw = queries @ keys.transpose(-1, -2)
         c = float((s * raw).sum() / (raw * raw).sum().clamp(min=1e-300))
         residual = float((s - c * raw).abs().max() / s.abs().max().clamp(min=1e-300))
         if best is None or residual < best[0]:
             best = (residual, c * math.sqrt(d_k), f"Q from {name_q}, K from {name_k}, rows "
-                    f"{'batch' if batch_first else 'length'}-major")
+                    f"{'batch' if batch_first else 'length'}-major" + (", heads leading" if lead == "heads" else ""))
     if best is None:
         raise NotApplicable(f"no product over the positions is a multiple of h x d_k = {width} wide: the queries "
                             "and keys the scores are made of were not seen")
     return best
+
+
+def _fit(seen: _ScoresAndProjections, batch: int, length: int, heads: int, d_k: int) -> tuple[float, float, str]:
+    """:func:`scores_against_projections` on the first scores seen; where they are one head's (the heads
+    computed one after another, each with its own softmax), on each of the first h, each head's own
+    Q and K among the products: the worst residual and the scale furthest from 1."""
+    if heads == 1 or seen.scores[0].numel() != batch * length * length or len(seen.scores) < heads:
+        return scores_against_projections(seen.scores[0], seen.projections, batch, length, heads, d_k)
+    fits = [scores_against_projections(s, seen.projections, batch, length, 1, d_k) for s in seen.scores[:heads]]
+    scale = max((f[1] for f in fits), key=lambda c: abs(c - 1.0))
+    return max(f[0] for f in fits), scale, f"{heads} heads one after another, each fitted apart; head 1: {fits[0][2]}"
 
 
 @checker("attention.scores_in_model")
@@ -135,7 +160,7 @@ def scores_in_model(claim: Claim, ctx: CheckContext) -> Measurement:
             raise Absent(f"{ctx.target.name}'s self-attention normalises no scores over its {length} positions "
                          "(no softmax over the keys, no fused attention kernel): no Eq. 1 to measure")
         d_k = d_model // heads
-        residual, scale, pair = scores_against_projections(seen.scores[0], seen.projections, batch, length, heads, d_k)
+        residual, scale, pair = _fit(seen, batch, length, heads, d_k)
         finite([residual, scale], f"the scores at h = {heads}")
         departure = max(residual, abs(scale - 1.0))
         worst.add(departure, f"h = {heads}")

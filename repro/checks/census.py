@@ -342,9 +342,19 @@ def traced_dimensions(forward: Any, width: int, device: str = "cpu") -> tuple[di
         if attention:
             notes.append(f"h, d_k, d_v read off the decoder's self-attention (no attention over {SOURCE_LENGTH} "
                          f"queries and {SOURCE_LENGTH} keys in the encoder)")
+    cross = _attention([p for p, f in zip(products, follows) if f in stacks["decoder"]], None, SOURCE_LENGTH, width)
+    selves = len(attention)
+    if not attention:
+        # a self-attention without queries and keys (a Synthesizer's weights from each position alone): the
+        # heads are read off the attention across stacks, which has them
+        attention = cross
+        if attention:
+            notes.append(f"h, d_k, d_v read off the cross-attentions (no self-attention with scores over as many "
+                         f"queries and keys as its stack's length, {SOURCE_LENGTH} or {TARGET_LENGTH})")
         else:
             unread["h, d_k, d_v"] = ("no self-attention over as many queries and keys as its stack's length (the "
-                                     f"encoder's {SOURCE_LENGTH}, the decoder's {TARGET_LENGTH}); the heads could not be read")
+                                     f"encoder's {SOURCE_LENGTH}, the decoder's {TARGET_LENGTH}), nor a "
+                                     "cross-attention; the heads could not be read")
     measured = {
         **counts,
         "d_model": d_model,
@@ -355,9 +365,8 @@ def traced_dimensions(forward: Any, width: int, device: str = "cpu") -> tuple[di
     }
     if gated:
         notes.append(f"{gated} feed-forward layers gated (more than one d_model -> X product each), each counted once")
-    cross = _attention([p for p, f in zip(products, follows) if f in stacks["decoder"]], None, SOURCE_LENGTH, width)
     seen = (f"{len(products)} products in one forward pass: {counts['N_encoder']} + {counts['N_decoder']} feed-forward "
-            f"layers, {len(attention)} self-attentions read, {len(cross)} cross-attentions" + "".join(f"; {n}" for n in notes))
+            f"layers, {selves} self-attentions read, {len(cross)} cross-attentions" + "".join(f"; {n}" for n in notes))
     if unread:
         read = ", ".join(f"{k}={v}" for k, v in measured.items() if k not in unread and v is not None)
         raise Inconclusive("not read: " + "; ".join(f"{k}: {why}" for k, why in unread.items())

@@ -9,8 +9,10 @@ attention function:
   largest tensor each forms (space) and their wall time (speed);
 * "We suspect that for large values of d_k, the dot products grow large in magnitude, pushing the
   softmax function into regions where it has extremely small gradients. To counteract this
-  effect, we scale the dot products by 1/sqrt(d_k)": the softmax's Jacobian, read off the
-  implementation's attention weights (values = the identity), with and without the scale.
+  effect, we scale the dot products by 1/sqrt(d_k)": the Jacobian of the softmax the
+  implementation's attention runs, read off that softmax's output (or, where no softmax over the
+  keys is seen, as in a fused kernel, off the attention weights, values = the identity), with and
+  without the scale.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from repro.claims.claim import Claim
 from repro.claims.compare import finite
 from repro.claims.outcome import CheckContext, Measurement
 from repro.complexity.additive import AdditiveAttention
+from repro.complexity.products import SOFTMAX
 
 
 class _LargestTensor(TorchDispatchMode):
@@ -103,13 +106,32 @@ def additive_speed(claim: Claim, ctx: CheckContext) -> Measurement:
                                                f"{1e3 * statistics.median(times['dot-product']):.2f} ms)")
 
 
+class _Softmaxes(TorchDispatchMode):
+    """The output of every softmax over ``n`` keys run inside it."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.n, self.outputs = n, []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if func._overloadpacket in SOFTMAX and out.dim() >= 2 and out.size(-1) == self.n:
+            self.outputs.append(out.detach())
+        return out
+
+
 def _jacobian_norms(ctx: CheckContext, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-    """||d softmax / d scores||_F per query, from the attention weights the implementation gives
-    with the identity as values (its output is then its weights)."""
+    """||d softmax / d scores||_F per query of the softmax the implementation's attention runs: read
+    off that softmax's output where one over the keys is seen (an attention that mixes its heads'
+    weights after the softmax, as talking heads do, gives weights that are not a softmax's), else
+    off the attention weights it gives with the identity as values (its output is then its weights:
+    a fused kernel's softmax)."""
     n = k.size(-2)
     eye = torch.eye(n).expand(*k.shape[:-2], n, n)
-    with torch.no_grad():
+    with torch.no_grad(), _Softmaxes(n) as seen:
         weights = finite(ctx.target.attention(q, k, eye, None), "the attention weights").double()
+    if seen.outputs:
+        weights = torch.cat([finite(p, "the softmax's output").double().reshape(-1, n) for p in seen.outputs])
     jacobian = torch.diag_embed(weights) - weights[..., :, None] * weights[..., None, :]
     return jacobian.flatten(-2).norm(dim=-1)
 

@@ -50,8 +50,9 @@ class LayerTrace:
 
 def trace_layer(call: Callable[[], Tensor], x: Tensor, norms: Sequence[Callable[[Tensor], Tensor]]) -> LayerTrace:
     """Run ``call()`` (the layer applied to ``x``) once, recording the first input of each norm:
-    through forward hooks where the norms are torch modules that take hooks, else (functions,
-    ``torch.jit.script``'ed modules, which refuse hooks) by :func:`_trace_functions`."""
+    through forward hooks where the norms are torch modules that take hooks and the layer calls,
+    else (functions, ``torch.jit.script``'ed modules, which refuse hooks, modules wrapping the one
+    the layer calls) by :func:`_trace_functions`."""
     if not all(isinstance(n, nn.Module) and not isinstance(n, torch.jit.ScriptModule) for n in norms):
         return _trace_functions(call, x, norms)
     seen: dict[int, Tensor] = {}
@@ -67,10 +68,10 @@ def trace_layer(call: Callable[[], Tensor], x: Tensor, norms: Sequence[Callable[
     finally:
         for h in handles:
             h.remove()
-    missing = [i for i in range(len(norms)) if i not in seen]
-    if missing:
-        raise NotApplicable(f"the layer never called its norm(s) {missing} as given in its parts: the residual "
-                            "stream cannot be followed")
+    if any(i not in seen for i in range(len(norms))):
+        # a norm given wrapped (a channels-first LayerNorm as the checks call it, batch-first): the layer
+        # calls the module inside, never the wrapper; found, as a function's, by the parameters it reads
+        return _trace_functions(call, x, norms)
     return LayerTrace(x, output.detach(), [seen[i] for i in range(len(norms))])
 
 

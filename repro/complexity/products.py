@@ -22,6 +22,9 @@ aten = torch.ops.aten
 
 LINEAR = {aten.mm, aten.addmm}
 BATCHED = {aten.bmm, aten.baddbmm}
+#: a softmax over the keys: ``_safe_softmax`` is the one SDPA's math path runs on a CUDA device (a masked
+#: row gives zeros, not NaN), so that a verdict on a GPU is the CPU's
+SOFTMAX = {aten._softmax, aten._safe_softmax}
 FUSED_ATTENTION = {
     aten._scaled_dot_product_flash_attention_for_cpu,
     aten._scaled_dot_product_flash_attention,

@@ -1,0 +1,1 @@
+"""Issue 43, tenth round of hand-written unseen families: see EXPECTED.md."""
