@@ -1,6 +1,7 @@
 """Claims watched in a real two-process group (:mod:`repro.checks.group_probe`): the gradient of an
 accumulated update over two ranks, the rate Adam steps at, and which of its passes synchronise, the
-divergence stop raised on one rank, which rank writes checkpoints, and the order of a sharded
+divergence stop raised on one rank, which rank writes checkpoints, what each rank trains on after a
+resume, and the order of a sharded
 evaluation's outputs. The group is spawned once per process and shared by these claims."""
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from repro.claims.claim import Claim
 from repro.claims.compare import max_abs, max_abs_diff
 from repro.claims.outcome import CheckContext, Measurement
 from repro.data.batching import collate
-from repro.checks.group_probe import SHARD_ITEMS, WORLD, observe_group, step_rates
+from repro.checks.group_probe import RESUME_STOP, RESUME_UPDATES, SHARD_ITEMS, WORLD, observe_group, step_rates
 from repro.train.loop import build
 
 #: Each rank's passes (pairs per pass): unequal within and across ranks.
@@ -142,6 +143,28 @@ def main_rank(claim: Claim, ctx: CheckContext) -> Measurement:
     seen, _ = _observed(ctx.seed)
     return Measurement([r["checkpoints"] for r in seen], detail=", ".join(
         f"rank {r['rank']} wrote checkpoints after updates {r['checkpoints']}" for r in seen))
+
+
+@checker("run.resume_ranks")
+def resume_ranks(claim: Claim, ctx: CheckContext) -> Measurement:
+    """A requeued data-parallel job trains each rank on what it would have trained on had the job never
+    stopped: the loop in a two-rank group (both ranks in one run directory, rank 0 writing the
+    checkpoints), run for RESUME_UPDATES updates at once and stopped after RESUME_STOP then resumed;
+    each rank's updates after the stop must draw the same examples in both. A resume that restores one
+    rank's data position into every rank (the checkpoint's shard as written), or any other position,
+    differs. Measured: the (rank, update) pairs whose examples differ."""
+    own(ctx)
+    seen, _ = _observed(ctx.seed)
+    differ = [(r["rank"], RESUME_STOP + 1 + i)
+              for r in seen for i, (a, b) in enumerate(zip(r["batches_once"][RESUME_STOP:], r["batches_resumed"][RESUME_STOP:]))
+              if a != b]
+    counts = [len(r["batches_resumed"]) for r in seen]
+    if any(n != RESUME_UPDATES for n in counts):
+        return Measurement(None, False, f"the resumed job's ranks made {counts} updates, not {RESUME_UPDATES} each")
+    return Measurement(len(differ), detail=(
+        f"{RESUME_UPDATES} updates at once against {RESUME_STOP} then resumed, {WORLD} ranks: "
+        + (f"(rank, update) drawing other examples after the resume: {differ}" if differ else
+           f"every rank drew the same examples in updates {RESUME_STOP + 1}-{RESUME_UPDATES}")))
 
 
 @checker("run.shard_order")

@@ -1,0 +1,103 @@
+"""Teeth of the claims the eighth round of fresh mistakes (mut8) added: each fails on the class of
+mistake that escaped every claim before it, and passes on repro's own code.
+
+- ``sec5.vocab.learned-size``: the vocabulary the job's data path learns has the entries its config
+  asks for (a BPE learned at a fixed 32000 whatever the recipe asked passed: the vocabulary claims
+  read the recipes' settings, and a run's own vocabulary is only read at cluster scale);
+- ``impl.resume.ranks``: each rank of a requeued data-parallel job trains on what it would have had the
+  job never stopped (every rank restoring the checkpoint's position as rank 0 wrote it passed: resume
+  was watched on one process);
+- ``sec5.step-time.normalisation``: a step time measured elsewhere counts as footnote 5's 8 P100 in
+  proportion to its compute (the ratio inverted passed: no stored step time of the paper's
+  configuration is compared locally).
+"""
+
+from __future__ import annotations
+
+from unittest import mock
+
+import pytest
+
+import repro.checks.rank_group as rank_group
+import repro.checks.step_time as step_time
+import repro.train.data as train_data
+from repro.audit.repro_adapter import ReproAdapter
+from repro.checks import CHECKERS, select_claims
+from repro.claims import Outcome
+from repro.claims.runner import run_claim
+from repro.data.batching import TokenBatcher
+from repro.results import normalise
+
+CLAIMS = {c.id: c for c in select_claims()}
+
+
+def outcome(claim_id: str) -> Outcome:
+    claim = CLAIMS[claim_id]
+    return run_claim(claim, CHECKERS[claim.checker], ReproAdapter(), {}).status
+
+
+def _learning_at(size_of):
+    """load_or_train_vocab learning a vocabulary of ``size_of(asked)`` entries instead of the size asked."""
+    learn = train_data.load_or_train_vocab
+    return lambda path, texts, vocab_size, split="bytes": learn(path, texts, size_of(vocab_size), split)
+
+
+def test_learned_vocabulary_size_passes_on_repro():
+    assert outcome("sec5.vocab.learned-size") == Outcome.PASS
+
+
+@pytest.mark.parametrize("size_of", [lambda asked: 32000, lambda asked: asked - 4],
+                         ids=["fixed-32000", "specials-not-counted"])
+def test_learned_vocabulary_size_fails_when_the_data_path_learns_another_size(size_of):
+    with mock.patch.object(train_data, "load_or_train_vocab", _learning_at(size_of)):
+        assert outcome("sec5.vocab.learned-size") == Outcome.FAIL
+
+
+def test_step_time_normalisation_passes_on_repro():
+    assert outcome("sec5.step-time.normalisation") == Outcome.PASS
+
+
+@pytest.mark.parametrize("rule", [
+    lambda seconds, devices, peak: seconds * 8 * normalise.P100_FLOPS / (devices * peak),   # ratio inverted
+    lambda seconds, devices, peak: seconds * peak / normalise.P100_FLOPS,                    # devices left out
+    lambda seconds, devices, peak: seconds * devices * peak / (8 * 10.6e12),                 # the data-sheet P100
+], ids=["inverted", "per-device", "p100-10.6"])
+def test_step_time_normalisation_fails_on_another_rule(rule):
+    with mock.patch.object(normalise, "p100x8_seconds", rule):
+        assert outcome("sec5.step-time.normalisation") == Outcome.FAIL
+
+
+def test_step_time_normalisation_fails_when_eight_p100_are_normalised_too():
+    measured_as_is = normalise.comparable_step_time
+
+    def normalising_p100(measured, scale, hardware, extra):
+        return measured_as_is(measured, scale, hardware.replace("P100", "GPU"), {**extra, "peak_flops": 10.6e12})
+    with mock.patch.object(step_time, "comparable_step_time", normalising_p100):
+        assert outcome("sec5.step-time.normalisation") == Outcome.FAIL
+
+
+@pytest.fixture
+def fresh_group():
+    """The two-rank group observed anew (its observation is cached per process)."""
+    rank_group._observed.cache_clear()
+    yield
+    rank_group._observed.cache_clear()
+
+
+def _resuming(change):
+    """TokenBatcher.load_state_dict (the buckets' too) restoring ``change(state, batcher)``."""
+    load = TokenBatcher.load_state_dict
+    return lambda self, state: load(self, change(dict(state), self))
+
+
+def test_resume_ranks_passes_on_repro(fresh_group):
+    assert outcome("impl.resume.ranks") == Outcome.PASS
+
+
+@pytest.mark.parametrize("change", [
+    lambda state, batcher: {**state, "offset": 0} if batcher.shard == 1 else state,       # one rank restarts its epoch
+    lambda state, batcher: {**state, "offset": state["offset"] + 1} if batcher.shard else state,
+], ids=["rank-1-restarts-its-epoch", "rank-1-one-pass-ahead"])
+def test_resume_ranks_fails_when_a_rank_resumes_elsewhere(fresh_group, change):
+    with mock.patch.object(TokenBatcher, "load_state_dict", _resuming(change)):
+        assert outcome("impl.resume.ranks") == Outcome.FAIL
