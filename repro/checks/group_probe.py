@@ -3,8 +3,9 @@
 What a data-parallel job does that one process cannot show: which passes of an accumulated update
 synchronise gradients (a DDP communication hook records the pass it runs in), the gradient each
 rank hands Adam and the rate Adam steps at, the stop on a non-finite loss raised on one rank only, which rank writes the
-checkpoints of a short run, the examples each rank trains on after a job is stopped and resumed, and the
-order in which a sharded evaluation (:func:`repro.eval.sharding.map_sharded`) puts the ranks' outputs back. :func:`observe_group`
+checkpoints of a short run, the examples each rank trains on after a job is stopped and resumed, the
+order in which a sharded evaluation (:func:`repro.eval.sharding.map_sharded`) puts the ranks' outputs back,
+and the perplexity an evaluation split over the ranks reports. :func:`observe_group`
 spawns the two ranks and returns what each saw; the claims compare it with one process's sums.
 """
 
@@ -23,6 +24,10 @@ from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_
 
 from repro import tensor_json
 from repro.data.batching import collate
+from repro.data.corpora import Dataset
+from repro.data.vocab import SharedVocab
+from repro.eval.translation import evaluate_perplexity
+from repro.files.writer import atomic_write_text, make_dirs
 from repro.eval.sharding import map_sharded
 from repro.model.precision import Precision
 from repro.runtime import Runtime
@@ -87,6 +92,28 @@ def _resumed_batches(folder: Path, cfg: TrainConfig, vocab: int, examples: list,
     return {"batches_once": drawn["once"], "batches_resumed": drawn["resumed"]}
 
 
+#: The dev split the sharded perplexity is measured on (an odd count: the ranks take unequal shares).
+PERPLEXITY_LINES = [("a b c d", "w x y"), ("b c", "x y z w"), ("c d a", "y"), ("d a b c d", "z w x y z"),
+                    ("a c", "w w x"), ("b d b", "x z"), ("c a d b", "y x w z y")]
+
+
+def sharded_perplexity(folder: Path, cfg: TrainConfig, runtime: Runtime | None) -> list[float]:
+    """The evaluation's perplexity (:func:`repro.eval.translation.evaluate_perplexity`, with the sentences
+    its interval resamples) of ``cfg``'s freshly built small model on :data:`PERPLEXITY_LINES`, split over
+    ``runtime``'s ranks (one process without one): [ppl, summed NLL, wordpieces, sentences, their NLL's sum,
+    their wordpieces' sum]."""
+    src, tgt = make_dirs(folder) / "dev.src", folder / "dev.tgt"
+    for path, side in ((src, 0), (tgt, 1)):
+        atomic_write_text(path, "".join(pair[side] + "\n" for pair in PERPLEXITY_LINES), within=folder.parent)
+    vocab = SharedVocab.train([t for pair in PERPLEXITY_LINES for t in pair], 16, split="word-level")
+    model = build(cfg, [([5, 6], [7, 8])], len(vocab), runtime=runtime).model
+    dataset = Dataset("perplexity-probe", {"dev": (src, tgt)}, "en", "de")
+    result = evaluate_perplexity(model, vocab, dataset, "dev", runtime=runtime, per_sentence=True)
+    sentences = result.sentences or []
+    return [result.ppl, result.nll, float(result.tokens), float(len(sentences)), sum(n for n, _ in sentences),
+            float(sum(t for _, t in sentences))]
+
+
 def _rank(rank: int, folder: str, cfg: TrainConfig, vocab: int, passes: list[list[list]],
           examples: list) -> None:
     torch.set_num_threads(1)
@@ -144,6 +171,7 @@ def _rank(rank: int, folder: str, cfg: TrainConfig, vocab: int, passes: list[lis
             clock=lambda: ticks[0], on_step=lambda s: ticks.__setitem__(0, s))
         seen["checkpoints"] = [step_of(p) for p in list_checkpoints(out_dir)]
         seen.update(_resumed_batches(Path(folder), cfg, vocab, examples, runtime))
+        seen["perplexity"] = sharded_perplexity(Path(folder) / f"perplexity-rank{rank}", cfg, runtime)
         tensor_json.write(Path(folder) / f"rank{rank}.json", seen)
     finally:
         dist.destroy_process_group()

@@ -7,6 +7,9 @@ mistake that escaped every claim before it, and passes on repro's own code.
 - ``impl.resume.ranks``: each rank of a requeued data-parallel job trains on what it would have had the
   job never stopped (every rank restoring the checkpoint's position as rank 0 wrote it passed: resume
   was watched on one process);
+- ``impl.sharded-evaluation-perplexity``: a perplexity evaluation split over a job's ranks reports one
+  process's figures (every rank scoring every sentence passed: the perplexity is the same ratio, but
+  the sentences the interval resamples are counted W times);
 - ``sec5.step-time.normalisation``: a step time measured elsewhere counts as footnote 5's 8 P100 in
   proportion to its compute (the ratio inverted passed: no stored step time of the paper's
   configuration is compared locally).
@@ -20,6 +23,7 @@ import pytest
 
 import repro.checks.rank_group as rank_group
 import repro.checks.step_time as step_time
+import repro.eval.translation as translation
 import repro.train.data as train_data
 from repro.audit.repro_adapter import ReproAdapter
 from repro.checks import CHECKERS, select_claims
@@ -90,14 +94,34 @@ def _resuming(change):
     return lambda self, state: load(self, change(dict(state), self))
 
 
-def test_resume_ranks_passes_on_repro(fresh_group):
+def test_resume_ranks_and_sharded_perplexity_pass_on_repro(fresh_group):
     assert outcome("impl.resume.ranks") == Outcome.PASS
+    assert outcome("impl.sharded-evaluation-perplexity") == Outcome.PASS
 
 
-@pytest.mark.parametrize("change", [
-    lambda state, batcher: {**state, "offset": 0} if batcher.shard == 1 else state,       # one rank restarts its epoch
-    lambda state, batcher: {**state, "offset": state["offset"] + 1} if batcher.shard else state,
-], ids=["rank-1-restarts-its-epoch", "rank-1-one-pass-ahead"])
-def test_resume_ranks_fails_when_a_rank_resumes_elsewhere(fresh_group, change):
-    with mock.patch.object(TokenBatcher, "load_state_dict", _resuming(change)):
+def test_resume_ranks_fails_when_a_rank_resumes_elsewhere(fresh_group):
+    """Rank 1 restarts its epoch at the resume (the single-process resume claims cannot see it)."""
+    restart = _resuming(lambda state, batcher: {**state, "offset": 0} if batcher.shard == 1 else state)
+    with mock.patch.object(TokenBatcher, "load_state_dict", restart):
         assert outcome("impl.resume.ranks") == Outcome.FAIL
+
+
+def _sentences_twice(model, examples, **kwargs):
+    """The evaluation's perplexity of one rank's share, its sentences listed twice (in a group only)."""
+    result = score(model, examples, **kwargs)
+    runtime = kwargs.get("runtime")
+    if runtime is not None and runtime.world_size > 1 and result.sentences:
+        result.sentences = result.sentences * 2
+    return result
+
+
+score = translation.perplexity
+
+
+@pytest.mark.parametrize("patch", [
+    lambda: mock.patch.object(translation, "sum_over_ranks", lambda values, runtime: list(values)),  # no all-reduce
+    lambda: mock.patch.object(translation, "perplexity", _sentences_twice),                          # sentences twice
+], ids=["each-rank-its-own-share", "a-ranks-sentences-twice"])
+def test_sharded_perplexity_fails_when_the_ranks_shares_are_not_one_split(fresh_group, patch):
+    with patch():
+        assert outcome("impl.sharded-evaluation-perplexity") == Outcome.FAIL

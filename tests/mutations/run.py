@@ -1275,11 +1275,18 @@ MUTATIONS = [
     Mutation("embedding-pad-row-trained", "repro/model/embedding.py",
              "        self.lut = nn.Embedding(vocab_size, d_model, padding_idx=pad_id)",
              "        self.lut = nn.Embedding(vocab_size, d_model)",
-             "the embedding's PAD row is an ordinary trained row (no padding_idx)"),
+             "the embedding's PAD row is an ordinary trained row (no padding_idx)",
+             equivalent="PAD's lookup never reaches a loss: it is masked as a key, a padded target position is "
+                        "left out of the loss, and right padding follows every real position (the causal mask hides "
+                        "it), so its lookup gradient is zero with or without padding_idx; the tied projection's PAD "
+                        "logit receives the same gradient either way"),
     Mutation("embedding-init-std-one", "repro/model/transformer.py",
              "                nn.init.normal_(param, mean=0.0, std=self.cfg.d_model**-0.5)",
              "                nn.init.normal_(param, mean=0.0, std=1.0)",
-             "embeddings drawn N(0, 1) (PyTorch's default) before the sqrt(d_model) scale"),
+             "embeddings drawn N(0, 1) (PyTorch's default) before the sqrt(d_model) scale",
+             equivalent="the paper states no initialisation (Section 3.4 gives only the sqrt(d_model) factor): fairseq "
+                        "and tensor2tensor draw N(0, d_model^-0.5), OpenNMT-py Glorot, PyTorch N(0, 1); each is a "
+                        "reading of the paper, and training numbers, not a stated value, would show the difference"),
     Mutation("positional-table-from-1", "repro/model/positional.py",
              "    position = torch.arange(max_len, dtype=torch.float64)[:, None]",
              "    position = torch.arange(1, max_len + 1, dtype=torch.float64)[:, None]",
@@ -1295,7 +1302,10 @@ MUTATIONS = [
     Mutation("resume-python-rng-not-restored", "repro/train/resume.py",
              '        random.setstate(_as_random_state(state["rng"]["python"]))',
              "        pass",
-             "a resumed run leaves Python's RNG at the seed's state, not the checkpoint's"),
+             "a resumed run leaves Python's RNG at the seed's state, not the checkpoint's",
+             equivalent="nothing on the training path draws from Python's random (dropout and the batchers' shuffles "
+                        "use torch's and numpy's seeded generators; repro/train, data, model and decode call only "
+                        "random.seed and random.getstate): the checkpoint keeps its state for code that might"),
     Mutation("peak-scale-warmup-exponent", "repro/train/schedule.py",
              "    return PAPER_BASE_PEAK / (d_model**-0.5 * warmup_steps**-0.5)",
              "    return PAPER_BASE_PEAK / (d_model**-0.5 * warmup_steps**-1.5)",
