@@ -14,7 +14,7 @@ from repro.checks import (  # noqa: F401  (importing a module registers its chec
     architectures, attention, attention_maps, attention_scores, batch_epochs, beam_rank, bleu_case, bleu_protocol, checkpoint_keeping, compiled_shapes, decoding, dot_product, dropout,
     encoded_cache, evalb_rules, evaluation_average, invariants, job_model, layers, linearization,
     measurement_records, metric_results, multihead, observed_average, observed_data, observed_evaluation,
-    observed_loss, observed_model, observed_time, observed_training, parser_recipe, search_scores,
+    observed_loss, observed_model, observed_time, observed_training, parse_scoring, parser_recipe, search_scores,
     positional, rank_group, read_late, recipe_runs, relations,
     resumed_step_time, runtime_choice, scaled_jobs, section4, stacks, step_time, table1, table2, table3,
     token_counts, training, training_data, update_arithmetic, verdict_statistics,

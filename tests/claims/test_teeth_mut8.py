@@ -10,6 +10,11 @@ mistake that escaped every claim before it, and passes on repro's own code.
 - ``impl.sharded-evaluation-perplexity``: a perplexity evaluation split over a job's ranks reports one
   process's figures (every rank scoring every sentence passed: the perplexity is the same ratio, but
   the sentences the interval resamples are counted W times);
+- ``table4.parse.linearization`` (strengthened): the targets are Vinyals & Kaiser et al.'s, closing
+  brackets labelled (unlabelled closers passed: they round-trip as well);
+- ``table4.f1.every-sentence-scored``: a parser writing the gold targets scores every sentence as a
+  perfect parse on the job's scoring path (outputs repaired without the gold tags passed: EVALB then
+  sets aside every sentence with punctuation, and the F1 covers the rest);
 - ``sec5.step-time.normalisation``: a step time measured elsewhere counts as footnote 5's 8 P100 in
   proportion to its compute (the ratio inverted passed: no stored step time of the paper's
   configuration is compared locally).
@@ -21,9 +26,12 @@ from unittest import mock
 
 import pytest
 
+import repro.checks.linearization as linearization_checks
 import repro.checks.rank_group as rank_group
 import repro.checks.step_time as step_time
 import repro.eval.translation as translation
+import repro.parsing.linearize as linearize
+import repro.parsing.scoring as scoring
 import repro.train.data as train_data
 from repro.audit.repro_adapter import ReproAdapter
 from repro.checks import CHECKERS, select_claims
@@ -125,3 +133,32 @@ score = translation.perplexity
 def test_sharded_perplexity_fails_when_the_ranks_shares_are_not_one_split(fresh_group, patch):
     with patch():
         assert outcome("impl.sharded-evaluation-perplexity") == Outcome.FAIL
+
+
+def test_linearization_and_scoring_pass_on_repro():
+    assert outcome("table4.parse.linearization") == Outcome.PASS
+    assert outcome("table4.f1.every-sentence-scored") == Outcome.PASS
+
+
+def _unlabelled_closers(tree):
+    return " ".join(")" if token.startswith(")") else token for token in linearize.linearize(tree).split())
+
+
+
+@pytest.mark.parametrize("wrong", [_unlabelled_closers, lambda tree: linearize.linearize(tree).replace(" XX )", " )")],
+                         ids=["closers-unlabelled", "a-leaf-dropped-before-a-closer"])
+def test_linearization_fails_on_targets_in_another_form(wrong):
+    with mock.patch.object(linearization_checks, "linearize", wrong):
+        assert outcome("table4.parse.linearization") == Outcome.FAIL
+
+
+@pytest.mark.parametrize("repair", [
+    lambda output, words, tags=None: scoring_repair(output, words),                      # gold tags lost
+    lambda output, words, tags=None: scoring_repair(output, list(reversed(words)), tags),  # words out of order
+], ids=["without-gold-tags", "words-reversed"])
+def test_every_sentence_scored_fails_when_the_scoring_loses_what_evalb_reads(repair):
+    with mock.patch.object(scoring, "repair", repair):
+        assert outcome("table4.f1.every-sentence-scored") == Outcome.FAIL
+
+
+scoring_repair = scoring.repair
