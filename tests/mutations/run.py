@@ -1337,7 +1337,9 @@ MUTATIONS = [
     Mutation("beam-forced-not-finished", "repro/decode/beam.py",
              "        finished = forced | ~torch.isfinite(live_s[:, 0])",
              "        finished = ~torch.isfinite(live_s[:, 0])",
-             "a sentence at its length limit is not marked finished by the limit itself"),
+             "a sentence at its length limit is not marked finished by the limit itself",
+             equivalent="at the limit only EOS keeps a finite score, and every EOS candidate is set aside from the "
+                        "live ones, so no live hypothesis is left and the sentence stops all the same"),
     Mutation("greedy-drops-last-token", "repro/decode/greedy.py",
              "            length[rows] = length[rows].masked_fill(alive, step + 1)",
              "            length[rows] = length[rows].masked_fill(alive, step)",
@@ -1377,11 +1379,16 @@ MUTATIONS = [
     Mutation("table3-big-from-base-recipe", "repro/recipes.py",
              '    start = BIG if row == "big" else BASE',
              "    start = BASE",
-             "Table 3's big row starts from the base recipe (its checkpoint spacing is the base's)"),
+             "Table 3's big row starts from the base recipe (its checkpoint spacing is the base's)",
+             equivalent="the two recipes differ only in the checkpoint spacing (1500 against 600 updates) and the "
+                        "averaging, which Table 3 turns off: the row's preset, steps and P_drop are its own, and its "
+                        "evaluation reads the newest checkpoint, the one after the last update, either way"),
     Mutation("table3-c-d256-dk-implicit", "repro/model/table3.py",
              '    Row("C-d256", "C", "d_model=256, d_k=d_v=32", {"d_model": 256, "d_k": 32, "d_v": 32}),',
              '    Row("C-d256", "C", "d_model=256, d_k=d_v=32", {"d_model": 256}),',
-             "row (C) d_model = 256 leaves d_k and d_v to follow d_model / h"),
+             "row (C) d_model = 256 leaves d_k and d_v to follow d_model / h",
+             equivalent="d_k = d_v = d_model / h = 256 / 8 = 32 as printed: TransformerConfig.replace lets d_k and d_v "
+                        "follow a changed d_model, and at a smaller scale the printed 32 scales with d_model the same"),
     Mutation("table3-scaled-sizes-as-printed", "repro/model/table3.py",
              "            exact = Fraction(base[symbol]) * Fraction(printed) / Fraction(BASE_CELLS[symbol])",
              "            exact = Fraction(printed)",
