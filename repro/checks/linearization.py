@@ -118,7 +118,9 @@ def _round_trip(tree: Tree) -> list[str]:
     return problems
 
 
-def _sample_trees() -> tuple[list[Tree], str]:
+def sample_trees() -> tuple[list[Tree], str]:
+    """The first PTB_TREES trees of the NLTK Penn Treebank sample of the data directory, pre-processed as the
+    parser's data are (none where it is absent), and what they are."""
     folder = resolve_data_dir() / PTB_SAMPLE
     files = sorted(folder.rglob("*.mrg"))[:40] if folder.is_dir() else []
     trees: list[Tree] = []
@@ -144,7 +146,7 @@ def linearization(claim: Claim, ctx: CheckContext) -> Measurement:
         if (target, group_by_word(target)) != (symbols, per_word):
             problems.append(f"{text[:40]}: linearised as {target!r} / {group_by_word(target)!r}, Vinyals & Kaiser et al. "
                             f"write {symbols!r} / {per_word!r}")
-    sample, where = _sample_trees()
+    sample, where = sample_trees()
     trees = [parse_tree(text) for text in TREES] + sample
     for tree in trees:
         problems += _round_trip(tree)

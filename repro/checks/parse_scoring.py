@@ -14,7 +14,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from repro.checks.linearization import TREES, _sample_trees
+from repro.checks.linearization import TREES, sample_trees
 from repro.checks.registry import checker
 from repro.claims.claim import Claim
 from repro.claims.outcome import CheckContext, Measurement
@@ -30,7 +30,7 @@ def perfect_outputs_scored(claim: Claim, ctx: CheckContext) -> Measurement:
     outputs, against the gold trees: hand-built trees and, where the data directory has it, the NLTK
     Penn Treebank sample's. Measured: the sentences not scored as a perfect parse (an EVALB error or
     skip, a gold bracket unmatched or an extra one), over both units."""
-    sample, where = _sample_trees()
+    sample, where = sample_trees()
     trees = [parse_tree(text) for text in TREES] + sample
     wrong, shown = 0, []
     with tempfile.TemporaryDirectory(prefix="repro-parse-scoring-") as tmp:
