@@ -2,7 +2,10 @@
 the parser's training data and its scoring run (:mod:`repro.parsing.linearize`,
 :mod:`repro.parsing.repair`, :mod:`repro.parsing.trees`).
 
-Three things are measured:
+Four things are measured:
+
+- **the target form**: hand-built trees linearise to the sequences Vinyals & Kaiser et al. write
+  (:data:`FORMS`: each closing bracket carries its label, every pre-terminal is ``XX``), in both units;
 
 - **round trips**: a tree linearised (in both target units, symbols and per-word tokens) and read
   back over its words and tags is the same tree; a tree written on one line (what EVALB reads) and
@@ -43,6 +46,19 @@ TREES = (
     "(S (`` ``) (NP (-LRB- -LRB-) (NNP X) (-RRB- -RRB-)) (, ,) (VP (VBD said) (SBAR (S (NP (PRP he)) "
     "(VP (VBD won))))) ('' '') (. .))",
     "(FRAG (ADVP (RB so)) (: :) (NP (CD 3) ($ $)) (. ?))",
+)
+
+#: Trees and their targets as Vinyals & Kaiser et al. write them (their Figure 2: "John has a dog ."), each
+#: closing bracket labelled, every pre-terminal with its word XX, written out by hand: symbols, and per-word
+#: tokens (each the run of symbols up to a word's XX, the closing brackets after the last word a token).
+FORMS: tuple[tuple[str, str, str], ...] = (
+    ("(S (NP (NNP John)) (VP (VBZ has) (NP (DT a) (NN dog))) (. .))",
+     "(S (NP XX )NP (VP XX (NP XX XX )NP )VP XX )S",
+     "(S_(NP_XX )NP_(VP_XX (NP_XX XX )NP_)VP_XX )S"),
+    (TREES[0],
+     "(S (NP XX XX )NP (VP XX (PP XX (NP XX XX )NP )PP )VP XX )S",
+     "(S_(NP_XX XX )NP_(VP_XX (PP_XX (NP_XX XX )NP_)PP_)VP_XX )S"),
+    (TREES[1], "(S (VP XX )VP )S", "(S_(VP_XX )VP_)S"),
 )
 
 #: The words every malformed sequence below is read over.
@@ -102,7 +118,9 @@ def _round_trip(tree: Tree) -> list[str]:
     return problems
 
 
-def _sample_trees() -> tuple[list[Tree], str]:
+def sample_trees() -> tuple[list[Tree], str]:
+    """The first PTB_TREES trees of the NLTK Penn Treebank sample of the data directory, pre-processed as the
+    parser's data are (none where it is absent), and what they are."""
     folder = resolve_data_dir() / PTB_SAMPLE
     files = sorted(folder.rglob("*.mrg"))[:40] if folder.is_dir() else []
     trees: list[Tree] = []
@@ -119,10 +137,16 @@ def _sample_trees() -> tuple[list[Tree], str]:
 
 @checker("parse.linearization", audits=False)
 def linearization(claim: Claim, ctx: CheckContext) -> Measurement:
-    """Round trips that do not return the tree, malformed sequences the strict inverse accepts,
-    and repairs that differ from the documented rule or do not say they repaired: their number."""
+    """Targets that are not Vinyals & Kaiser et al.'s (:data:`FORMS`), round trips that do not return the
+    tree, malformed sequences the strict inverse accepts, and repairs that differ from the documented rule
+    or do not say they repaired: their number."""
     problems: list[str] = []
-    sample, where = _sample_trees()
+    for text, symbols, per_word in FORMS:
+        target = linearize(parse_tree(text))
+        if (target, group_by_word(target)) != (symbols, per_word):
+            problems.append(f"{text[:40]}: linearised as {target!r} / {group_by_word(target)!r}, Vinyals & Kaiser et al. "
+                            f"write {symbols!r} / {per_word!r}")
+    sample, where = sample_trees()
     trees = [parse_tree(text) for text in TREES] + sample
     for tree in trees:
         problems += _round_trip(tree)
@@ -137,5 +161,5 @@ def linearization(claim: Claim, ctx: CheckContext) -> Measurement:
             problems.append(f"{what} ({sequence!r}) repaired to {tree_to_line(fixed.tree)} "
                             f"(fixes: {len(fixed.fixes)}), the rule gives {repaired}")
     return Measurement(len(problems), detail=(
-        f"{len(trees)} trees round-tripped ({len(TREES)} built, {where}); {len(REPAIRS)} malformed sequences "
+        f"{len(FORMS)} targets against Vinyals & Kaiser et al.'s form; {len(trees)} trees round-tripped ({len(TREES)} built, {where}); {len(REPAIRS)} malformed sequences "
         + (f"; wrong: {'; '.join(problems[:4])}" if problems else "refused and repaired as documented")))

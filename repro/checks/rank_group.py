@@ -1,11 +1,14 @@
 """Claims watched in a real two-process group (:mod:`repro.checks.group_probe`): the gradient of an
 accumulated update over two ranks, the rate Adam steps at, and which of its passes synchronise, the
-divergence stop raised on one rank, which rank writes checkpoints, and the order of a sharded
+divergence stop raised on one rank, which rank writes checkpoints, what each rank trains on after a
+resume, the perplexity a sharded evaluation reports, and the order of a sharded
 evaluation's outputs. The group is spawned once per process and shared by these claims."""
 
 from __future__ import annotations
 
+import tempfile
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -15,10 +18,11 @@ from repro.checks.jobs import SIZE, job_config, own, shrunk
 from repro.checks.registry import checker
 from repro.checks.update_arithmetic import random_pairs, reference_losses
 from repro.claims.claim import Claim
-from repro.claims.compare import max_abs, max_abs_diff
+from repro.claims.compare import finite, max_abs, max_abs_diff
 from repro.claims.outcome import CheckContext, Measurement
 from repro.data.batching import collate
-from repro.checks.group_probe import SHARD_ITEMS, WORLD, observe_group, step_rates
+from repro.checks.group_probe import (RESUME_STOP, RESUME_UPDATES, SHARD_ITEMS, WORLD, observe_group, sharded_perplexity,
+                                      step_rates)
 from repro.train.loop import build
 
 #: Each rank's passes (pairs per pass): unequal within and across ranks.
@@ -142,6 +146,51 @@ def main_rank(claim: Claim, ctx: CheckContext) -> Measurement:
     seen, _ = _observed(ctx.seed)
     return Measurement([r["checkpoints"] for r in seen], detail=", ".join(
         f"rank {r['rank']} wrote checkpoints after updates {r['checkpoints']}" for r in seen))
+
+
+@checker("run.resume_ranks")
+def resume_ranks(claim: Claim, ctx: CheckContext) -> Measurement:
+    """A requeued data-parallel job trains each rank on what it would have trained on had the job never
+    stopped: the loop in a two-rank group (both ranks in one run directory, rank 0 writing the
+    checkpoints), run for RESUME_UPDATES updates at once and stopped after RESUME_STOP then resumed;
+    each rank's updates after the stop must draw the same examples in both. A resume that restores one
+    rank's data position into every rank (the checkpoint's shard as written), or any other position,
+    differs. Measured: the (rank, update) pairs whose examples differ."""
+    own(ctx)
+    seen, _ = _observed(ctx.seed)
+    differ = [(r["rank"], RESUME_STOP + 1 + i)
+              for r in seen for i, (a, b) in enumerate(zip(r["batches_once"][RESUME_STOP:], r["batches_resumed"][RESUME_STOP:]))
+              if a != b]
+    counts = [len(r["batches_resumed"]) for r in seen]
+    if any(n != RESUME_UPDATES for n in counts):
+        return Measurement(None, False, f"the resumed job's ranks made {counts} updates, not {RESUME_UPDATES} each")
+    return Measurement(len(differ), detail=(
+        f"{RESUME_UPDATES} updates at once against {RESUME_STOP} then resumed, {WORLD} ranks: "
+        + (f"(rank, update) drawing other examples after the resume: {differ}" if differ else
+           f"every rank drew the same examples in updates {RESUME_STOP + 1}-{RESUME_UPDATES}")))
+
+
+@checker("run.sharded_perplexity")
+def sharded_perplexity_over_ranks(claim: Claim, ctx: CheckContext) -> Measurement:
+    """Table 3's perplexity measured by an evaluation split over a job's ranks is one process's: the
+    evaluation's perplexity (:func:`repro.eval.translation.evaluate_perplexity`, with the sentences its
+    bootstrap interval resamples) of the same freshly built model on the same dev split, on each rank of
+    the two-rank group and in this process. Compared: the perplexity, the summed NLL, the wordpieces and
+    the per-sentence NLLs and wordpieces (a rank that scores sentences another rank scores too counts
+    them twice, and narrows the interval). Measured: the largest relative difference."""
+    own(ctx)
+    seen, _ = _observed(ctx.seed)
+    with tempfile.TemporaryDirectory(prefix="repro-perplexity-") as tmp:
+        alone = sharded_perplexity(Path(tmp) / "alone", shrunk(job_config(EXPERIMENT)), None)
+    names = ("perplexity", "NLL", "wordpieces", "sentences", "sentences' NLL", "sentences' wordpieces")
+    worst, where = 0.0, "none"
+    for r in seen:
+        for name, got, want in zip(names, r["perplexity"], alone):
+            gap = abs(finite(got, f"rank {r['rank']}'s {name}") / want - 1) if want else abs(got)
+            if gap > worst:
+                worst, where = gap, f"rank {r['rank']}'s {name} {got:.6g}, one process's {want:.6g}"
+    return Measurement(worst, detail=(f"{WORLD} ranks against one process on {alone[3]:.0f} sentences, "
+                                      f"{alone[2]:.0f} wordpieces (perplexity {alone[0]:.4f}); largest difference: {where}"))
 
 
 @checker("run.shard_order")

@@ -17,6 +17,7 @@ from repro.claims.claim import Claim
 from repro.claims.compare import finite
 from repro.claims.outcome import CheckContext, Measurement, NotRun, Outcome
 from repro.results.normalise import NotComparable, comparable_step_time
+from repro.results.provenance import Provenance
 from repro.results.store import Result
 
 #: The claims whose stored value is a step time on the run's own hardware.
@@ -80,3 +81,40 @@ def step_time_result(claim: Claim, results: Mapping[str, Result]) -> Result | No
         return dataclasses.replace(stored, status=Outcome.NOT_RUN.value,
                                    detail=f"not comparable on this hardware: {why}; measured {stored.measured} s/step")
     return dataclasses.replace(stored, measured=round(value, 4), unit="s/step on 8 P100 (normalised)", detail=how)
+
+
+def _probe(seconds: float, hardware: str, devices: int, peak_flops: float | None) -> Result:
+    """A stored step time of the paper's configuration (scale ``cluster``) on ``devices`` of ``hardware``."""
+    prov = Provenance(commit="probe", config_hash="probe", hardware=hardware, dataset="wmt14-en-de",
+                      date="2026-01-01T00:00:00+00:00", scale="cluster: a probe of the normalisation",
+                      extra={"devices": devices})
+    return Result("sec5.step-time.base", seconds, prov, unit="s/step",
+                  extra={"devices": devices, **({"peak_flops": peak_flops} if peak_flops else {})})
+
+
+@checker("step_time.normalisation", audits=False)
+def normalisation(claim: Claim, ctx: CheckContext) -> Measurement:
+    """Section 5.2 and footnote 5: a step time measured on other hardware is set against the paper's
+    ``params.gpus`` P100 at ``params.tflops`` each by assuming one step costs the same floating point
+    operations on both machines at the same share of their peak: seconds x devices x peak per device
+    is the same on both. Probed on the path the step-time claims and the report read
+    (:func:`normalised`) with stored step times of the paper's configuration on machines of 8 x 9.5
+    TFLOPS in all (kept as they are), of more or less compute (counted longer or shorter in proportion),
+    and on 8 P100 (compared as measured). Measured: the largest relative departure from that rule."""
+    gpus, peak = int(claim.params["gpus"]), float(claim.params["tflops"]) * 1e12
+    paper = gpus * peak
+    probes = [(0.4, f"{gpus} x NVIDIA Tesla P100-SXM2-16GB", gpus, None, 0.4),
+              (0.4, "NVIDIA H200", 1, paper, 0.4),
+              (0.5, "NVIDIA A100-SXM4-80GB", 4, paper / 4, 0.5),
+              (0.1, "NVIDIA H100 80GB HBM3", 8, 60e12, 0.1 * 8 * 60e12 / paper),
+              (1.0, "Tesla V100-SXM2-32GB", 2, 15.7e12, 1.0 * 2 * 15.7e12 / paper)]
+    worst, where = 0.0, ""
+    for seconds, hardware, devices, device_peak, want in probes:
+        try:
+            got, _ = normalised(_probe(seconds, hardware, devices, device_peak))
+        except NotComparable as why:
+            return Measurement(None, False, f"{seconds} s/step on {devices} x {hardware} refused: {why}")
+        departure = abs(got / want - 1)
+        if departure >= worst:
+            worst, where = departure, f"{seconds} s/step on {devices} x {hardware}: {got:.4g} s on 8 P100, want {want:.4g}"
+    return Measurement(worst, detail=f"{len(probes)} stored step times of the paper's configuration; the farthest: {where}")

@@ -21,7 +21,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 #: Claims whose verdict a clock, file times, process scheduling or a timing could reach.
 TIMING_SENSITIVE = ("sec6.checkpoint-interval.clock", "sec6.average.checkpoints-kept", "impl.resume.newest-checkpoint",
-                    "sec5.batch.update-gradient.ddp", "impl.divergence-stop", "impl.main-rank",
+                    "sec5.batch.update-gradient.ddp", "impl.divergence-stop", "impl.main-rank", "impl.resume.ranks",
+                    "impl.sharded-evaluation-perplexity",
                     "impl.sharded-evaluation-order", "sec3.2.1.additive.speed")
 
 
