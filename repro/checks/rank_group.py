@@ -186,7 +186,9 @@ def sharded_perplexity_over_ranks(claim: Claim, ctx: CheckContext) -> Measuremen
     worst, where = 0.0, "none"
     for r in seen:
         for name, got, want in zip(names, r["perplexity"], alone):
-            gap = abs(finite(got, f"rank {r['rank']}'s {name}") / want - 1) if want else abs(got)
+            got = finite(got, f"rank {r['rank']}'s {name}")
+            want = finite(want, f"one process's {name}")
+            gap = abs(got / want - 1) if want else abs(got)
             if gap > worst:
                 worst, where = gap, f"rank {r['rank']}'s {name} {got:.6g}, one process's {want:.6g}"
     return Measurement(worst, detail=(f"{WORLD} ranks against one process on {alone[3]:.0f} sentences, "

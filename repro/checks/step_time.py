@@ -114,7 +114,7 @@ def normalisation(claim: Claim, ctx: CheckContext) -> Measurement:
             got, _ = normalised(_probe(seconds, hardware, devices, device_peak))
         except NotComparable as why:
             return Measurement(None, False, f"{seconds} s/step on {devices} x {hardware} refused: {why}")
-        departure = abs(got / want - 1)
+        departure = abs(finite(got, f"{seconds} s/step on {devices} x {hardware} normalised") / want - 1)
         if departure >= worst:
             worst, where = departure, f"{seconds} s/step on {devices} x {hardware}: {got:.4g} s on 8 P100, want {want:.4g}"
     return Measurement(worst, detail=f"{len(probes)} stored step times of the paper's configuration; the farthest: {where}")

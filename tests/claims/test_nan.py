@@ -180,6 +180,9 @@ INTEGER_VALUED = {
     "evalb.rules": "counts EVALB cases and output lines that differ (brackets and words, no float)",
     "parse.linearization": "counts trees and sequences read back wrongly",
     "scaled.table3_jobs": "counts cells and seeds of the planned jobs that differ",
+    "run.resume_ranks": "counts (rank, update) pairs whose examples differ (token ids)",
+    "run.vocabulary_size": "counts vocabulary entries",
+    "parse.scoring": "counts sentences not scored as a perfect parse (EVALB's bracket counts)",
 }
 #: The search's claims: their value comes from the tokens it outputs (no float can reach it), so
 #: NaN is fed into the scores it ranks by (OWN_PATHS below).
@@ -334,6 +337,25 @@ def _nan_group(bad):
         rank_group._observed.cache_clear()
 
 
+@contextlib.contextmanager
+def _nan_sharded_perplexity(bad):
+    """Each rank's share of the sharded perplexity comes back NaN (or inf); then one process's does."""
+    original = rank_group.observe_group
+
+    def broken(*args, **kwargs):
+        seen = original(*args, **kwargs)
+        for rank in seen:
+            rank["perplexity"] = [bad for _ in rank["perplexity"]]
+        return seen
+
+    rank_group._observed.cache_clear()
+    try:
+        with mock.patch.object(rank_group, "observe_group", broken):
+            yield
+    finally:
+        rank_group._observed.cache_clear()
+
+
 def _nan_resumed_weights(bad):
     """The checkpoints the exact-resume claim reads back hold NaN (or inf) weights."""
     import repro.checks.checkpoint_keeping as checkpoint_keeping
@@ -381,6 +403,7 @@ OWN_PATHS: dict[str, Callable] = {
     "run.smoothing_spread": _nan_loss, "run.ddp_update": _nan_group,
     "run.ddp_rate": _nan_group, "decode.cached_every_architecture": _nan_decoder, "run.gpu_optimizer": _nan_gpu_adam,
     "run.resume_exact": _nan_resumed_weights, "run.read_late": _nan_read_late,
+    "run.sharded_perplexity": _nan_sharded_perplexity,
     "run.compiled_shapes": _nan_decoder, "decode.trained_scores": _nan_decoder,
     "model.parameters_used": _nan_logits, "figures.attention_drawn": _nan_attention,
 }
@@ -452,6 +475,12 @@ def _nan_bleu_language(bad):
     return mock.patch.object(translation, "score", lambda *a, **k: dataclasses.replace(original(*a, **k), score=bad))
 
 
+def _nan_normalised(bad):
+    import repro.checks.step_time as step_time
+
+    return mock.patch.object(step_time, "normalised", lambda *a, **k: (bad, None))
+
+
 def _nan_seeds(bad):
     import repro.checks.verdict_statistics as verdict_statistics
 
@@ -474,6 +503,7 @@ REFERENCE_PATCHES: dict[str, Callable] = {
     "table1.sequential": _nan_sequential, "table1.path": _nan_path, "bleu.paper_protocol": _nan_bleu,
     "bleu.case": _nan_bleu_case, "bleu.target_language": _nan_bleu_language, "scaled.verdict_statistics": _nan_seeds,
     "attention.additive_space": _nan_additive, "attention.additive_speed": _nan_additive,
+    "step_time.normalisation": _nan_normalised,
 }
 
 
