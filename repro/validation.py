@@ -21,6 +21,15 @@ from repro.instants import checked_instant
 
 FORMATS = jsonschema.FormatChecker(formats=())
 
+#: JSON Schema counts ``3.0`` an integer; a reader here does not: TOML and JSON write a whole number
+#: without a point, and a count of ``512.0`` reaches ``torch.randn`` or ``range`` as a float (a checker's
+#: TypeError, not a refusal naming the field). A bool is no integer either (as the schema says).
+_STRICT = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator,
+    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
+        "integer", lambda _, value: isinstance(value, int) and not isinstance(value, bool)),
+)
+
 
 @FORMATS.checks("date-time", raises=ValueError)
 def _instant(value: object) -> bool:
@@ -82,7 +91,7 @@ def non_finite(value: Any, path: str = "") -> str | None:
 def problem(data: Any, schema: dict, *, nan_allowed_in: Collection[str] = ()) -> str | None:
     """What is wrong with ``data`` under ``schema`` (the first error, ordered by field), or None.
     ``nan_allowed_in``: top-level fields whose numbers may be NaN or infinite (a measurement)."""
-    validator = jsonschema.Draft202012Validator(schema, format_checker=FORMATS)
+    validator = _STRICT(schema, format_checker=FORMATS)
     errors = sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path])
     if errors:
         return describe(errors[0])

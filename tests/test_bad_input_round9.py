@@ -10,6 +10,10 @@ was fixed:
 - a checkpoint whose ``model_config`` builds no model (``n_heads`` not dividing ``d_model``, a bool for
   ``d_model``): ``check --run`` drew ``fail`` verdicts from it (exit 0 or 1) where ``translate`` and
   ``report --runs`` refused it: :func:`repro.train.checkpoint.load_checkpoint`, the one checkpoint reader;
+- a whole number written with a point (``d_model = 512.0``) where a claim's parameter, a checkpoint's
+  ``step`` or a run record's count is an integer: JSON Schema counts ``512.0`` an integer, so it passed,
+  and the checker raised ``TypeError`` out of ``torch.randn`` (status ``error``, exit 1) where ``"512"``
+  was refused naming the field: :func:`repro.validation.problem`, the one validator;
 - a metrics log whose last row a kill cut as it was written (no line end): the resume and ``check --run``
   leave such a row out, ``report --runs`` refused the run ("3 fields, but the header names 12
   columns"): :func:`repro.train.metrics_log.read_log`.
@@ -115,3 +119,39 @@ def test_report_runs_still_refuses_a_whole_row_wider_than_its_header(tmp_path, c
     rc, out, err = run(capsys, "report", "--runs", str(run_copy), "--out", str(tmp_path / "out"), "--no-attention",
                        "--results", str(tmp_path / "results"))
     assert rc == 2 and f"{metrics}:" in refusal(err) and not (tmp_path / "out").exists()
+
+
+# -- a whole number written with a point where an integer goes ----------------------------------------------
+
+MULTIHEAD = """part = "x"
+
+[[claim]]
+id = "x.multihead"
+source = "Section 3.2.2"
+statement = "s"
+kind = "complexity"
+scale = "local"
+checker = "attention.multihead_cost"
+expected = 1.0
+tolerance = { rel = 0.1 }
+params = { d_model = D_MODEL, heads = 8, length = 64 }
+"""
+
+
+def test_a_claims_integer_parameter_written_with_a_point_is_refused_naming_the_field(tmp_path, capsys):
+    (tmp_path / "claims").mkdir()
+    (tmp_path / "claims" / "x.toml").write_text(MULTIHEAD.replace("D_MODEL", "512.0"))
+    rc, out, err = run(capsys, "check", "--claims-dir", str(tmp_path / "claims"), "--results", str(tmp_path))
+    line = refusal(err)
+    assert rc == 2 and out == "" and str(tmp_path / "claims" / "x.toml") in line and "'params.d_model'" in line
+
+
+def test_a_checkpoint_step_written_with_a_point_is_refused_by_translate(tmp_path, capsys, run_copy):
+    newest = sorted((run_copy / "checkpoints").glob("step_*.pt"))[-1]
+    state = load_checkpoint(newest)
+    torch.save({**state, "step": float(state["step"])}, newest)
+    (tmp_path / "in.en").write_text("A man rides a bike .\n")
+    rc, out, err = run(capsys, "translate", "--checkpoint", str(newest), "--input", str(tmp_path / "in.en"),
+                       "--output", str(tmp_path / "out.de"))
+    assert rc == 2 and str(newest) in refusal(err) and "'step'" in refusal(err)
+    assert not (tmp_path / "out.de").exists()
