@@ -16,7 +16,10 @@ was fixed:
   was refused naming the field: :func:`repro.validation.problem`, the one validator;
 - a metrics log whose last row a kill cut as it was written (no line end): the resume and ``check --run``
   leave such a row out, ``report --runs`` refused the run ("3 fields, but the header names 12
-  columns"): :func:`repro.train.metrics_log.read_log`.
+  columns"): :func:`repro.train.metrics_log.read_log`;
+- a result record whose ``status`` is ``pass`` beside a value its claim does not take (BLEU 1.0 against
+  "at least 30"): ``check`` passed it on the record's word (exit 0) where the report said it deviates;
+  the claim decides: :func:`repro.checks.metric_results.result`.
 
 Every refusal: exit 2, one line naming the file, field or flag; nothing written.
 """
@@ -30,8 +33,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from repro.results import Result, ResultStore
 from repro.train.checkpoint import load_checkpoint
 from tests.cli_run import refusal, run
+from tests.metric_claim import claims_dir  # noqa: F401  (claims_dir: a fixture)
+from tests.test_hostile_input import record
 from tests.test_bad_input_fresh import train_argv, write_multi30k
 
 REPO = Path(__file__).resolve().parents[1]
@@ -155,3 +161,21 @@ def test_a_checkpoint_step_written_with_a_point_is_refused_by_translate(tmp_path
                        "--output", str(tmp_path / "out.de"))
     assert rc == 2 and str(newest) in refusal(err) and "'step'" in refusal(err)
     assert not (tmp_path / "out.de").exists()
+
+
+# -- a result record whose own word contradicts its value -------------------------------------------------------
+
+@pytest.mark.parametrize("measured, status, rc, verdict", [
+    (1.0, "pass", 1, "fail"),       # the record says pass; BLEU 1.0 is below the claim's 30
+    (31.5, "pass", 0, "pass"),
+    (31.5, None, 0, "pass"),
+    (31.5, "fail", 1, "fail"),      # a job stores "fail" for a value that is no finite number: it stays one
+])
+def test_a_metric_records_status_never_passes_a_value_its_claim_does_not_take(tmp_path, capsys, claims_dir,
+                                                                              measured, status, rc, verdict):
+    store = ResultStore(tmp_path / "results")
+    store.write(Result.from_dict(record(measured=measured, status=status)), "r")
+    got, _, err = run(capsys, "check", "--claims-dir", str(claims_dir), "--results", str(tmp_path / "results"),
+                      "--json", str(tmp_path / "out.json"))
+    assert got == rc, err
+    assert [r["status"] for r in json.loads((tmp_path / "out.json").read_text())] == [verdict]
