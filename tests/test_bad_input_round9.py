@@ -19,7 +19,10 @@ was fixed:
   columns"): :func:`repro.train.metrics_log.read_log`;
 - a result record whose ``status`` is ``pass`` beside a value its claim does not take (BLEU 1.0 against
   "at least 30"): ``check`` passed it on the record's word (exit 0) where the report said it deviates;
-  the claim decides: :func:`repro.checks.metric_results.result`.
+  the claim decides: :func:`repro.checks.metric_results.result`;
+- a line of a training split holding only invisible characters (a zero-width space, a word joiner, a
+  soft hyphen), which ``str.strip`` keeps: trained on as a sentence, exit 0, where an empty line (or one
+  of no-break spaces) is refused naming the file and line: :func:`repro.data.text_lines.blank`.
 
 Every refusal: exit 2, one line naming the file, field or flag; nothing written.
 """
@@ -33,6 +36,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from repro.data.text_lines import blank
 from repro.results import Result, ResultStore
 from repro.train.checkpoint import load_checkpoint
 from tests.cli_run import refusal, run
@@ -179,3 +183,21 @@ def test_a_metric_records_status_never_passes_a_value_its_claim_does_not_take(tm
                       "--json", str(tmp_path / "out.json"))
     assert got == rc, err
     assert [r["status"] for r in json.loads((tmp_path / "out.json").read_text())] == [verdict]
+
+
+# -- a sentence of invisible characters only ------------------------------------------------------------------
+
+@pytest.mark.parametrize("invisible", ["\u200b", "\u2060", " \u00ad \u200b "])
+def test_a_training_line_of_invisible_characters_is_an_empty_line(tmp_path, capsys, invisible):
+    data = write_multi30k(tmp_path / "data")
+    train_en = data / "multi30k" / "train.en"
+    lines = train_en.read_text().splitlines()
+    lines[2] = invisible
+    train_en.write_text("\n".join(lines) + "\n")
+    rc, out, err = run(capsys, *train_argv(data, tmp_path / "run", steps=1))
+    assert rc == 2 and out == "" and f"{train_en}:3: empty line" in refusal(err)
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_sentence_holding_an_invisible_character_beside_words_is_text():
+    assert not blank("Ein\u00adMann fährt\u200b Fahrrad .") and blank(" \t\u200b\ufeff")
