@@ -103,12 +103,14 @@ InputFolder = tuple[str | os.PathLike[str] | None, str, tuple[str, ...] | None]
 def outside_inputs(output: str | os.PathLike[str] | None, folders: list[InputFolder], what: str = "output") -> None:
     """Refuse ``output`` (a file or folder) that is, or lies inside, one of ``folders`` where the
     command reads it (a claims folder's ``*.toml``, anything in a results store). What it wrote there
-    would replace a claims file or be read back as a claim or a record, breaking the next run."""
+    would replace a claims file or be read back as a claim or a record, breaking the next run. A folder
+    not made yet (a results store this command starts) is compared by its name: one made first, the
+    output then written into it, is the same fault."""
     if output is None or str(output) == "-":
         return
     target = Path(os.path.realpath(output))
     for folder, name, reads in folders:
-        if folder is None or not os.path.isdir(folder):
+        if folder is None or (os.path.lexists(folder) and not os.path.isdir(folder)):
             continue
         root = Path(os.path.realpath(folder))
         inside = target == root or root in target.parents

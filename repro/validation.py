@@ -21,6 +21,15 @@ from repro.instants import checked_instant
 
 FORMATS = jsonschema.FormatChecker(formats=())
 
+#: JSON Schema counts ``3.0`` an integer; a reader here does not: TOML and JSON write a whole number
+#: without a point, and a count of ``512.0`` reaches ``torch.randn`` or ``range`` as a float (a checker's
+#: TypeError, not a refusal naming the field). A bool is no integer either (as the schema says).
+_STRICT = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator,
+    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
+        "integer", lambda _, value: isinstance(value, int) and not isinstance(value, bool)),
+)
+
 
 @FORMATS.checks("date-time", raises=ValueError)
 def _instant(value: object) -> bool:
@@ -79,21 +88,10 @@ def non_finite(value: Any, path: str = "") -> str | None:
     return None
 
 
-def _strict_integer(_checker: Any, instance: object) -> bool:
-    return isinstance(instance, int) and not isinstance(instance, bool)
-
-
-#: JSON Schema's "integer" takes ``6.0`` (a number whose fraction is zero); a count, a step or a format
-#: version written as a float is no integer here (a writer that wrote it holds another type than ours).
-_VALIDATOR = jsonschema.validators.extend(
-    jsonschema.Draft202012Validator,
-    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine("integer", _strict_integer))
-
-
 def problem(data: Any, schema: dict, *, nan_allowed_in: Collection[str] = ()) -> str | None:
     """What is wrong with ``data`` under ``schema`` (the first error, ordered by field), or None.
     ``nan_allowed_in``: top-level fields whose numbers may be NaN or infinite (a measurement)."""
-    validator = _VALIDATOR(schema, format_checker=FORMATS)
+    validator = _STRICT(schema, format_checker=FORMATS)
     errors = sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path])
     if errors:
         return describe(errors[0])

@@ -93,8 +93,8 @@ def check_a_run(args: argparse.Namespace) -> int:
 
 
 def main(args: argparse.Namespace) -> int:
-    outside_inputs(args.json, [claims_folder(args.claims_dir), (args.results or DEFAULT_RESULTS, "results store", None)],
-                   "JSON output (--json)")
+    outside_inputs(args.json, [claims_folder(args.claims_dir), (args.results or DEFAULT_RESULTS, "results store", None),
+                               (args.store, "results store (--store)", None)], "JSON output (--json)")
     if args.run is not None:
         return check_a_run(args)
     claims = select_claims("local", args.only, args.claims_dir)

@@ -21,6 +21,7 @@ from repro.cluster.submission_checks import check_jobs, check_parallel
 from repro.cluster.ledger import Ledger, default_state_dir
 from repro.errors import ConfigError
 from repro.model.precision import PRECISIONS
+from repro.paths import outside_inputs
 from repro.recipes import SCALES, get_scale, parse_assignments
 from repro.results import DEFAULT_RESULTS
 from repro.train.update_plan import plan_update
@@ -66,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
     profile = load_profile(args.cluster)
     state_dir = Path(args.state_dir or default_state_dir()).resolve()
     results_dir = Path(args.results_dir).resolve()
+    outside_inputs(state_dir, [(results_dir, "results store (--results-dir)", None)], "state folder (--state-dir)")
     job_name = args.job_name or f"repro-{args.experiment}"
     ledger = Ledger(state_dir)
     submission_id = new_submission_id()

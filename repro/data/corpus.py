@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from itertools import zip_longest
 from pathlib import Path
 
+from repro.data.text_lines import blank
 from repro.files.reader import iter_lines
 from repro.errors import DataError
 
@@ -67,7 +68,7 @@ def read_parallel(
                 f"{long_}:{lineno}: line has no partner: {short} has {n_short} lines but {long_} has {n_long}"
             )
         for path, text in ((src_path, src), (tgt_path, tgt)):
-            if not text.strip():
+            if blank(text):
                 empty.append((path, lineno))
         if empty:
             continue  # keep scanning so the error can say how many empty lines there are

@@ -13,6 +13,7 @@ caller needs lines (``what`` says which file it is).
 from __future__ import annotations
 
 import os
+import unicodedata
 
 from repro.errors import DataError
 from repro.files.reader import iter_lines
@@ -27,9 +28,16 @@ def read_lines(path: str | os.PathLike[str], what: str | None = None) -> list[st
     return lines
 
 
+def blank(text: str) -> bool:
+    """Whether ``text`` shows nothing: whitespace and invisible format characters only (a zero-width
+    space, a word joiner, a soft hyphen: Unicode category Cf), which ``str.strip`` keeps. A sentence
+    of them is an empty line a tokenizer would still read as a word."""
+    return all(c.isspace() or unicodedata.category(c) == "Cf" for c in text)
+
+
 def with_words(lines: list[str], source: str | os.PathLike[str], what: str) -> list[str]:
     """``lines`` when at least one holds a word; lines that are all blank are refused naming ``source``:
     a reference of blank lines scores every hypothesis 0, an input of blank lines translates nothing."""
-    if not any(line.strip() for line in lines):
+    if all(blank(line) for line in lines):
         raise DataError(f"{source}: the {what} holds no words ({len(lines)} blank line(s))")
     return lines

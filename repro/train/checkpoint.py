@@ -23,12 +23,13 @@ from typing import IO, Any
 
 import torch
 
-from repro.errors import CheckpointError
+from repro.errors import CheckpointError, ConfigError
 from repro.files.reader import folder_present, inspect, load_torch
 from repro.files.writer import atomic_open, remove
 from repro.files.strict_json import nesting_depth
 from repro.limits import NESTING
 from repro.machine_memory import too_large
+from repro.model.transformer_config import TransformerConfig
 from repro.validation import problem
 
 FORMAT = "repro-checkpoint"
@@ -157,6 +158,10 @@ def _check_metadata(state: dict[str, Any], path: Path) -> None:
         raise CheckpointError(f"{path}: checkpoint {why}")
     if not all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state["model"].items()):
         raise CheckpointError(f"{path}: the model weights are not a dict of tensors named by text")
+    try:   # every reader takes the model's shape from here: one that builds no model is no checkpoint's
+        TransformerConfig.from_dict(state["model_config"])
+    except (ConfigError, TypeError) as err:
+        raise CheckpointError(f"{path}: checkpoint field 'model_config': {err}") from None
 
 
 def load_checkpoint(path: str | os.PathLike[str], map_location: str | torch.device = "cpu") -> dict[str, Any]:

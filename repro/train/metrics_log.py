@@ -127,8 +127,9 @@ class MetricsLog:
 
 def read_log(path: str | os.PathLike[str]) -> pd.DataFrame:
     """A metrics log as pandas reads it (through the one reader); an unreadable one is a ResultError
-    naming it."""
-    text = read_text(path, "metrics log", limit=TEXT_BYTES.hard, error=ResultError)
+    naming it. A last row cut as it was written (:func:`whole_rows`: a killed run) is left out, as the
+    resume and ``check --run`` leave it out."""
+    text, _ = whole_rows(read_text(path, "metrics log", limit=TEXT_BYTES.hard, error=ResultError))
     try:
         rows = csv.reader(io.StringIO(text, newline=""))
         header = checked_header(next(rows, None), path)
