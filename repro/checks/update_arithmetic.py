@@ -5,7 +5,8 @@ watched at the optimizer's step: the gradient it is about to apply, the loss and
 reports. The reference is computed in this module from the text and the model's logits alone:
 the label-smoothed cross-entropy (``1 - eps`` on the reference token, nothing on PAD, ``eps / (V -
 2)`` on each other token) summed over every target token of the update, EOS included, divided by
-their number. Nothing of :mod:`repro.train.loss` or :mod:`repro.train.update_step` is reused.
+their number; the padding share (logged with each update) counted as the PAD positions of the
+update's passes. Nothing of :mod:`repro.train.loss` or :mod:`repro.train.update_step` is reused.
 """
 
 from __future__ import annotations
@@ -77,10 +78,11 @@ def update_arithmetic(claim: Claim, ctx: CheckContext) -> Measurement:
     """One update of the job's loop (``Trainer.update``: its objective, its accumulation, Adam's
     step) on nine pairs in passes of 1, 2 and 6 pairs, dropout off. Observed at the optimizer's
     step: the gradient it applies; reported by the update: its loss and NLL per token, its source
-    and target tokens. Against the module's reference: the gradient of the mean smoothed loss over
-    the update's target tokens (EOS counted), the tokens counted from the pairs. Measured: the
-    largest gradient difference relative to the largest gradient; a reported loss or count that
-    differs fails the claim."""
+    and target tokens, the share of its passes' positions that is PAD. Against the module's
+    reference: the gradient of the mean smoothed loss over the update's target tokens (EOS counted),
+    the tokens counted from the pairs, the PAD positions counted in the passes. Measured: the largest
+    gradient difference relative to the largest gradient; a reported loss, count or padding share
+    that differs fails the claim."""
     own(ctx)
     cfg = shrunk(job_config(claim.params.get("experiment", "table2-base-ende")))
     examples = random_pairs(torch.Generator().manual_seed(ctx.seed), sum(SPLIT))
@@ -98,6 +100,9 @@ def update_arithmetic(claim: Claim, ctx: CheckContext) -> Measurement:
     want = {n: p.grad.double() for n, p in reference.named_parameters() if p.grad is not None}
     scale = max_abs(torch.cat([g.flatten() for g in want.values()]), "the reference gradient")
     src_tokens = sum(len(s) for s, _ in examples)
+    # the passes' PAD positions counted in their tensors, both sides (the share the update reports, logged)
+    pads = sum(int((b.src == PAD).sum()) + int((b.tgt_out == PAD).sum()) for b in micro)
+    want_padding = pads / sum(b.src.numel() + b.tgt_out.numel() for b in micro)
 
     trainer = build(cfg, [([5, 6], [7, 8])], SIZE["vocab_size"])
     trainer.model.eval()
@@ -123,6 +128,9 @@ def update_arithmetic(claim: Claim, ctx: CheckContext) -> Measurement:
     if (stats.src_tokens, stats.tgt_tokens) != (src_tokens, tokens):
         problems.append(f"reported tokens {stats.src_tokens} + {stats.tgt_tokens}, counted from the pairs "
                         f"{src_tokens} + {tokens} (targets with EOS)")
+    if not abs(finite(stats.padding, "the update's reported padding share") - want_padding) <= 1e-9:
+        problems.append(f"reported padding share {stats.padding:.4f}, PAD positions counted in the passes "
+                        f"{want_padding:.4f}")
     return Measurement(worst, False if problems else None, (
         f"passes of {' + '.join(map(str, SPLIT))} pairs, {tokens} target tokens with EOS: gradient at Adam's step "
         f"against the mean smoothed loss's, largest difference {worst:.1e} of the largest gradient; loss per token "
