@@ -91,10 +91,30 @@ def epoch_problem(batcher: Batcher, epochs: list[list[np.ndarray]], pairs: int) 
     return ""
 
 
+def waiting_problem(batcher: Batcher, pairs: int) -> str:
+    """What breaks the length buckets' other promise (``""``: nothing, or not a bucket batcher): a pair
+    may wait in its bucket, but every pair streamed in epoch 0 is batched by epoch ``2 * MAX_WAIT``
+    (:mod:`repro.data.buckets`); a batcher that drops what waits, or lets it wait on, never trains on
+    some pairs. Counted over epochs 0 to ``max_empty_epochs``."""
+    if not isinstance(batcher, BucketBatcher):
+        return ""
+    last = batcher.max_empty_epochs
+    seen = np.zeros(pairs, dtype=bool)
+    for epoch in range(last + 1):
+        for batch in batcher.epoch_batches(epoch):
+            seen[batch] = True
+    if seen.all():
+        return ""
+    never = np.flatnonzero(~seen)
+    return (f"{len(never)} of {pairs} pairs (the first: {never[:5].tolist()}) are in no pass of epochs 0-{last}, "
+            f"although each waits at most {last} epochs")
+
+
 def order_correlation(batcher: Batcher, pairs: int) -> tuple[float, str, int]:
     """The mean, over :data:`EPOCH_PAIRS` pairs of consecutive epochs from the first that yields passes,
     of the correlation of the pairs' places in the two epochs (0: reshuffled; 1: the same order), what
-    breaks the epochs' promise (:func:`epoch_problem`), and the passes per epoch (the first)."""
+    breaks the epochs' promise (:func:`epoch_problem`, :func:`waiting_problem`), and the passes per epoch
+    (the first)."""
     first = next(e for e in range(BucketBatcher.max_empty_epochs + 1) if batcher.epoch_batches(e))
     epochs = [batcher.epoch_batches(first + k) for k in range(EPOCH_PAIRS + 1)]
     found = []
@@ -104,7 +124,8 @@ def order_correlation(batcher: Batcher, pairs: int) -> tuple[float, str, int]:
         x, y = np.array([pa[i] for i in common]), np.array([pb[i] for i in common])
         same = x.std() == 0 or y.std() == 0   # one pass an epoch: no order to draw (counts as unshuffled)
         found.append(1.0 if same else float(np.corrcoef(x, y)[0, 1]))
-    return statistics.mean(found), epoch_problem(batcher, epochs, pairs), len(epochs[0])
+    problem = epoch_problem(batcher, epochs, pairs) or waiting_problem(batcher, pairs)
+    return statistics.mean(found), problem, len(epochs[0])
 
 
 @checker("run.batch_order")

@@ -83,3 +83,16 @@ def test_sides_fail_when_both_sides_are_counted_against_one_budget(monkeypatch, 
     _with(monkeypatch, once)
     assert _status(SIDES) == "fail"
 
+
+
+@pytest.mark.parametrize("wait", ["dropped", "forever"])
+def test_order_fails_when_buckets_never_batch_what_waits(monkeypatch, wait):
+    """The buckets' promise that a waiting pair is batched within 2 x MAX_WAIT epochs (the issue-45
+    mistake ``buckets-drop-what-waits`` was caught only by the token counts): what waits at an epoch's
+    end dropped, or never flushed."""
+    if wait == "dropped":
+        play = buckets.BucketBatcher._play
+        monkeypatch.setattr(buckets.BucketBatcher, "_play", lambda self, epoch, pending: (play(self, epoch, pending)[0], {}))
+    else:
+        monkeypatch.setattr(buckets.BucketBatcher, "_flush", lambda self, epoch, waiting: [])
+    assert _status(ORDER) == "fail"
