@@ -20,6 +20,7 @@ from repro.content_hash import file_sha256
 from repro.data.corpora import get_dataset, resolve_data_dir
 from repro.data.test_sets import identity, paper_test_set
 from repro.errors import DataError
+from repro.files.reader import opened
 from repro.observed.judge import judge, paper_job
 from repro.observed.run_files import missing
 
@@ -125,7 +126,7 @@ def _files_hold(files: Any, counted: dict[str, Any], pairs: int) -> None:
         path = Path(str((recorded or {}).get("path") or ""))
         if not path.is_file() or file_sha256(path) != recorded.get("sha256"):
             continue   # not here, or another copy: nothing to count
-        with path.open("rb") as fh:
+        with opened(path, "corpus file the run counted") as (fh, _):
             lines = sum(1 for _ in fh)
         if lines != pairs:
             raise Contradiction(f"{files.record_path}: field 'corpus.pairs' is {pairs}, but {path}, which field "

@@ -25,6 +25,7 @@ from repro.claims.outcome import CheckContext, Contradiction, Measurement, NotRu
 from repro.content_hash import file_sha256
 from repro.data.corpus import read_parallel
 from repro.errors import DataError
+from repro.files.reader import iter_lines
 from repro.observed.judge import judge, paper_job
 from repro.train.config import TrainConfig
 from repro.train.data import dataset_for
@@ -61,8 +62,8 @@ def _training_files(files: Any) -> tuple[Path, Path]:
 def _trained_among(train: tuple[Path, Path], wanted: set[int]) -> frozenset[int]:
     """Which of the pairs ``wanted`` (by :func:`_key`) the training files hold, read as a stream: a WMT corpus
     holds millions of pairs, the sets scored a few thousand."""
-    with open(train[0], encoding="utf-8") as s, open(train[1], encoding="utf-8") as t:
-        return frozenset(key for key in (_key(a, b) for a, b in zip(s, t)) if key in wanted)
+    lines = (iter_lines(side, "training file the run counted") for side in train)
+    return frozenset(key for key in (_key(a, b) for a, b in zip(*lines)) if key in wanted)
 
 
 def _scored_pairs(path: Path, scored: dict[str, Any]) -> tuple[list[tuple[str, str]], tuple[Path, Path]]:

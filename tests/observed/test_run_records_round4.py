@@ -298,7 +298,9 @@ def test_a_session_on_the_cpu_of_a_p100_machine_did_not_train_on_p100s(copy: Pat
 
 
 def test_a_target_vocabulary_other_than_the_shared_one_fails(copy: Path) -> None:
-    edit_checkpoint(checkpoint(copy, 10), lambda s: s["model_config"].update(tgt_vocab_size=400))
+    # untied, as a model of two vocabularies must be (with the embeddings shared the checkpoint's
+    # config builds no model, and every reader refuses it naming the field: tests/test_bad_input_round9.py)
+    edit_checkpoint(checkpoint(copy, 10), lambda s: s["model_config"].update(tgt_vocab_size=400, share_embeddings=False))
     record = verdicts(copy, "observed.vocabulary.ende")["observed.vocabulary.ende"]
     assert status(record) == "fail", record.detail   # was: departs, on the source side's 300 alone
     assert "embeds 400 (field 'model_config.tgt_vocab_size')" in record.detail
