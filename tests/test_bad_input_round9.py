@@ -30,7 +30,6 @@ Every refusal: exit 2, one line naming the file, field or flag; nothing written.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -41,28 +40,11 @@ from repro.results import Result, ResultStore
 from repro.train.checkpoint import load_checkpoint
 from tests.cli_run import refusal, run
 from tests.metric_claim import claims_dir  # noqa: F401  (claims_dir: a fixture)
+from tests.test_bad_input_fresh import run_copy, train_argv, trained, write_multi30k  # noqa: F401  (fixtures)
 from tests.test_hostile_input import record
-from tests.test_bad_input_fresh import train_argv, write_multi30k
 
 REPO = Path(__file__).resolve().parents[1]
 PROFILE = str(REPO / "slurm" / "h100-x1.toml")
-
-
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory) -> dict[str, Path]:
-    """A run of `repro train` (two steps of a tiny model on four sentences): its data and its folder."""
-    from repro.cli import main
-
-    root = tmp_path_factory.mktemp("round9-run")
-    data = write_multi30k(root / "data")
-    assert main(train_argv(data, root / "run")) == 0
-    return {"data": data, "run": root / "run"}
-
-
-@pytest.fixture()
-def run_copy(trained, tmp_path) -> Path:
-    shutil.copytree(trained["run"], tmp_path / "run")
-    return tmp_path / "run"
 
 
 # -- an output inside a folder the command makes ------------------------------------------------------------

@@ -318,42 +318,36 @@ def _nan_decoder(bad):
 
 
 @contextlib.contextmanager
+def _group_changed(change):
+    """The two-rank group observed again (not taken from the cache), each rank's record passed
+    through ``change``."""
+    original = rank_group.observe_group
+
+    def broken(*args, **kwargs):
+        seen = original(*args, **kwargs)
+        for rank in seen:
+            change(rank)
+        return seen
+
+    rank_group._observed.cache_clear()
+    try:
+        with mock.patch.object(rank_group, "observe_group", broken):
+            yield
+    finally:
+        rank_group._observed.cache_clear()
+
+
 def _nan_group(bad):
-    """The two ranks' gradients and rates come back NaN (the group is observed again, not taken from the cache)."""
-    original = rank_group.observe_group
-
-    def broken(*args, **kwargs):
-        seen = original(*args, **kwargs)
-        for rank in seen:
-            rank["grads"] = {n: torch.full_like(g, bad) for n, g in rank["grads"].items()}
-            rank["rates"] = [bad for _ in rank["rates"]]
-        return seen
-
-    rank_group._observed.cache_clear()
-    try:
-        with mock.patch.object(rank_group, "observe_group", broken):
-            yield
-    finally:
-        rank_group._observed.cache_clear()
+    """The two ranks' gradients and rates come back NaN."""
+    def change(rank):
+        rank["grads"] = {n: torch.full_like(g, bad) for n, g in rank["grads"].items()}
+        rank["rates"] = [bad for _ in rank["rates"]]
+    return _group_changed(change)
 
 
-@contextlib.contextmanager
 def _nan_sharded_perplexity(bad):
-    """Each rank's share of the sharded perplexity comes back NaN (or inf); then one process's does."""
-    original = rank_group.observe_group
-
-    def broken(*args, **kwargs):
-        seen = original(*args, **kwargs)
-        for rank in seen:
-            rank["perplexity"] = [bad for _ in rank["perplexity"]]
-        return seen
-
-    rank_group._observed.cache_clear()
-    try:
-        with mock.patch.object(rank_group, "observe_group", broken):
-            yield
-    finally:
-        rank_group._observed.cache_clear()
+    """Each rank's share of the sharded perplexity comes back NaN (or inf)."""
+    return _group_changed(lambda rank: rank.update(perplexity=[bad for _ in rank["perplexity"]]))
 
 
 def _nan_resumed_weights(bad):
