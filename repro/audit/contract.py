@@ -178,6 +178,15 @@ class CheckedAdapter(AdapterWrapper):
 
     def decoder_layer(self, d_model: int, n_heads: int, d_ff: int) -> DecoderLayerParts:
         parts = _instance("decoder_layer", self._target.decoder_layer(d_model, n_heads, d_ff), DecoderLayerParts)
+        if len(parts.norms) not in (0, 3):
+            raise AdapterContractError(f"decoder_layer returned {len(parts.norms)} norms, expected 3 (or none: a "
+                                       "layer without normalisation)")
+        # the same probe as the encoder layer's: a sequence-first decoder layer given batch-first tensors
+        # mixes the sentences of a batch (its causal mask then runs across the batch, not the positions)
+        _batch_first("DecoderLayerParts.layer", lambda x, memory, _: parts.layer(x, memory), d_model, memory=True)
+        _batch_first("DecoderLayerParts.self_attention", parts.self_attention, d_model)
+        _batch_first("DecoderLayerParts.cross_attention", lambda x, memory, _: parts.cross_attention(x, memory),
+                     d_model, memory=True)
         _norms_batch_first("DecoderLayerParts", parts.norms, d_model)
         return parts
 

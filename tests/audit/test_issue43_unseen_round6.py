@@ -13,7 +13,7 @@ import pytest
 import torch
 from torch import nn
 
-from repro.audit.adapter import EncoderLayerParts
+from repro.audit.adapter import DecoderLayerParts, EncoderLayerParts
 from repro.audit.audit import audit_claim
 from repro.claims import load_claims
 from repro.claims.outcome import Outcome
@@ -212,3 +212,22 @@ def family(name: str):
 def test_expected_verdicts_kept(claim_id: str, name: str) -> None:
     record = verdict(claim_id, family(name).adapter())
     assert record.status == KEPT[claim_id][name], record.why
+
+
+class ForgotTheDecoderTransposes(seq_first.SeqFirstAdapter):
+    """The (seq, batch, d) decoder layer handed over as it is (left alone at an earlier stop: the
+    sequence-first probe covered the encoder layer and the attention modules only)."""
+
+    def decoder_layer(self, d_model, n_heads, d_ff):
+        layer = seq_first.DecoderLayer(d_model, n_heads, d_ff, 0.0).eval()
+        return DecoderLayerParts(layer=layer, self_attention=lambda x: layer.self_attn(x, x, x)[0],
+                                 cross_attention=lambda x, m: layer.multihead_attn(x, m, m)[0],
+                                 feed_forward=layer.ff, norms=(layer.norm1, layer.norm2, layer.norm3))
+
+
+@pytest.mark.parametrize("claim_id", ["sec3.sublayer.post-norm-decoder", "sec3.decoder.encoder-decoder-attention"])
+def test_a_sequence_first_decoder_layer_is_an_error_saying_so(claim_id: str) -> None:
+    record = verdict(claim_id, ForgotTheDecoderTransposes())
+    assert record.status == ERROR and "DecoderLayerParts" in record.why, record.why
+    assert "reads the first dimension as the sequence" in record.why, record.why
+    assert verdict(claim_id, seq_first.adapter()).status == PASS
